@@ -1,0 +1,131 @@
+"""A key/value cache for incremental (autoregressive) decoding, and attention over it.
+
+The cache holds ``num_kv_heads`` heads (never repeated to the query heads), so GQA/MQA shrink
+it by ``Hkv / Hq`` (Shazeer 2019; Ainslie et al. 2023). Storage is preallocated and its
+capacity doubles when full, so appending ``T`` tokens one at a time costs amortized O(1)
+copies per token (Cormen et al., *Introduction to Algorithms*, ch. 17, dynamic tables).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from oracle.rules import (
+    check_cache_append,
+    check_cache_config,
+    check_cached_query,
+    kv_cache_bytes,
+)
+
+from .attention import attention
+
+__all__ = ["KVCache", "cached_attention", "kv_cache_bytes"]
+
+
+class KVCache:
+    """Per-layer K/V cache of shape ``(B, Hkv, T, D)`` / ``(B, Hkv, T, Dv)``.
+
+    Args:
+        batch, num_kv_heads, head_dim: sizes (ints >= 1).
+        value_dim: value head dim Dv (``None``: equal to ``head_dim``).
+        dtype: float16, float32 or float64; appended arrays must have exactly this dtype.
+        capacity: initial number of token slots (grows by doubling).
+
+    ``len(cache)`` is the number of cached positions T. ``keys``/``values`` are read-only views
+    of the first T positions (no copy). ``append`` stores copies of its arguments and is
+    atomic: on any error the cache is unchanged.
+
+    Raises:
+        oracle.rules.AttentionInputError for bad sizes or dtype.
+    """
+
+    def __init__(self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64,
+                 capacity: int = 16):
+        (self.batch, self.num_kv_heads, self.head_dim, self.value_dim,
+         self.dtype) = check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype)
+        capacity = max(1, int(capacity))
+        self._keys = np.zeros((self.batch, self.num_kv_heads, capacity, self.head_dim), self.dtype)
+        self._values = np.zeros((self.batch, self.num_kv_heads, capacity, self.value_dim),
+                                self.dtype)
+        self._length = 0
+
+    def __len__(self) -> int:
+        return self._length
+
+    @property
+    def capacity(self) -> int:
+        """Token slots allocated (>= ``len(self)``)."""
+        return self._keys.shape[2]
+
+    @property
+    def keys(self) -> np.ndarray:
+        """Read-only view ``(B, Hkv, T, D)`` of the cached keys."""
+        view = self._keys[:, :, : self._length]
+        view.flags.writeable = False
+        return view
+
+    @property
+    def values(self) -> np.ndarray:
+        """Read-only view ``(B, Hkv, T, Dv)`` of the cached values."""
+        view = self._values[:, :, : self._length]
+        view.flags.writeable = False
+        return view
+
+    def append(self, key, value) -> int:
+        """Append ``key`` ``(B, Hkv, Tnew, D)`` and ``value`` ``(B, Hkv, Tnew, Dv)``.
+
+        Returns the cache length before this append, i.e. the absolute position of the first
+        appended token (the ``query_start`` of queries at these positions).
+
+        Raises:
+            oracle.rules.AttentionInputError (shape, dtype, non-finite); the cache is then
+            unchanged.
+        """
+        key, value = check_cache_append(self, key, value)
+        start, new = self._length, key.shape[2]
+        if start + new > self.capacity:
+            capacity = max(2 * self.capacity, start + new)
+            for name in ("_keys", "_values"):
+                old = getattr(self, name)
+                grown = np.zeros(old.shape[:2] + (capacity,) + old.shape[3:], self.dtype)
+                grown[:, :, :start] = old[:, :, :start]
+                setattr(self, name, grown)
+        self._keys[:, :, start : start + new] = key  # copies the caller's data
+        self._values[:, :, start : start + new] = value
+        self._length = start + new
+        return start
+
+    def _snapshot(self):
+        return self._keys, self._values, self._length
+
+    def _restore(self, snapshot) -> None:
+        self._keys, self._values, self._length = snapshot
+
+
+def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None, scale=None):
+    """Append ``key``/``value`` to ``cache``, then attend causally over everything cached.
+
+    Args:
+        query: ``(B, Hq, Tnew, D)``, one query per appended token.
+        key: ``(B, Hkv, Tnew, D)``; value: ``(B, Hkv, Tnew, Dv)``; the cache's dtype.
+        cache: a :class:`KVCache`, modified in place (Tnew positions appended).
+        attn_mask: ``None`` or a mask broadcastable to ``(B, Hq, Tnew, T_total)``.
+        scale: as in :func:`impl.attention`.
+
+    Returns:
+        ``(B, Hq, Tnew, Dv)``: causal attention with ``query_start`` = the cache length before
+        the append, so query ``i`` sees positions ``0 .. start + i``.
+
+    Raises:
+        oracle.rules.AttentionInputError; the append is rolled back and the cache is exactly
+        as before the call.
+    """
+    check_cached_query(query, key)
+    snapshot = cache._snapshot()
+    start = cache.append(key, value)
+    try:
+        return attention(query, cache.keys, cache.values, attn_mask=attn_mask, is_causal=True,
+                         query_start=start, scale=scale)
+    except BaseException:
+        cache._restore(snapshot)
+        raise

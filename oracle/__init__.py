@@ -1,0 +1,32 @@
+"""attnprops' oracle: attention at 50 significant digits, and the rulebook all subjects share.
+
+``oracle.reference`` holds the loops (the specification); ``oracle.rules`` the input rules and
+errors. This package depends on NumPy and mpmath only, so it can be copied into another test
+tree on its own.
+"""
+
+from .reference import (
+    DIGITS,
+    KVCache,
+    OracleResult,
+    attention,
+    attention_scores,
+    attention_weights,
+    cached_attention,
+    kv_cache_bytes,
+    to_float,
+)
+from .rules import AttentionInputError
+
+__all__ = [
+    "DIGITS",
+    "AttentionInputError",
+    "KVCache",
+    "OracleResult",
+    "attention",
+    "attention_scores",
+    "attention_weights",
+    "cached_attention",
+    "kv_cache_bytes",
+    "to_float",
+]

@@ -1,0 +1,258 @@
+"""Reference attention at 50 significant digits, written as plain loops over the formula.
+
+This is the specification; readability beats speed. For every query row::
+
+    s_j = scale * sum_d query[d] * key_j[d]  (+ attn_mask_j)     j visible
+    w_j = exp(s_j - max_k s_k) / sum_k exp(s_k - max_k s_k)        0 where j is hidden
+    o   = sum_j w_j * value_j
+
+(Vaswani et al. 2017, eq. 1.) Each binary64 input is converted exactly (a float is an integer
+times a power of two; no decimal round trip). The dot products are computed *exactly* in
+integer arithmetic and rounded once to 50 digits; the scale, ``exp``, the normalization and the
+weighted sum are computed at 50 significant digits inside ``mpmath.workdps(50)`` (a local
+context, never a global setting), with gmpy2 as mpmath's backend when installed.
+
+Every function returns an :class:`OracleResult`: the 50-digit values (an object array of
+``mpmath.mpf``) and their float64 values, each rounded to nearest from the 50-digit value.
+Input rules are those of :mod:`oracle.rules`, applied by the same code as the implementation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mpmath
+import numpy as np
+
+from .rules import (
+    AttentionProblem,
+    check_attention_inputs,
+    check_cache_append,
+    check_cache_config,
+    check_cached_query,
+    compute_dtype,
+    kv_cache_bytes,
+    raise_score_overflow,
+)
+
+DIGITS = 50
+
+__all__ = [
+    "DIGITS",
+    "KVCache",
+    "OracleResult",
+    "attention",
+    "attention_scores",
+    "attention_weights",
+    "cached_attention",
+    "kv_cache_bytes",
+    "to_float",
+]
+
+
+@dataclass(frozen=True)
+class OracleResult:
+    """``exact``: object array of 50-digit ``mpmath.mpf``; ``value``: float64, same shape."""
+
+    exact: np.ndarray
+    value: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.value.shape
+
+
+def to_float(x: mpmath.mpf) -> float:
+    """The one conversion from 50 digits to binary64: round to nearest (ties to even)."""
+    return float(x)
+
+
+def _result(exact: np.ndarray, two_d: bool) -> OracleResult:
+    if two_d:
+        exact = exact[0, 0]
+    value = np.vectorize(to_float, otypes=[np.float64])(exact) if exact.size else exact.astype(float)
+    return OracleResult(exact=exact, value=value)
+
+
+def _dyadic(x: float) -> tuple[int, int]:
+    """``x == numerator / 2**shift`` exactly (binary floats are dyadic rationals)."""
+    numerator, denominator = float(x).as_integer_ratio()
+    return numerator, denominator.bit_length() - 1
+
+
+def _exact_dot(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> mpmath.mpf:
+    """``sum_d a[d] * b[d]`` computed exactly, then rounded once to the working precision."""
+    terms = [(na * nb, sa + sb) for (na, sa), (nb, sb) in zip(a, b)]
+    shift = max(s for _, s in terms)
+    total = sum(n << (shift - s) for n, s in terms)
+    return mpmath.ldexp(mpmath.mpf(total), -shift)
+
+
+def _scores(problem: AttentionProblem) -> np.ndarray:
+    """Scaled, masked scores at 50 digits; hidden keys are ``-inf``. ``(B, Hq, Tq, Tk)``."""
+    B, Hq, Tq, D = problem.query.shape
+    Tk = problem.key.shape[2]
+    limit = mpmath.mpf(float(np.finfo(compute_dtype(problem.dtype)).max))
+    scale = 1 / mpmath.sqrt(D) if problem.scale is None else mpmath.mpf(problem.scale)
+    query = [[[[_dyadic(x) for x in row] for row in head] for head in batch]
+             for batch in problem.query.tolist()]
+    key = [[[[_dyadic(x) for x in row] for row in head] for head in batch]
+           for batch in problem.key.tolist()]
+    scores = np.empty((B, Hq, Tq, Tk), dtype=object)
+    for b in range(B):
+        for h in range(Hq):
+            kv_head = h // problem.group
+            for i in range(Tq):
+                for j in range(Tk):
+                    if not problem.visible[b, h, i, j]:
+                        scores[b, h, i, j] = mpmath.mpf("-inf")
+                        continue
+                    s = scale * _exact_dot(query[b][h][i], key[b][kv_head][j])
+                    if abs(s) > limit:
+                        raise_score_overflow(problem)
+                    if problem.bias is not None:
+                        s = s + mpmath.mpf(float(problem.bias[b, h, i, j]))
+                        if abs(s) > limit:
+                            raise_score_overflow(problem)
+                    scores[b, h, i, j] = s
+    return scores
+
+
+def _weights(scores: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis at 50 digits; a row with no visible key stays all zeros."""
+    weights = np.empty(scores.shape, dtype=object)
+    for index in np.ndindex(scores.shape[:-1]):
+        row = scores[index]
+        visible = [s for s in row if s != mpmath.mpf("-inf")]
+        if not visible:
+            weights[index] = [mpmath.mpf(0)] * len(row)
+            continue
+        top = max(visible)
+        exps = [mpmath.mpf(0) if s == mpmath.mpf("-inf") else mpmath.exp(s - top) for s in row]
+        total = mpmath.fsum(exps)
+        weights[index] = [e / total for e in exps]
+    return weights
+
+
+def _check(query, key, value, attn_mask, is_causal, query_start, scale, fully_masked_rows,
+           needs_value=True) -> AttentionProblem:
+    return check_attention_inputs(
+        query, key, value, attn_mask=attn_mask, is_causal=is_causal, query_start=query_start,
+        scale=scale, fully_masked_rows=fully_masked_rows, needs_value=needs_value,
+    )
+
+
+def attention_scores(query, key, *, attn_mask=None, is_causal=False, query_start=None,
+                     scale=None, fully_masked_rows="raise") -> OracleResult:
+    """Scaled scores plus float mask at 50 digits, ``-inf`` where hidden.
+
+    Shapes and rules as :func:`impl.attention_weights`: query ``(B, Hq, Tq, D)``, key
+    ``(B, Hkv, Tk, D)`` (or 2-D) -> ``(B, Hq, Tq, Tk)``. ``fully_masked_rows`` is ``"raise"``
+    (this project's rule) or ``"zeros"`` (PyTorch >= 2.5, FlashAttention).
+
+    Raises:
+        oracle.rules.AttentionInputError, like the implementation.
+    """
+    problem = _check(query, key, None, attn_mask, is_causal, query_start, scale,
+                     fully_masked_rows, needs_value=False)
+    with mpmath.workdps(DIGITS):
+        return _result(_scores(problem), problem.two_d)
+
+
+def attention_weights(query, key, *, attn_mask=None, is_causal=False, query_start=None,
+                      scale=None, fully_masked_rows="raise") -> OracleResult:
+    """Attention weights at 50 digits, ``(B, Hq, Tq, Tk)``; hidden keys are exactly 0.
+
+    Under ``fully_masked_rows="zeros"`` a row with no visible key is all zeros.
+    Source: Vaswani et al. 2017, eq. 1. Raises oracle.rules.AttentionInputError.
+    """
+    problem = _check(query, key, None, attn_mask, is_causal, query_start, scale,
+                     fully_masked_rows, needs_value=False)
+    with mpmath.workdps(DIGITS):
+        return _result(_weights(_scores(problem)), problem.two_d)
+
+
+def attention(query, key, value, *, attn_mask=None, is_causal=False, query_start=None,
+              scale=None, fully_masked_rows="raise") -> OracleResult:
+    """Attention output at 50 digits, ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)`` for 2-D inputs).
+
+    ``output[b, h, i] = sum_j weights[b, h, i, j] * value[b, h // G, j]`` with G = Hq // Hkv.
+    Under ``fully_masked_rows="zeros"`` a row with no visible key gives a zero output row.
+    Source: Vaswani et al. 2017, eq. 1; Ainslie et al. 2023 for the head grouping.
+    Raises oracle.rules.AttentionInputError.
+    """
+    problem = _check(query, key, value, attn_mask, is_causal, query_start, scale,
+                     fully_masked_rows)
+    B, Hq, Tq, _ = problem.query.shape
+    Tk, Dv = problem.value.shape[2], problem.value.shape[3]
+    values = problem.value.tolist()
+    with mpmath.workdps(DIGITS):
+        weights = _weights(_scores(problem))
+        output = np.empty((B, Hq, Tq, Dv), dtype=object)
+        for b in range(B):
+            for h in range(Hq):
+                kv_head = h // problem.group
+                for i in range(Tq):
+                    for c in range(Dv):
+                        output[b, h, i, c] = mpmath.fsum(
+                            weights[b, h, i, j] * mpmath.mpf(values[b][kv_head][j][c])
+                            for j in range(Tk)
+                        )
+        return _result(output, problem.two_d)
+
+
+class KVCache:
+    """The oracle's cache: a plain list of appended blocks, concatenated on read.
+
+    Same constructor, ``append``, ``keys``, ``values`` and ``len`` as ``impl.KVCache`` and the
+    same rules (:func:`oracle.rules.check_cache_append`); deliberately simple, not fast.
+    """
+
+    def __init__(self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64):
+        (self.batch, self.num_kv_heads, self.head_dim, self.value_dim,
+         self.dtype) = check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype)
+        self._blocks: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def __len__(self) -> int:
+        return sum(k.shape[2] for k, _ in self._blocks)
+
+    def _read(self, index: int, last: int) -> np.ndarray:
+        if not self._blocks:
+            shape = (self.batch, self.num_kv_heads, 0, last)
+            return np.zeros(shape, self.dtype)
+        out = np.concatenate([block[index] for block in self._blocks], axis=2)
+        out.flags.writeable = False
+        return out
+
+    @property
+    def keys(self) -> np.ndarray:
+        return self._read(0, self.head_dim)
+
+    @property
+    def values(self) -> np.ndarray:
+        return self._read(1, self.value_dim)
+
+    def append(self, key, value) -> int:
+        """Store copies of ``key``/``value``; return the length before the append."""
+        key, value = check_cache_append(self, key, value)
+        start = len(self)
+        self._blocks.append((key.copy(), value.copy()))
+        return start
+
+
+def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None, scale=None,
+                     fully_masked_rows="raise") -> OracleResult:
+    """Append to ``cache``, then causal attention with ``query_start`` = previous length.
+
+    Shapes as ``impl.cached_attention``. On any error the append is undone.
+    """
+    check_cached_query(query, key)
+    blocks = list(cache._blocks)
+    start = cache.append(key, value)
+    try:
+        return attention(query, cache.keys, cache.values, attn_mask=attn_mask, is_causal=True,
+                         query_start=start, scale=scale, fully_masked_rows=fully_masked_rows)
+    except BaseException:
+        cache._blocks = blocks
+        raise
+

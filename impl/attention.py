@@ -27,11 +27,14 @@ def _masked_scores(problem: AttentionProblem) -> np.ndarray:
     B, Hq, Tq, D = problem.query.shape
     Hkv, Tk, G = problem.num_kv_heads, problem.key.shape[2], problem.group
     scale = 1.0 / np.sqrt(D) if problem.scale is None else problem.scale
-    query = problem.query.astype(ct, copy=False).reshape(B, Hkv, G, Tq, D)  # (B, Hkv, G, Tq, D)
     key = problem.key.astype(ct, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, D)
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        # Scale the query before the product, so a dot product that only the scale brings
+        # back into range does not overflow (left: partial sums beyond the range).
+        query = problem.query.astype(ct, copy=False) * ct.type(scale)  # (B, Hq, Tq, D)
+        query = query.reshape(B, Hkv, G, Tq, D)  # (B, Hkv, G, Tq, D)
         scores = np.matmul(query, key.swapaxes(-1, -2))  # (B, Hkv, G, Tq, Tk)
-        scores = scores.reshape(B, Hq, Tq, Tk) * ct.type(scale)  # (B, Hq, Tq, Tk)
+        scores = scores.reshape(B, Hq, Tq, Tk)  # (B, Hq, Tq, Tk)
         if problem.bias is not None:
             scores = scores + problem.bias.astype(ct, copy=False)
         scores = np.where(problem.visible, scores, ct.type(-np.inf))

@@ -14,6 +14,7 @@ from oracle.rules import (
     check_cache_append,
     check_cache_config,
     check_cached_query,
+    check_positive_int,
     kv_cache_bytes,
 )
 
@@ -43,7 +44,7 @@ class KVCache:
                  capacity: int = 16):
         (self.batch, self.num_kv_heads, self.head_dim, self.value_dim,
          self.dtype) = check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype)
-        capacity = max(1, int(capacity))
+        capacity = check_positive_int(capacity, "capacity")
         self._keys = np.zeros((self.batch, self.num_kv_heads, capacity, self.head_dim), self.dtype)
         self._values = np.zeros((self.batch, self.num_kv_heads, capacity, self.value_dim),
                                 self.dtype)
@@ -57,19 +58,20 @@ class KVCache:
         """Token slots allocated (>= ``len(self)``)."""
         return self._keys.shape[2]
 
+    def _read_only(self, buffer: np.ndarray) -> np.ndarray:
+        view = buffer[:, :, : self._length]
+        # as_strided(writeable=False) gives a view whose flag cannot be set back to True
+        return np.lib.stride_tricks.as_strided(view, view.shape, view.strides, writeable=False)
+
     @property
     def keys(self) -> np.ndarray:
-        """Read-only view ``(B, Hkv, T, D)`` of the cached keys."""
-        view = self._keys[:, :, : self._length]
-        view.flags.writeable = False
-        return view
+        """Read-only view ``(B, Hkv, T, D)`` of the cached keys (no copy)."""
+        return self._read_only(self._keys)
 
     @property
     def values(self) -> np.ndarray:
-        """Read-only view ``(B, Hkv, T, Dv)`` of the cached values."""
-        view = self._values[:, :, : self._length]
-        view.flags.writeable = False
-        return view
+        """Read-only view ``(B, Hkv, T, Dv)`` of the cached values (no copy)."""
+        return self._read_only(self._values)
 
     def append(self, key, value) -> int:
         """Append ``key`` ``(B, Hkv, Tnew, D)`` and ``value`` ``(B, Hkv, Tnew, Dv)``.

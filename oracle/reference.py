@@ -41,7 +41,9 @@ __all__ = [
     "DIGITS",
     "KVCache",
     "OracleResult",
+    "OracleParts",
     "attention",
+    "attention_parts",
     "attention_scores",
     "attention_weights",
     "cached_attention",
@@ -181,13 +183,31 @@ def attention(query, key, value, *, attn_mask=None, is_causal=False, query_start
     Source: Vaswani et al. 2017, eq. 1; Ainslie et al. 2023 for the head grouping.
     Raises oracle.rules.AttentionInputError.
     """
+    return attention_parts(query, key, value, attn_mask=attn_mask, is_causal=is_causal,
+                           query_start=query_start, scale=scale,
+                           fully_masked_rows=fully_masked_rows).output
+
+
+@dataclass(frozen=True)
+class OracleParts:
+    """Scores (``-inf`` where hidden), weights and output of one call, all at 50 digits."""
+
+    scores: OracleResult
+    weights: OracleResult
+    output: OracleResult
+
+
+def attention_parts(query, key, value, *, attn_mask=None, is_causal=False, query_start=None,
+                    scale=None, fully_masked_rows="raise") -> OracleParts:
+    """Scores, weights and output of one attention call in one pass (see :func:`attention`)."""
     problem = _check(query, key, value, attn_mask, is_causal, query_start, scale,
                      fully_masked_rows)
     B, Hq, Tq, _ = problem.query.shape
     Tk, Dv = problem.value.shape[2], problem.value.shape[3]
     values = problem.value.tolist()
     with mpmath.workdps(DIGITS):
-        weights = _weights(_scores(problem))
+        scores = _scores(problem)
+        weights = _weights(scores)
         output = np.empty((B, Hq, Tq, Dv), dtype=object)
         for b in range(B):
             for h in range(Hq):
@@ -198,7 +218,11 @@ def attention(query, key, value, *, attn_mask=None, is_causal=False, query_start
                             weights[b, h, i, j] * mpmath.mpf(values[b][kv_head][j][c])
                             for j in range(Tk)
                         )
-        return _result(output, problem.two_d)
+        return OracleParts(
+            scores=_result(scores, problem.two_d),
+            weights=_result(weights, problem.two_d),
+            output=_result(output, problem.two_d),
+        )
 
 
 class KVCache:
@@ -218,9 +242,9 @@ class KVCache:
 
     def _read(self, index: int, last: int) -> np.ndarray:
         if not self._blocks:
-            shape = (self.batch, self.num_kv_heads, 0, last)
-            return np.zeros(shape, self.dtype)
-        out = np.concatenate([block[index] for block in self._blocks], axis=2)
+            out = np.zeros((self.batch, self.num_kv_heads, 0, last), self.dtype)
+        else:
+            out = np.concatenate([block[index] for block in self._blocks], axis=2)
         out.flags.writeable = False
         return out
 

@@ -420,6 +420,8 @@ def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) 
                      ("num_kv_heads", num_kv_heads), ("head_dim", head_dim))
     ]
     name = dtype if isinstance(dtype, str) else None
+    if dtype is None:
+        raise DtypeError(f"dtype: None is not a KV cache dtype; use one of {sorted(DTYPE_BYTES)}")
     if name not in DTYPE_BYTES:
         try:
             name = np.dtype(dtype).name

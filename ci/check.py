@@ -1,0 +1,44 @@
+"""``attnprops check [--impl MODULE] [--profile NAME]``: run the property suite against a
+subject module (default ``impl``) with ``-n auto`` and print a short summary.
+
+Exit code 0 when every property passes (skipped properties are listed with their count;
+a subject declares what it lacks, see :mod:`properties.subject`), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from .suite_runner import run_suite
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--impl", default=os.environ.get("ATTN_IMPL", "impl"), metavar="MODULE",
+                        help="subject module (default: $ATTN_IMPL or impl)")
+    parser.add_argument("--profile", default=os.environ.get("HYPOTHESIS_PROFILE", "ci"),
+                        choices=("dev", "ci", "thorough"), help="Hypothesis profile (default ci)")
+    parser.add_argument("--jobs", default="auto", help="pytest-xdist workers (default auto)")
+
+
+def run(args) -> int:
+    jobs = (os.cpu_count() or 1) if args.jobs == "auto" else int(args.jobs)
+    with tempfile.TemporaryDirectory() as tmp:
+        result = run_suite(args.impl, Path(tmp), jobs=jobs, profile=args.profile, tag="check")
+    examples = sum(result.examples.values())
+    print(f"attnprops check: subject {args.impl}, profile {args.profile}")
+    print(f"  {result.tests_run} property tests ran ({result.skipped} skipped), "
+          f"{examples} Hypothesis examples, {result.seconds:.1f} s")
+    if result.returncode not in (0, 1) or (result.returncode and not result.failures):
+        print(f"  the suite could not run (pytest exit {result.returncode}):")
+        print(result.output_tail)
+        return 1
+    for failure in result.failures:
+        kind = "violated" if failure.is_property_violation else "ERROR"
+        print(f"  {kind}: {failure.test}: {failure.message}")
+        if failure.falsifying_example:
+            print("    " + failure.falsifying_example.replace("\n", "\n    "))
+    passed = result.tests_run - len(result.failures)
+    print(f"{passed} passed, {len(result.failures)} failed")
+    return 0 if result.returncode == 0 else 1

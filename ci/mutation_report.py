@@ -1,0 +1,246 @@
+"""``attnprops mutants`` (also ``python -m ci.mutation_report``): the mutation-kill runner.
+
+Phases, in order (as mutation tools do):
+
+1. **reference** — the whole property suite runs against ``impl`` and must pass; a suite that
+   fails the reference kills nothing meaningful.
+2. **harness** — a deliberately wrong subject (:mod:`ci.broken_subject`) must be reported as
+   failing, so the harness can see failures at all.
+3. **mutants** — each mutant of :mod:`mutants` runs the properties named in its
+   ``Mutant.killed_by`` (in parallel across cores, one pytest process per mutant). It is
+   *killed* when one of them fails with a :class:`properties.checks.PropertyViolation` (an
+   ``AssertionError``): a wrong value, or a missing or wrong error. A failure by any other
+   exception (an import error, a crash in the suite) is an *error*, not a kill. A mutant whose
+   named properties all pass is run against the whole suite: if something else fails it is
+   reported as *wrong reason* (not a kill), else as *survived*. ``--full`` runs the whole
+   suite for every mutant, to list every property each one fails.
+
+For each mutant the report gives the outcome, the properties that failed, the first failing
+property's shrunk falsifying example (Hypothesis's minimal input), the wall time and the
+examples Hypothesis tried. Outputs in ``--out`` (default ``mutation-report/``):
+``mutation-report.md`` (also appended to ``$GITHUB_STEP_SUMMARY`` when set),
+``mutation-report.json`` (schema version :data:`SCHEMA_VERSION`) and ``mutation-report.xml``
+(JUnit). Prints ``mutation score: K/N killed``; exits 1 if the reference fails, the harness
+sees no failure, or any mutant is not killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import json
+import os
+import re
+import sys
+import time
+import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .suite_runner import RunResult, TestFailure, run_suite
+
+SCHEMA_VERSION = 1
+REFERENCE_SUBJECT = "impl"
+BROKEN_SUBJECT = "ci.broken_subject"
+
+
+class Outcome(str, enum.Enum):
+    KILLED = "killed"
+    SURVIVED = "survived"
+    WRONG_REASON = "wrong reason"
+    ERROR = "error"
+
+
+@dataclass
+class MutantResult:
+    name: str
+    description: str
+    killed_by: tuple[str, ...]
+    outcome: Outcome
+    failed_properties: list[str]
+    falsifying_example: str
+    message: str
+    seconds: float
+    examples_tried: int | None
+
+
+def _classify(run: RunResult, expected: set[str]) -> tuple[Outcome, list[TestFailure]]:
+    if run.returncode not in (0, 1):  # usage error, internal error, no tests collected
+        return Outcome.ERROR, run.failures
+    violations = [f for f in run.failures if f.is_property_violation]
+    if any(f.test in expected for f in violations):
+        return Outcome.KILLED, [f for f in violations if f.test in expected] + [
+            f for f in violations if f.test not in expected]
+    if violations:
+        return Outcome.WRONG_REASON, violations
+    if run.failures:
+        return Outcome.ERROR, run.failures
+    return Outcome.SURVIVED, []
+
+
+def run_mutant(name: str, workdir: Path, *, profile: str = "ci", full: bool = False) -> MutantResult:
+    """Run the suite against ``mutants.<name>`` and decide killed / survived / error."""
+    from mutants import all_mutants
+
+    mutant = all_mutants()[name]
+    expected = set(mutant.killed_by)
+    started = time.perf_counter()
+    run = run_suite(f"mutants.{name}", workdir, tests=None if full else sorted(expected),
+                    profile=profile, tag=name)
+    outcome, failures = _classify(run, expected)
+    if outcome is Outcome.SURVIVED and not full:
+        run = run_suite(f"mutants.{name}", workdir, profile=profile, tag=f"{name}-full")
+        outcome, failures = _classify(run, expected)
+    first = failures[0] if failures else None
+    return MutantResult(
+        name=name,
+        description=mutant.description,
+        killed_by=tuple(mutant.killed_by),
+        outcome=outcome,
+        failed_properties=sorted({f.test for f in failures}),
+        falsifying_example=first.falsifying_example if first else "",
+        message=(first.message if first else run.output_tail[-400:] if outcome is Outcome.ERROR else ""),
+        seconds=round(time.perf_counter() - started, 2),
+        examples_tried=run.examples.get(first.test) if first else None,
+    )
+
+
+def select(names: list[str], only: list[str] | None, shard: str | None) -> list[str]:
+    """Apply ``--only`` then ``--shard i/N`` (1-based) to the sorted mutant names."""
+    if only:
+        unknown = sorted(set(only) - set(names))
+        if unknown:
+            raise SystemExit(f"--only: unknown mutants {unknown}; known: {names}")
+        names = [n for n in names if n in only]
+    if shard:
+        m = re.fullmatch(r"(\d+)/(\d+)", shard)
+        if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+            raise SystemExit(f"--shard {shard!r}: expected i/N with 1 <= i <= N, e.g. 2/4")
+        i, n = int(m.group(1)), int(m.group(2))
+        names = names[i - 1 :: n]
+    return names
+
+
+def _markdown(reference: RunResult | None, harness: RunResult | None,
+              results: list[MutantResult], profile: str, seconds: float) -> str:
+    killed = sum(r.outcome is Outcome.KILLED for r in results)
+    lines = [f"## Mutation-kill report: {killed}/{len(results)} killed", ""]
+    if reference is not None:
+        state = "passed" if reference.returncode == 0 else "FAILED"
+        lines.append(f"- reference `impl`: {state} ({reference.tests_run} properties, "
+                     f"{reference.seconds:.1f} s, profile `{profile}`)")
+    if harness is not None:
+        seen = "failures seen" if harness.failures else "NO FAILURE SEEN"
+        lines.append(f"- harness check (deliberately wrong subject): {seen}")
+    lines += [f"- total wall time: {seconds:.1f} s", "",
+              "| mutant | outcome | failed properties | examples | time (s) | shrunk counterexample |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        example = " ".join(r.falsifying_example.split())[:700].replace("|", "\\|")
+        message = " ".join(r.message.split())[:160].replace("|", "\\|")
+        cell = f"{message}<br>`{example}`" if example else message
+        lines.append(f"| `{r.name}` | {r.outcome.value} | {', '.join(r.failed_properties) or '-'} "
+                     f"| {r.examples_tried if r.examples_tried is not None else '-'} "
+                     f"| {r.seconds:.1f} | {cell} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _junit(results: list[MutantResult], path: Path) -> None:
+    suite = ET.Element("testsuite", name="mutants", tests=str(len(results)),
+                       failures=str(sum(r.outcome is not Outcome.KILLED for r in results)))
+    for r in results:
+        case = ET.SubElement(suite, "testcase", classname="mutants", name=r.name,
+                             time=f"{r.seconds:.2f}")
+        if r.outcome is not Outcome.KILLED:
+            node = ET.SubElement(case, "failure", message=f"{r.name}: {r.outcome.value}")
+            node.text = r.message
+        else:
+            out = ET.SubElement(case, "system-out")
+            out.text = f"killed by {', '.join(r.failed_properties)}\n{r.falsifying_example}"
+    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", default="mutation-report", help="output folder")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these mutants")
+    parser.add_argument("--shard", metavar="I/N", help="run shard I of N (1-based)")
+    parser.add_argument("--profile", default=os.environ.get("HYPOTHESIS_PROFILE", "ci"),
+                        help="Hypothesis profile (default: $HYPOTHESIS_PROFILE or ci)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="mutants run in parallel (default: CPU count)")
+    parser.add_argument("--full", action="store_true",
+                        help="run every property against every mutant")
+    parser.add_argument("--skip-reference", action="store_true",
+                        help="do not run the suite against impl first (for shards after one "
+                             "that did)")
+
+
+def run(args) -> int:
+    from mutants import all_mutants
+
+    started = time.perf_counter()
+    out = Path(args.out)
+    work = out / "junit"
+    names = select(sorted(all_mutants()), args.only, args.shard)
+    reference = harness = None
+    if not args.skip_reference:
+        reference = run_suite(REFERENCE_SUBJECT, work, jobs=args.jobs, profile=args.profile)
+        print(f"reference impl: {'passed' if reference.returncode == 0 else 'FAILED'} "
+              f"({reference.tests_run} properties, {reference.seconds:.1f} s)", flush=True)
+        harness = run_suite(BROKEN_SUBJECT, work, tests=["test_output_matches_oracle"],
+                            profile=args.profile)
+        print(f"harness check: {'failures seen' if harness.failures else 'NO FAILURE SEEN'}",
+              flush=True)
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = list(pool.map(
+            lambda n: run_mutant(n, work, profile=args.profile, full=args.full), names))
+    for r in results:
+        print(f"  {r.name:36s} {r.outcome.value:12s} {r.seconds:6.1f} s  "
+              f"{', '.join(r.failed_properties)}", flush=True)
+    seconds = time.perf_counter() - started
+    markdown = _markdown(reference, harness, results, args.profile, seconds)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "mutation-report.md").write_text(markdown)
+    report = {
+        "schema_version": SCHEMA_VERSION,
+        "profile": args.profile,
+        "seconds": round(seconds, 2),
+        "reference": None if reference is None else {
+            "passed": reference.returncode == 0, "tests_run": reference.tests_run,
+            "seconds": round(reference.seconds, 2),
+            "failures": [asdict(f) for f in reference.failures]},
+        "harness_sees_failures": None if harness is None else bool(harness.failures),
+        "mutants": [dict(asdict(r), outcome=r.outcome.value) for r in results],
+        "killed": sum(r.outcome is Outcome.KILLED for r in results),
+        "total": len(results),
+    }
+    (out / "mutation-report.json").write_text(json.dumps(report, indent=2))
+    _junit(results, out / "mutation-report.xml")
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a") as fh:
+            fh.write(markdown)
+    print(markdown)
+    killed = report["killed"]
+    print(f"mutation score: {killed}/{len(results)} killed")
+    ok = killed == len(results)
+    if reference is not None and reference.returncode != 0:
+        print("the reference impl FAILS the suite:\n" + reference.output_tail)
+        ok = False
+    if harness is not None and not harness.failures:
+        print("the harness saw no failure on a deliberately wrong subject")
+        ok = False
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ci.mutation_report",
+                                     description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

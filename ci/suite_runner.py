@@ -1,0 +1,156 @@
+"""Run the property suite in a pytest subprocess against one subject and read the result.
+
+Shared by ``attnprops check`` and ``attnprops mutants``. The run's JUnit XML says which
+properties failed and how; ``--hypothesis-show-statistics`` says how many examples ran.
+A failure counts as a *property violation* only when it is a
+:class:`properties.checks.PropertyViolation` or another ``AssertionError``; any other
+exception (import error, crash of the suite's own code) is reported as such.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PROPERTIES = REPO / "properties"
+
+
+@dataclass(frozen=True)
+class TestFailure:
+    """One failing property: its name, whether it failed as a property (not a crash), the
+    first line of the failure and Hypothesis's falsifying example."""
+
+    test: str
+    is_property_violation: bool
+    message: str
+    falsifying_example: str
+
+
+@dataclass
+class RunResult:
+    """One pytest run against one subject (``tests_run`` excludes skipped tests)."""
+
+    subject: str
+    returncode: int
+    seconds: float
+    tests_run: int = 0
+    skipped: int = 0
+    failures: list[TestFailure] = field(default_factory=list)
+    examples: dict[str, int] = field(default_factory=dict)
+    output_tail: str = ""
+
+
+def _pytest_command(subject: str, junit: Path, tests: list[str] | None, jobs: int,
+                    profile: str) -> list[str]:
+    cmd = [
+        sys.executable, "-m", "pytest", str(PROPERTIES), "-q", "-p", "no:cacheprovider",
+        f"--ignore={PROPERTIES / 'meta_tests'}",
+        "-o", "addopts=", "-p", "properties.plugin", "--attn-impl", subject,
+        f"--junitxml={junit}", "--hypothesis-show-statistics", f"--hypothesis-profile={profile}",
+        "-o", "junit_family=xunit2",
+    ]
+    if tests:
+        cmd += ["-k", " or ".join(tests)]
+    if jobs > 1:
+        cmd += ["-n", str(jobs)]
+    return cmd
+
+
+_FALSIFYING = re.compile(r"Falsifying (?:explicit )?example: .*?\n\)", re.S)
+
+
+def _falsifying_example(text: str) -> str:
+    """Hypothesis's ``Falsifying example: test(...)`` block, pytest's ``E`` prefixes removed."""
+    text = "\n".join(re.sub(r"^E {0,7}", "", line) for line in text.splitlines())
+    match = _FALSIFYING.search(text)
+    if not match:
+        return ""
+    draws = re.findall(r"^Draw \d+.*$", text[match.end():], flags=re.M)  # st.data() draws
+    return "\n".join([match.group(0).strip()] + draws)
+
+
+def _violation_line(text: str) -> str:
+    for line in text.splitlines():
+        line = line.strip().removeprefix("E").strip()
+        if "PropertyViolation:" in line:
+            return line.split("PropertyViolation:", 1)[1].strip()
+    for line in text.splitlines():
+        if line.startswith("E "):
+            return line[1:].strip()
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def _parse_junit(path: Path) -> tuple[int, int, list[TestFailure]]:
+    """(tests run, tests skipped, failures) from a pytest JUnit XML file."""
+    if not path.exists():
+        return 0, 0, []
+    root = ET.parse(path).getroot()
+    failures, count, skipped = [], 0, 0
+    for case in root.iter("testcase"):
+        count += 1
+        for tag in ("failure", "error"):
+            node = case.find(tag)
+            if node is None:
+                continue
+            text = (node.get("message") or "") + "\n" + (node.text or "")
+            violation = tag == "failure" and (
+                "PropertyViolation" in text or "AssertionError" in text)
+            failures.append(TestFailure(
+                test=case.get("name", "?").split("[")[0],
+                is_property_violation=violation,
+                message=_violation_line(text)[:400],
+                falsifying_example=_falsifying_example(node.text or "")[:1500],
+            ))
+        if case.find("skipped") is not None:
+            count -= 1
+            skipped += 1
+    return count, skipped, failures
+
+
+_STATS_TEST = re.compile(r"^\S*::(test_\w+).*:$")
+_STATS_GENERATE = re.compile(r"(\d+) passing examples?, (\d+) failing examples?")
+
+
+def _parse_statistics(output: str) -> dict[str, int]:
+    """Examples Hypothesis tried per test (reuse + generate phases; shrinking excluded)."""
+    examples: dict[str, int] = {}
+    current = None
+    phase = None
+    for line in output.splitlines():
+        head = _STATS_TEST.match(line.strip())
+        if head:
+            current = head.group(1)
+            continue
+        if "during " in line:
+            phase = "shrink" if "shrink" in line else "other"
+        m = _STATS_GENERATE.search(line)
+        if m and current and phase != "shrink":
+            examples[current] = examples.get(current, 0) + int(m.group(1)) + int(m.group(2))
+    return examples
+
+
+def run_suite(subject: str, workdir: Path, *, tests: list[str] | None = None, jobs: int = 1,
+              profile: str = "ci", tag: str | None = None) -> RunResult:
+    """Run the property suite (or ``tests``) against ``subject``; parse what failed."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    junit = workdir / f"{tag or subject}.xml"
+    env = dict(os.environ, HYPOTHESIS_PROFILE=profile, ATTN_IMPL=subject,
+               PYTHONDONTWRITEBYTECODE="1")
+    started = time.perf_counter()
+    proc = subprocess.run(_pytest_command(subject, junit, tests, jobs, profile), cwd=REPO,
+                          env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    count, skipped, failures = _parse_junit(junit)
+    return RunResult(subject=subject, returncode=proc.returncode, seconds=seconds,
+                     tests_run=count, skipped=skipped, failures=failures,
+                     examples=_parse_statistics(proc.stdout),
+                     output_tail=(proc.stdout + proc.stderr)[-3000:])
+
+

@@ -1,0 +1,67 @@
+"""impl and the oracle enforce every rule of oracle/rules.py with the same error class and message."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import impl
+import oracle
+from oracle.rules import AttentionInputError
+from oracle.tests.error_cases import CASE_IDS, build_cases
+
+MODULES = {"impl": impl, "oracle": oracle}
+
+
+@pytest.mark.parametrize("index", range(len(CASE_IDS)), ids=CASE_IDS)
+@pytest.mark.parametrize("module_name", sorted(MODULES))
+def test_rejects_with_exact_class_and_keeps_inputs(module_name, index):
+    """Each rule violation raises its exact rulebook class (an AttentionInputError/ValueError) naming the argument; inputs untouched (rules.py)."""
+    case = build_cases()[index]
+    before = case.snapshot()
+    with pytest.raises(case.exc) as info:
+        case.call(MODULES[module_name])
+    assert type(info.value) is case.exc
+    assert isinstance(info.value, AttentionInputError)
+    assert isinstance(info.value, ValueError)
+    assert isinstance(info.value, impl.AttentionInputError)
+    assert case.arg in str(info.value)
+    for name, array in case.arrays.items():
+        assert np.array_equal(array, before[name], equal_nan=True), name
+
+
+@pytest.mark.parametrize("index", range(len(CASE_IDS)), ids=CASE_IDS)
+def test_impl_and_oracle_raise_identical_errors(index):
+    """impl and oracle share one rulebook: same class and same message for every violation (rules.py)."""
+    case = build_cases()[index]
+    errors = []
+    for module in (impl, oracle):
+        with pytest.raises(AttentionInputError) as info:
+            case.call(module)
+        errors.append(info.value)
+    assert type(errors[0]) is type(errors[1])
+    assert str(errors[0]) == str(errors[1])
+
+
+@pytest.mark.parametrize("module_name", sorted(MODULES))
+@pytest.mark.parametrize("bad", ["yes", 1, None])
+def test_is_causal_must_be_bool(module_name, bad):
+    """is_causal must be True or False (rules.check_is_causal)."""
+    q = np.ones((2, 2))
+    with pytest.raises(AttentionInputError, match="is_causal"):
+        MODULES[module_name].attention(q, q, q, is_causal=bad)
+
+
+@pytest.mark.parametrize("module_name", sorted(MODULES))
+def test_valid_edge_values_are_accepted(module_name):
+    """Edge values inside the rules are accepted: query_start 0 and Tk-Tq, numpy ints, tiny scale, bool/float masks (rules.py)."""
+    module = MODULES[module_name]
+    rng = np.random.default_rng(1)
+    q, k, v = rng.standard_normal((1, 4)), rng.standard_normal((3, 4)), rng.standard_normal((3, 2))
+    for start in (0, 2, np.int64(1)):
+        module.attention(q, k, v, is_causal=True, query_start=start)
+        module.attention(q, k, v, is_causal=False, query_start=start)
+    module.attention(q, k, v, scale=np.float32(1e-30))
+    module.attention(q, k, v, attn_mask=np.array([True, False, True]))
+    module.attention(q, k, v, attn_mask=np.array([0.0, -np.inf, -1e300], dtype=np.float64))
+    module.attention(q, k, v, attn_mask=np.zeros((1, 3), np.float16))

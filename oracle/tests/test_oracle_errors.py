@@ -1,0 +1,121 @@
+"""The oracle enforces every rule of oracle/rules.py with the prescribed error class."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import oracle
+from oracle.rules import (
+    AttentionInputError,
+    DtypeError,
+    FullyMaskedRowError,
+    NonFiniteInputError,
+    ScaleError,
+    ShapeError,
+)
+from oracle.tests.error_cases import CASE_IDS, build_cases
+
+
+@pytest.mark.parametrize("index", range(len(CASE_IDS)), ids=CASE_IDS)
+def test_oracle_rejects_with_exact_class_and_keeps_inputs(index):
+    """Each rule violation raises its exact rulebook class naming the argument; inputs untouched (rules.py)."""
+    case = build_cases()[index]
+    before = case.snapshot()
+    with pytest.raises(case.exc) as info:
+        case.call(oracle)
+    assert type(info.value) is case.exc
+    assert isinstance(info.value, AttentionInputError)
+    assert isinstance(info.value, ValueError)
+    assert case.arg in str(info.value)
+    for name, array in case.arrays.items():
+        assert np.array_equal(array, before[name], equal_nan=True), name
+
+
+def test_oracle_scores_apply_the_same_rules():
+    """oracle.attention_scores validates like attention (query_start and scale) (rules.py)."""
+    q = np.ones((1, 4))
+    k = np.ones((3, 4))
+    with pytest.raises(oracle.AttentionInputError, match="query_start"):
+        oracle.attention_scores(q, k, query_start=3)
+    with pytest.raises(oracle.AttentionInputError, match="scale"):
+        oracle.attention_scores(q, k, scale=0)
+
+
+def test_oracle_fully_masked_rows_convention_is_validated():
+    """fully_masked_rows must be "raise" or "zeros" (rules.py FULLY_MASKED_ROW_CONVENTIONS)."""
+    q = np.ones((2, 2))
+    with pytest.raises(AttentionInputError, match="fully_masked_rows"):
+        oracle.attention(q, q, q, fully_masked_rows="nan")
+
+
+def _cache_and_state():
+    cache = oracle.KVCache(1, 2, 4, 3)
+    rng = np.random.default_rng(3)
+    cache.append(rng.standard_normal((1, 2, 2, 4)), rng.standard_normal((1, 2, 2, 3)))
+    return cache, (cache.keys.copy(), cache.values.copy(), len(cache))
+
+
+def _assert_state(cache, state):
+    keys, values, length = state
+    assert len(cache) == length
+    assert np.array_equal(cache.keys, keys)
+    assert np.array_equal(cache.values, values)
+
+
+OK_K = np.zeros((1, 2, 1, 4))
+OK_V = np.zeros((1, 2, 1, 3))
+BAD_APPENDS = [
+    ("key-3d", ShapeError, "key", OK_K[0], OK_V),
+    ("key-batch", ShapeError, "key", np.zeros((2, 2, 1, 4)), np.zeros((2, 2, 1, 3))),
+    ("key-heads", ShapeError, "key", np.zeros((1, 1, 1, 4)), OK_V),
+    ("key-head-dim", ShapeError, "key", np.zeros((1, 2, 1, 5)), OK_V),
+    ("value-dim", ShapeError, "value", OK_K, np.zeros((1, 2, 1, 4))),
+    ("length-mismatch", ShapeError, "value", OK_K, np.zeros((1, 2, 2, 3))),
+    ("zero-size", ShapeError, "key", np.zeros((1, 2, 0, 4)), np.zeros((1, 2, 0, 3))),
+    ("key-dtype", DtypeError, "key", OK_K.astype(np.float32), OK_V),
+    ("value-int", DtypeError, "value", OK_K, OK_V.astype(np.int64)),
+    ("key-nan", NonFiniteInputError, "key", np.full((1, 2, 1, 4), np.nan), OK_V),
+    ("value-inf", NonFiniteInputError, "value", OK_K, np.full((1, 2, 1, 3), np.inf)),
+]
+
+
+@pytest.mark.parametrize("name,exc,arg,key,value", BAD_APPENDS, ids=[b[0] for b in BAD_APPENDS])
+def test_oracle_cache_append_rejects_and_is_atomic(name, exc, arg, key, value):
+    """A bad append raises its rulebook class and leaves the oracle cache unchanged (rules.check_cache_append)."""
+    cache, state = _cache_and_state()
+    with pytest.raises(exc) as info:
+        cache.append(key, value)
+    assert type(info.value) is exc and arg in str(info.value)
+    _assert_state(cache, state)
+
+
+BAD_CACHED_CALLS = [
+    ("mask-shape", ShapeError, "attn_mask", dict(attn_mask=np.ones((1, 4, 1, 2), bool))),
+    ("mask-int", DtypeError, "attn_mask", dict(attn_mask=np.ones((1, 4, 1, 3), np.int64))),
+    ("mask-fully-masked", FullyMaskedRowError, "attn_mask",
+     dict(attn_mask=np.zeros((1, 4, 1, 3), bool))),
+    ("query-head-dim", ShapeError, "key", dict(query=np.zeros((1, 4, 1, 5)))),
+    ("query-nan", NonFiniteInputError, "query", dict(query=np.full((1, 4, 1, 4), np.nan))),
+    ("query-dtype", DtypeError, "key", dict(query=np.zeros((1, 4, 1, 4), np.float32))),
+    ("query-3-heads", ShapeError, "num_kv_heads", dict(query=np.zeros((1, 3, 1, 4)))),
+    ("query-positions", ShapeError, "query", dict(query=np.zeros((1, 4, 2, 4)))),
+    ("query-3d", ShapeError, "query", dict(query=np.zeros((4, 1, 4)))),
+    ("scale", ScaleError, "scale", dict(scale=-1.0)),
+]
+
+
+@pytest.mark.parametrize("name,exc,arg,override", BAD_CACHED_CALLS,
+                         ids=[b[0] for b in BAD_CACHED_CALLS])
+def test_oracle_cached_attention_rolls_back(name, exc, arg, override):
+    """A failing cached_attention (bad mask/query/scale) raises and undoes its append (reference.cached_attention)."""
+    cache, state = _cache_and_state()
+    kwargs = dict(override)
+    query = kwargs.pop("query", np.zeros((1, 4, 1, 4)))
+    with pytest.raises(exc) as info:
+        oracle.cached_attention(query, OK_K, OK_V, cache, **kwargs)
+    assert type(info.value) is exc and arg in str(info.value)
+    _assert_state(cache, state)
+    # the cache still works after the failure
+    out = oracle.cached_attention(np.zeros((1, 4, 1, 4)), OK_K, OK_V, cache).value
+    assert out.shape == (1, 4, 1, 3) and len(cache) == state[2] + 1

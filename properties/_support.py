@@ -1,0 +1,73 @@
+"""Shared pieces of the property tests: the oracle call under the subject's convention,
+the fixed cases of the source documents, and small array helpers."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import note
+
+import oracle
+from oracle.rules import check_attention_inputs
+
+from .bounds import attention_bounds
+from .strategies import AttentionCase
+
+
+def oracle_parts(case, subject):
+    """The oracle's scores, weights and output for ``case`` under the subject's convention."""
+    return oracle.attention_parts(case.query, case.key, case.value, **case.kwargs(),
+                                  fully_masked_rows=subject.fully_masked_rows)
+
+
+def oracle_with_bounds(case, subject):
+    note(f"case: {case.describe()}")
+    parts = oracle_parts(case, subject)
+    return parts, attention_bounds(case, parts)
+
+
+def visibility(case) -> np.ndarray:
+    """Bool ``(B, Hq, Tq, Tk)``: which key each query may see, from the rulebook."""
+    return check_attention_inputs(case.query, case.key, case.value, **case.kwargs(),
+                                  fully_masked_rows="zeros").visible
+
+
+def four_d(x):
+    return None if x is None else (x[None, None] if x.ndim == 2 else x)
+
+
+def repeat_kv(x: np.ndarray, group: int) -> np.ndarray:
+    """K/V explicitly repeated to the query heads: head h gets K/V head h // group."""
+    return np.repeat(x, group, axis=1)
+
+
+def case_from(query, key, value, *, attn_mask=None, is_causal=False, query_start=None,
+              scale=None, layout="fixed", magnitude="fixed") -> AttentionCase:
+    return AttentionCase(query, key, value, attn_mask, is_causal, query_start, scale, layout,
+                         magnitude)
+
+
+# The source lab's 3-token example (seed 000) and the quick reference's 2-token example
+# (seed 003), as cases for @example.
+LAB_QUERY = np.array([[1.0, 0.5, -0.2, 0.1], [-0.5, 1.2, 0.8, -0.4], [0.2, -0.1, 1.5, 0.9]])
+LAB_KEY = np.array([[0.8, 0.4, -0.3, 0.0], [-0.2, 1.0, 0.5, -0.1], [0.1, -0.2, 1.1, 0.7]])
+LAB_VALUE = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])
+LAB_CAUSAL = case_from(LAB_QUERY[None, None], LAB_KEY[None, None], LAB_VALUE[None, None],
+                       is_causal=True, layout="seed 000: 3-token causal")
+LAB_DECODE = case_from(LAB_QUERY[None, None, 2:], LAB_KEY[None, None], LAB_VALUE[None, None],
+                       is_causal=True, query_start=2, layout="seed 000: cached decode")
+QUICK_QUERY = np.array([[[[1.0, 0.0], [0.0, 1.0]]]])
+QUICK_VALUE = np.array([[[[2.0, 0.0], [0.0, 4.0]]]])
+QUICK_CAUSAL = case_from(QUICK_QUERY, QUICK_QUERY, QUICK_VALUE, is_causal=True,
+                         layout="seed 003: 2-token causal")
+
+
+def seed_batch_case() -> AttentionCase:
+    """The lab's batch case: B=2, H=3, L=7, dk=4, dv=5, ``default_rng(42)``, causal."""
+    rng = np.random.default_rng(42)
+    q = rng.standard_normal((2, 3, 7, 4))
+    k = rng.standard_normal((2, 3, 7, 4))
+    v = rng.standard_normal((2, 3, 7, 5))
+    return case_from(q, k, v, is_causal=True, layout="seed 000: batch B=2 H=3 L=7")
+
+
+SEED_CASES = (LAB_CAUSAL, LAB_DECODE, QUICK_CAUSAL)

@@ -1,0 +1,89 @@
+"""Meta-tests of the suite's own helpers: assertions that cannot fail, bounds that are too loose
+or unsound, and subject declarations that are silently accepted are all defects."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import impl
+import oracle
+from properties._support import LAB_CAUSAL, case_from
+from properties.bounds import attention_bounds
+from properties.checks import PropertyViolation, assert_equal, assert_within
+from properties.subject import SubjectError, load_subject
+
+
+def test_assert_within_fails_outside_the_bound_and_on_nan():
+    """assert_within passes inside the bound and raises PropertyViolation outside or on NaN."""
+    assert_within(out=[1.0, 2.0], expected=[1.0, 2.0 + 1e-9], bound=1e-8, what="inside")
+    with pytest.raises(PropertyViolation, match="1 of 2 elements outside the bound"):
+        assert_within(out=[1.0, 2.0], expected=[1.0, 2.1], bound=1e-8, what="outside")
+    with pytest.raises(PropertyViolation):
+        assert_within(out=[np.nan], expected=[0.0], bound=1.0, what="nan")
+
+
+def test_assert_equal_is_exact():
+    """assert_equal rejects a one-ulp difference and a shape difference."""
+    assert_equal(out=np.array([1.0]), expected=np.array([1.0]), what="same")
+    with pytest.raises(PropertyViolation):
+        assert_equal(out=np.array([1.0]), expected=np.array([np.nextafter(1.0, 2.0)]), what="ulp")
+    with pytest.raises(PropertyViolation, match="shape"):
+        assert_equal(out=np.zeros(2), expected=np.zeros(3), what="shape")
+
+
+def _lab_bounds():
+    parts = oracle.attention_parts(LAB_CAUSAL.query, LAB_CAUSAL.key, LAB_CAUSAL.value,
+                                   **LAB_CAUSAL.kwargs())
+    return parts, attention_bounds(LAB_CAUSAL, parts)
+
+
+def test_bound_is_tight_enough_for_a_1e_10_perturbation():
+    """On the lab example the float64 output bound is far below a relative error of 1e-10,
+    so an output scaled by 1 + 1e-10 fails; impl's own output passes."""
+    parts, bounds = _lab_bounds()
+    out = impl.attention(LAB_CAUSAL.query, LAB_CAUSAL.key, LAB_CAUSAL.value, is_causal=True)
+    assert_within(out=out, expected=parts.output.value, bound=bounds.output, what="impl")
+    with pytest.raises(PropertyViolation):
+        assert_within(out=out * (1 + 1e-10), expected=parts.output.value, bound=bounds.output,
+                      what="scaled")
+    nonzero = parts.output.value != 0
+    assert (bounds.output[nonzero] / np.abs(parts.output.value[nonzero])).max() < 1e-13
+
+
+def test_bound_covers_the_oracle_float_rounding_and_hidden_keys():
+    """The bound is >= the oracle's own rounding (2**-53 |exact|) and exactly 0 on hidden keys."""
+    parts, bounds = _lab_bounds()
+    assert (bounds.output >= 2.0**-53 * np.abs(parts.output.value)).all()
+    hidden = ~np.isfinite(parts.scores.value)
+    assert (bounds.weights[hidden] == 0).all()
+    assert (bounds.weights[~hidden] > 0).all()
+
+
+def test_float16_bound_is_wider_than_float64():
+    """The bound scales with the dtype's unit roundoff."""
+    case16 = case_from(LAB_CAUSAL.query.astype(np.float16), LAB_CAUSAL.key.astype(np.float16),
+                       LAB_CAUSAL.value.astype(np.float16), is_causal=True)
+    parts = oracle.attention_parts(case16.query, case16.key, case16.value, is_causal=True)
+    wide = attention_bounds(case16, parts).output
+    _, narrow = _lab_bounds()
+    assert (wide > 1e9 * narrow.output).all()
+
+
+def test_unknown_capability_is_an_error(monkeypatch):
+    """A typo in ATTNPROPS_CAPABILITIES is rejected, not silently ignored."""
+    module = types.ModuleType("typo_subject")
+    module.attention = impl.attention
+    module.ATTNPROPS_CAPABILITIES = {"fully_masked_row": "zeros"}
+    monkeypatch.setitem(sys.modules, "typo_subject", module)
+    with pytest.raises(SubjectError, match="unknown keys"):
+        load_subject("typo_subject")
+
+
+def test_missing_subject_says_how_to_fix():
+    """An unimportable subject names the option and the environment variable."""
+    with pytest.raises(SubjectError, match="--attn-impl MODULE or ATTN_IMPL"):
+        load_subject("no_such_attention_module_xyz")

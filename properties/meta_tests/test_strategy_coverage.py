@@ -1,0 +1,174 @@
+"""Meta-tests: the strategies really draw every region the properties rely on.
+
+A strategy that silently stops drawing a region (say, GQA with Hkv > 1 and group > 1, or
+fully masked rows) would leave the properties toothless there without any test failing; these
+tests draw a few hundred cases from each strategy and assert that every axis occurs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import Phase, given, settings
+
+import oracle
+from oracle.rules import AttentionInputError, check_attention_inputs
+from properties.invalid import INVALID_KINDS, fully_masked_cases, invalid_cases
+from properties.strategies import MASK_LAYOUTS, attention_cases
+
+DRAWS = settings(max_examples=200, derandomize=True, database=None, phases=[Phase.generate],
+                 deadline=None)
+
+
+def _scores(case) -> np.ndarray:
+    q = case.query.astype(np.float64)
+    k = case.key.astype(np.float64)
+    if q.ndim == 2:
+        q, k = q[None, None], k[None, None]
+    group = q.shape[1] // k.shape[1]
+    scale = 1 / np.sqrt(q.shape[-1]) if case.scale is None else case.scale
+    return scale * q @ np.repeat(k, group, axis=1).swapaxes(-1, -2)  # (B, Hq, Tq, Tk)
+
+
+def features(case) -> set[str]:
+    """The coverage features a drawn case exhibits."""
+    seen = {f"dtype {case.dtype}", f"mask layout {case.mask_layout}", f"values {case.magnitude}"}
+    q = case.query if case.query.ndim == 4 else case.query[None, None]
+    k = case.key if case.key.ndim == 4 else case.key[None, None]
+    v = case.value if case.value.ndim == 4 else case.value[None, None]
+    B, Hq, Tq, D = q.shape
+    Hkv, Tk, Dv = k.shape[1], k.shape[2], v.shape[3]
+    group = Hq // Hkv
+    seen.add("2-D inputs" if case.query.ndim == 2 else "4-D inputs")
+    if Hkv > 1 and group > 1:
+        seen.add("GQA: Hkv > 1 and group > 1")
+    if Hkv == 1 and Hq > 1:
+        seen.add("MQA: Hkv = 1 < Hq")
+    if Hkv == Hq and Hq > 1:
+        seen.add("MHA: Hq = Hkv > 1")
+    if B > 1:
+        seen.add("batch > 1")
+    seen.add("Tq < Tk" if Tq < Tk else "Tq > Tk" if Tq > Tk else "Tq = Tk")
+    if Tq == 1:
+        seen.add("decode Tq = 1")
+    if Tk == 1:
+        seen.add("Tk = 1")
+    if D != Dv:
+        seen.add("D != Dv")
+    if case.query_start is None:
+        seen.add("query_start None")
+    elif 0 < case.query_start < Tk - Tq:
+        seen.add("query_start strictly inside (0, Tk - Tq)")
+    elif case.query_start == 0:
+        seen.add("query_start 0")
+    if case.is_causal:
+        seen.add("causal")
+        if case.attn_mask is not None:
+            seen.add("causal AND mask")
+    if case.scale is not None:
+        seen.add("explicit scale")
+    mask = case.attn_mask
+    if mask is not None:
+        if mask.dtype == np.bool_:
+            seen.add("bool mask")
+        else:
+            seen.add("float mask")
+            if (np.isfinite(mask) & (mask != 0)).any():
+                seen.add("finite non-zero bias")
+            if np.isneginf(mask).any():
+                seen.add("-inf in float mask")
+        if mask.ndim == 4 and mask.shape[0] > 1 and not (mask == mask[:1]).all():
+            seen.add("mask differs per batch element")
+    for x in (q, k, v):
+        if (x == 0).any():
+            seen.add("exact zeros")
+        if (x < 0).any():
+            seen.add("negative values")
+    scores = _scores(case)
+    limit = 709.0 if case.dtype == np.float64 else 88.0
+    if np.abs(scores).max() > limit:
+        seen.add("scores beyond exp's range")
+    sorted_rows = np.sort(scores, axis=-1)
+    if Tk > 1 and (np.diff(sorted_rows, axis=-1) == 0).any():
+        seen.add("score ties")
+    return seen
+
+
+REQUIRED = {
+    "dtype float16", "dtype float32", "dtype float64",
+    *(f"mask layout {name}" for name in MASK_LAYOUTS),
+    "values unit", "values ties", "values large",
+    "2-D inputs", "4-D inputs", "GQA: Hkv > 1 and group > 1", "MQA: Hkv = 1 < Hq",
+    "MHA: Hq = Hkv > 1", "batch > 1", "Tq < Tk", "Tq > Tk", "Tq = Tk", "decode Tq = 1",
+    "Tk = 1", "D != Dv", "query_start None", "query_start strictly inside (0, Tk - Tq)",
+    "query_start 0", "causal", "causal AND mask", "explicit scale", "bool mask", "float mask",
+    "finite non-zero bias", "-inf in float mask", "mask differs per batch element",
+    "exact zeros", "negative values", "scores beyond exp's range", "score ties",
+}
+
+
+def test_attention_cases_cover_every_axis():
+    """Over 260 draws (4-D and 2-D), every feature in REQUIRED occurs at least once."""
+    seen: Counter = Counter()
+
+    @DRAWS
+    @given(case=attention_cases())
+    def collect(case):
+        seen.update(features(case))
+
+    @settings(DRAWS, max_examples=60)
+    @given(case=attention_cases(two_d=True))
+    def collect_2d(case):
+        seen.update(features(case))
+
+    collect()
+    collect_2d()
+    missing = sorted(REQUIRED - set(seen))
+    assert not missing, f"never drawn: {missing}; drawn: {dict(seen)}"
+
+
+def test_valid_cases_never_have_fully_masked_rows():
+    """attention_cases only draws valid calls: every query row sees a key."""
+
+    @DRAWS
+    @given(case=attention_cases())
+    def check(case):
+        problem = check_attention_inputs(case.query, case.key, case.value, **case.kwargs(),
+                                         fully_masked_rows="zeros")
+        assert problem.visible.any(axis=-1).all(), case.describe()
+
+    check()
+
+
+def test_fully_masked_cases_always_have_an_empty_row():
+    """fully_masked_cases always hides every key from at least one query row, by each of its
+    three routes (row, key padding, causal + mask)."""
+    routes: Counter = Counter()
+
+    @DRAWS
+    @given(case=fully_masked_cases())
+    def check(case):
+        problem = check_attention_inputs(case.query, case.key, case.value, **case.kwargs(),
+                                         fully_masked_rows="zeros")
+        assert (~problem.visible.any(axis=-1)).any(), case.describe()
+        routes[case.mask_layout.split("(")[1].split(",")[0]] += 1
+
+    check()
+    assert set(routes) == {"row", "key padding", "causal"}, routes
+
+
+@pytest.mark.parametrize("kind", sorted(INVALID_KINDS))
+def test_invalid_cases_break_their_rule(kind):
+    """invalid_cases(kinds=(kind,)) draws that kind, and the rulebook (the oracle) rejects
+    every such call with an AttentionInputError: the rejection property tests real errors."""
+
+    @settings(DRAWS, max_examples=15)
+    @given(bad=invalid_cases(kinds=(kind,)))
+    def check(bad):
+        assert bad.kind == kind
+        with pytest.raises(AttentionInputError):
+            oracle.attention(bad.query, bad.key, bad.value, **bad.kwargs)
+
+    check()

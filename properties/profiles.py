@@ -1,0 +1,46 @@
+"""Hypothesis settings profiles for the property suite.
+
+Selected by ``HYPOTHESIS_PROFILE`` (or ``--hypothesis-profile NAME``, or
+``attnprops check --profile NAME``); the default is ``ci``.
+
+``dev``       fast feedback while editing (few examples, example database on).
+``ci``        reproducible (derandomized, no database) and large enough to kill every mutant.
+``thorough``  many random examples for nightly runs; vary ``--hypothesis-seed``.
+
+Oracle-backed properties run :func:`oracle_examples` examples: the profile's count scaled down
+(the 50-digit oracle costs milliseconds per case), never below 10.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+DEFAULT_PROFILE = "ci"
+PROFILES = ("dev", "ci", "thorough")
+ORACLE_FRACTION = 2  # oracle-backed properties run 1/ORACLE_FRACTION of the examples
+
+_common = dict(
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+
+settings.register_profile("dev", max_examples=25, **_common)
+settings.register_profile("ci", max_examples=100, derandomize=True, database=None, **_common)
+settings.register_profile("thorough", max_examples=1000, database=None, **_common)
+
+
+def load_profile(name: str | None = None) -> str:
+    """Load ``name`` (default ``$HYPOTHESIS_PROFILE`` or ``ci``) and return it."""
+    name = name or os.environ.get("HYPOTHESIS_PROFILE") or DEFAULT_PROFILE
+    if name not in PROFILES:
+        raise ValueError(f"HYPOTHESIS_PROFILE={name!r}: use one of {PROFILES}")
+    settings.load_profile(name)
+    return name
+
+
+def oracle_examples() -> settings:
+    """Settings for an oracle-backed property: the current profile's count, scaled down."""
+    return settings(max_examples=max(10, settings.default.max_examples // ORACLE_FRACTION))

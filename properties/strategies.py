@@ -1,0 +1,240 @@
+"""Hypothesis strategies for attention inputs, built on ``hypothesis.extra.numpy``.
+
+Shape legend: B batch, Hq query heads, Hkv key/value heads (``Hq = Hkv * G``), Tq/Tk query/key
+positions, D query/key head dim, Dv value head dim.
+
+Every strategy shrinks towards the smallest case along each axis: B=1, Hkv=1, G=1 (plain
+one-head attention), Tq=Tk=1, D=Dv=1, no mask, not causal, ``query_start=None``, default
+scale, float64, small values. Sizes are bounded (the oracle computes at 50 digits in Python).
+
+The drawn regions are themselves tested (``properties/meta_tests``): GQA with Hkv > 1 and
+G > 1, MQA, Tq != Tk both ways, decode (Tq=1), ``query_start`` strictly inside ``(0, Tk-Tq)``,
+masks of every broadcast shape, per-batch masks, finite additive biases, scores beyond
+``exp``'s range, near-ties, exact zeros, float16/32/64, explicit scales, fully masked rows.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+ALL_DTYPES = ("float16", "float32", "float64")
+
+# Value regimes. "large" makes |scores| exceed exp's range for every dtype (float64 exp
+# overflows at ~709.8), so an implementation without max subtraction overflows.
+MAGNITUDES = ("unit", "ties", "large")
+
+# Named mask layouts (the quick reference's table) plus any other broadcastable shape.
+MASK_LAYOUTS = (
+    "none",
+    "(Tq, Tk)",
+    "(1, 1, Tq, Tk)",
+    "key padding (B, 1, 1, Tk)",
+    "query-specific (B, 1, Tq, Tk)",
+    "per-head (B, Hq, Tq, Tk)",
+    "other broadcastable",
+)
+
+
+class AttentionCase(NamedTuple):
+    """One valid attention call. ``case.kwargs()`` gives the keyword arguments."""
+
+    query: np.ndarray  # (B, Hq, Tq, D) or (Tq, D)
+    key: np.ndarray  # (B, Hkv, Tk, D) or (Tk, D)
+    value: np.ndarray  # (B, Hkv, Tk, Dv) or (Tk, Dv)
+    attn_mask: np.ndarray | None  # broadcastable to (B, Hq, Tq, Tk)
+    is_causal: bool
+    query_start: int | None
+    scale: float | None
+    mask_layout: str
+    magnitude: str
+
+    def kwargs(self) -> dict:
+        return dict(attn_mask=self.attn_mask, is_causal=self.is_causal,
+                    query_start=self.query_start, scale=self.scale)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.query.dtype
+
+    def describe(self) -> str:
+        mask = "None" if self.attn_mask is None else f"{self.attn_mask.dtype} {self.attn_mask.shape}"
+        return (
+            f"query {self.query.shape} key {self.key.shape} value {self.value.shape} "
+            f"{self.dtype}; attn_mask {mask} [{self.mask_layout}]; is_causal={self.is_causal} "
+            f"query_start={self.query_start} scale={self.scale} values={self.magnitude}"
+        )
+
+
+class Dims(NamedTuple):
+    batch: int
+    num_heads: int
+    num_kv_heads: int
+    query_len: int
+    key_len: int
+    head_dim: int
+    value_dim: int
+
+    @property
+    def group(self) -> int:
+        return self.num_heads // self.num_kv_heads
+
+
+@st.composite
+def dims(draw, *, max_batch=2, max_kv_heads=2, max_group=3, max_len=6, max_dim=5,
+         causal_ok: bool = False, query_len: int | None = None) -> Dims:
+    """Sizes with ``Hq % Hkv == 0``; with ``causal_ok`` also ``Tq <= Tk``.
+
+    Defaults: B in [1, 2], Hkv in [1, 2], G in [1, 3] (so MHA, MQA and GQA), Tq, Tk in
+    [1, 6], D, Dv in [1, 5]. ``query_len`` fixes Tq. Shrinks towards all ones.
+    """
+    batch = draw(st.integers(1, max_batch))
+    num_kv_heads = draw(st.integers(1, max_kv_heads))
+    group = draw(st.integers(1, max_group))
+    key_len = draw(st.integers(1, max_len))
+    if query_len is None:
+        query_len = draw(st.integers(1, key_len if causal_ok else max_len))
+    head_dim = draw(st.integers(1, max_dim))
+    value_dim = draw(st.integers(1, max_dim))
+    return Dims(batch, num_kv_heads * group, num_kv_heads, query_len, key_len, head_dim,
+                value_dim)
+
+
+def _elements(dtype: str, magnitude: str):
+    width = np.dtype(dtype).itemsize * 8
+    if magnitude == "ties":
+        # A coarse grid: exact zeros, exact ties between scores, negative values.
+        return st.sampled_from([0.0, 0.5, -0.5, 1.0, -1.0, 2.0, -2.0])
+    if magnitude == "large":
+        return st.floats(-200, 200, width=width, allow_subnormal=False)
+    return st.floats(-4, 4, width=width)
+
+
+def values(shape, dtype: str, magnitude: str):
+    """Arrays of ``shape``/``dtype`` in a value regime (``unit``, ``ties`` or ``large``)."""
+    return hnp.arrays(np.dtype(dtype), shape, elements=_elements(dtype, magnitude))
+
+
+@st.composite
+def _mask_shape(draw, layout: str, d: Dims) -> tuple[int, ...]:
+    B, Hq, Tq, Tk = d.batch, d.num_heads, d.query_len, d.key_len
+    target = (B, Hq, Tq, Tk)
+    named = {
+        "(Tq, Tk)": (Tq, Tk),
+        "(1, 1, Tq, Tk)": (1, 1, Tq, Tk),
+        "key padding (B, 1, 1, Tk)": (B, 1, 1, Tk),
+        "query-specific (B, 1, Tq, Tk)": (B, 1, Tq, Tk),
+        "per-head (B, Hq, Tq, Tk)": target,
+    }
+    if layout in named:
+        return named[layout]
+    shape = draw(hnp.broadcastable_shapes(target, min_dims=1, max_dims=4))
+    # keep only shapes that broadcast *to* the score shape (not beyond it)
+    return tuple(
+        s if s == t else 1 for s, t in zip(shape, target[len(target) - len(shape):])
+    )
+
+
+def _visible_limit(d: Dims, is_causal: bool, start: int) -> np.ndarray:
+    """Last key each local query may see under causality, ``(Tq,)`` (Tk-1 if not causal)."""
+    rows = np.arange(d.query_len)
+    return np.minimum(start + rows, d.key_len - 1) if is_causal else np.full(d.query_len, d.key_len - 1)
+
+
+@st.composite
+def masks(draw, d: Dims, *, is_causal: bool, start: int, float_masks: bool = True,
+          layout: str | None = None, two_d: bool = False):
+    """A mask leaving every query row at least one visible key; returns ``(mask, layout)``.
+
+    Bool masks: True = may attend. Float masks: finite biases in ``[-8, 8]`` (ALiBi-like) and
+    ``-inf``. After drawing, each row gets one *anchor* key (drawn, so it shrinks to key 0)
+    that is forced visible and causally allowed, so no row is fully masked.
+    """
+    if layout is None:
+        choices = MASK_LAYOUTS if not two_d else ("none", "(Tq, Tk)", "other broadcastable")
+        layout = draw(st.sampled_from(choices))
+    if layout == "none":
+        return None, layout
+    shape = draw(_mask_shape(layout, d))
+    if two_d:
+        shape = shape[-2:]
+    kind = draw(st.sampled_from(["bool", "float"])) if float_masks else "bool"
+    if kind == "bool":
+        mask = draw(hnp.arrays(np.bool_, shape))
+    else:
+        dtype = draw(st.sampled_from(["float64", "float32", "float16"]))
+        bias = st.one_of(st.just(-np.inf), st.floats(-8, 8, width=np.dtype(dtype).itemsize * 8))
+        mask = draw(hnp.arrays(np.dtype(dtype), shape, elements=bias))
+    # Anchors: one visible key per (broadcast) row, within the causal limit of every query
+    # that row serves.
+    limit = _visible_limit(d, is_causal, start)
+    expanded_rows = shape[-2] if len(shape) >= 2 else 1
+    lead = shape[:-2] if len(shape) >= 2 else ()
+    for index in np.ndindex(*lead) if lead else [()]:
+        for r in range(expanded_rows):
+            served_limit = int(limit.min()) if expanded_rows == 1 else int(limit[r])
+            anchor = draw(st.integers(0, served_limit))
+            if shape[-1] == 1:
+                anchor = 0
+            position = index + ((r,) if len(shape) >= 2 else ()) + (anchor,)
+            mask[position] = True if kind == "bool" else 0.0
+    return mask, layout
+
+
+@st.composite
+def attention_cases(draw, *, dtypes=ALL_DTYPES, magnitudes=MAGNITUDES, causal=None,
+                    masks_allowed: bool = True, float_masks: bool = True,
+                    explicit_scale: bool = True, two_d: bool = False,
+                    d: Dims | None = None, **dim_kwargs) -> AttentionCase:
+    """A valid attention call: every query row sees at least one key.
+
+    Args:
+        dtypes: dtype names to draw from (shrinks towards the last, normally float64).
+        magnitudes: value regimes (``unit``, ``ties``, ``large``).
+        causal: force ``is_causal`` (None: drawn).
+        masks_allowed / float_masks: allow masks / float additive masks.
+        explicit_scale: allow ``scale`` in ``[0.05, 4]`` besides the default ``None``.
+        two_d: draw 2-D ``(T, D)`` inputs.
+        d: fixed sizes; else drawn by :func:`dims` with ``dim_kwargs``.
+    """
+    is_causal = draw(st.booleans()) if causal is None else causal
+    if d is None:
+        if two_d:
+            dim_kwargs = dict(dim_kwargs, max_batch=1, max_kv_heads=1, max_group=1)
+        d = draw(dims(causal_ok=is_causal, **dim_kwargs))
+    if d.query_len > d.key_len and is_causal:
+        is_causal = False
+    dtype = draw(st.sampled_from(tuple(reversed(dtypes))))
+    magnitude = draw(st.sampled_from(magnitudes))
+    max_start = d.key_len - d.query_len
+    if max_start >= 0:
+        query_start = draw(st.one_of(st.none(), st.integers(0, max_start)))
+    else:
+        query_start = None
+    start = max_start if query_start is None else query_start
+    scale = draw(st.one_of(st.none(), st.floats(0.05, 4))) if explicit_scale else None
+    if masks_allowed:
+        attn_mask, layout = draw(masks(d, is_causal=is_causal, start=start,
+                                       float_masks=float_masks, two_d=two_d))
+    else:
+        attn_mask, layout = None, "none"
+    B, Hq, Hkv, Tq, Tk, D, Dv = d
+    if two_d:
+        q_shape, k_shape, v_shape = (Tq, D), (Tk, D), (Tk, Dv)
+    else:
+        q_shape, k_shape, v_shape = (B, Hq, Tq, D), (B, Hkv, Tk, D), (B, Hkv, Tk, Dv)
+    query = draw(values(q_shape, dtype, magnitude))
+    key = draw(values(k_shape, dtype, magnitude))
+    value = draw(values(v_shape, dtype, magnitude))
+    return AttentionCase(query, key, value, attn_mask, is_causal, query_start, scale, layout,
+                         magnitude)
+
+
+def subject_cases(subject, **kwargs):
+    """:func:`attention_cases` restricted to what ``subject`` declares it supports."""
+    kwargs.setdefault("dtypes", subject.dtypes)
+    kwargs.setdefault("float_masks", subject.float_masks)
+    return attention_cases(**kwargs)

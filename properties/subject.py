@@ -1,0 +1,154 @@
+"""Subject selection: which attention module the properties test, and what it declares.
+
+A *subject* is any importable module exposing ``attention(query, key, value, *, attn_mask,
+is_causal, query_start, scale)`` and optionally ``attention_weights``, ``KVCache``,
+``cached_attention`` and ``kv_cache_bytes`` with :mod:`impl`'s signatures and shape
+conventions (query ``(B, Hq, Tq, D)``, key ``(B, Hkv, Tk, D)``, value ``(B, Hkv, Tk, Dv)``).
+
+It is chosen by ``pytest --attn-impl MODULE`` or the environment variable ``ATTN_IMPL``
+(default ``impl``). A subject declares what it does not support, and which convention it
+follows where real libraries differ, in a module-level dict ``ATTNPROPS_CAPABILITIES``; every
+key is optional and an unknown key is an error (a typo must not silently pass):
+
+``dtypes``             tuple of dtype names it supports; default ``("float16", "float32", "float64")``
+``validates_inputs``   raises ``ValueError``/``TypeError`` on invalid input; default True
+``fully_masked_rows``  ``"raise"`` (this project's rule) or ``"zeros"`` (PyTorch >= 2.5,
+                       FlashAttention); default ``"raise"``
+``weights``            exposes ``attention_weights``; default: whether the module has it
+``kv_cache``           exposes ``KVCache``/``cached_attention``; default: whether it has them
+``kv_cache_bytes``     exposes ``kv_cache_bytes``; default: whether it has it
+``two_d_inputs``       accepts 2-D ``(T, D)`` inputs; default True
+``float_masks``        accepts float additive masks; default True
+``block_size``         ``attention`` takes a ``block_size=`` keyword (blocked online softmax);
+                       default False
+
+Properties that need a capability the subject lacks are reported as skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass, field
+from types import ModuleType
+
+import numpy as np
+
+DEFAULT_SUBJECT = "impl"
+ENV_VAR = "ATTN_IMPL"
+ALL_DTYPES = ("float16", "float32", "float64")
+
+_DEFAULTS = {
+    "dtypes": ALL_DTYPES,
+    "validates_inputs": True,
+    "fully_masked_rows": "raise",
+    "weights": None,
+    "kv_cache": None,
+    "kv_cache_bytes": None,
+    "two_d_inputs": True,
+    "float_masks": True,
+    "block_size": False,
+}
+
+
+class SubjectError(Exception):
+    """The subject cannot be loaded or declares something invalid."""
+
+
+@dataclass(frozen=True, repr=False)
+class Subject:
+    """A loaded subject module and its declared capabilities."""
+
+    name: str
+    module: ModuleType
+    dtypes: tuple[str, ...]
+    validates_inputs: bool
+    fully_masked_rows: str
+    weights: bool
+    kv_cache: bool
+    kv_cache_bytes: bool
+    two_d_inputs: bool
+    float_masks: bool
+    block_size: bool
+    declared: dict = field(default_factory=dict)
+
+    def __repr__(self) -> str:  # short: it appears in every falsifying example
+        return f"Subject({self.name!r})"
+
+    @property
+    def version(self) -> str:
+        return str(getattr(self.module, "__version__", "unknown"))
+
+    def describe(self) -> str:
+        caps = ", ".join(
+            f"{k}={getattr(self, k)!r}" for k in _DEFAULTS
+        )
+        return f"{self.name} {self.version} ({caps})"
+
+    def supports(self, dtype) -> bool:
+        return np.dtype(dtype).name in self.dtypes
+
+    # The calls the properties make; kept thin so a traceback points at the subject.
+    def attention(self, query, key, value, **kwargs):
+        return self.module.attention(query, key, value, **kwargs)
+
+    def attention_weights(self, query, key, **kwargs):
+        return self.module.attention_weights(query, key, **kwargs)
+
+
+def load_subject(name: str | None = None) -> Subject:
+    """Import the subject ``name`` (default: ``$ATTN_IMPL`` or ``impl``) and read its declaration.
+
+    Raises:
+        SubjectError: the module cannot be imported, lacks ``attention``, or its
+            ``ATTNPROPS_CAPABILITIES`` has unknown keys or invalid values.
+    """
+    name = name or os.environ.get(ENV_VAR) or DEFAULT_SUBJECT
+    try:
+        module = importlib.import_module(name)
+    except Exception as exc:
+        raise SubjectError(
+            f"cannot import the attention subject {name!r} ({type(exc).__name__}: {exc}). "
+            f"Pass an importable module with --attn-impl MODULE or {ENV_VAR}=MODULE, e.g. "
+            f"--attn-impl impl; if it lives in your tree, run pytest from the folder that "
+            f"contains it or add that folder to PYTHONPATH."
+        ) from exc
+    if not callable(getattr(module, "attention", None)):
+        raise SubjectError(f"subject {name!r} has no callable 'attention'")
+    declared = dict(getattr(module, "ATTNPROPS_CAPABILITIES", {}))
+    unknown = sorted(set(declared) - set(_DEFAULTS))
+    if unknown:
+        raise SubjectError(
+            f"subject {name!r}: unknown keys in ATTNPROPS_CAPABILITIES: {unknown}; "
+            f"known keys are {sorted(_DEFAULTS)}"
+        )
+    caps = {**_DEFAULTS, **declared}
+    if caps["weights"] is None:
+        caps["weights"] = callable(getattr(module, "attention_weights", None))
+    if caps["kv_cache"] is None:
+        caps["kv_cache"] = hasattr(module, "KVCache") and hasattr(module, "cached_attention")
+    if caps["kv_cache_bytes"] is None:
+        caps["kv_cache_bytes"] = callable(getattr(module, "kv_cache_bytes", None))
+    dtypes = tuple(np.dtype(d).name for d in caps["dtypes"])
+    bad = sorted(set(dtypes) - set(ALL_DTYPES))
+    if bad or not dtypes:
+        raise SubjectError(f"subject {name!r}: dtypes {dtypes} must be a non-empty subset of {ALL_DTYPES}")
+    if caps["fully_masked_rows"] not in ("raise", "zeros"):
+        raise SubjectError(
+            f"subject {name!r}: fully_masked_rows={caps['fully_masked_rows']!r} must be "
+            "'raise' or 'zeros'"
+        )
+    return Subject(
+        name=name,
+        module=module,
+        dtypes=dtypes,
+        validates_inputs=bool(caps["validates_inputs"]),
+        fully_masked_rows=caps["fully_masked_rows"],
+        weights=bool(caps["weights"]),
+        kv_cache=bool(caps["kv_cache"]),
+        kv_cache_bytes=bool(caps["kv_cache_bytes"]),
+        two_d_inputs=bool(caps["two_d_inputs"]),
+        float_masks=bool(caps["float_masks"]),
+        block_size=bool(caps["block_size"]),
+        declared=declared,
+    )

@@ -1,0 +1,233 @@
+"""Properties of the KV cache: incremental decoding equals full causal attention, the cache
+holds Hkv heads and its bytes follow the formula, appends copy and are atomic.
+
+Cache shapes: keys ``(B, Hkv, T, D)``, values ``(B, Hkv, T, Dv)``; ``cached_attention``
+appends ``Tnew`` positions and attends causally with ``query_start`` = the previous length.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, note
+from hypothesis import strategies as st
+
+from ._support import LAB_KEY, LAB_QUERY, LAB_VALUE, case_from, oracle_with_bounds
+from .checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
+from .plugin import current_subject
+from .profiles import oracle_examples
+from .strategies import dims, values
+
+SUBJECT = current_subject()
+
+
+@st.composite
+def cache_runs(draw, *, max_len=6):
+    """A causal self-attention problem and a split of its T positions into appended chunks
+    (all ones = token by token). Returns ``(case, chunks)``."""
+    d = draw(dims(max_len=max_len, causal_ok=True))
+    T = d.key_len
+    dtype = draw(st.sampled_from(tuple(reversed(SUBJECT.dtypes))))
+    magnitude = draw(st.sampled_from(("unit", "ties", "large")))
+    q = draw(values((d.batch, d.num_heads, T, d.head_dim), dtype, magnitude))
+    k = draw(values((d.batch, d.num_kv_heads, T, d.head_dim), dtype, magnitude))
+    v = draw(values((d.batch, d.num_kv_heads, T, d.value_dim), dtype, magnitude))
+    token_by_token = draw(st.booleans())
+    chunks = []
+    left = T
+    while left:
+        n = 1 if token_by_token else draw(st.integers(1, left))
+        chunks.append(n)
+        left -= n
+    scale = draw(st.one_of(st.none(), st.floats(0.05, 4)))
+    return case_from(q, k, v, is_causal=True, scale=scale, layout="causal self-attention",
+                     magnitude=magnitude), chunks
+
+
+def _new_cache(subject, case):
+    B, Hkv, _, D = case.key.shape
+    return subject.module.KVCache(B, Hkv, D, case.value.shape[3], dtype=case.dtype)
+
+
+def _decode(subject, case, chunks):
+    """Run ``cached_attention`` chunk by chunk; return (cache, outputs concatenated)."""
+    cache = _new_cache(subject, case)
+    outputs, start = [], 0
+    for n in chunks:
+        rows = slice(start, start + n)
+        out = call_subject(subject.module.cached_attention, case.query[:, :, rows],
+                           case.key[:, :, rows], case.value[:, :, rows], cache,
+                           scale=case.scale, what=f"cached_attention of positions [{start}, {start + n})")
+        outputs.append(np.asarray(out))
+        start += n
+    return cache, np.concatenate(outputs, axis=2)
+
+
+@pytest.mark.requires("kv_cache")
+@oracle_examples()
+@given(run=cache_runs())
+def test_cached_decode_equals_full_causal(subject, run):
+    """Token-by-token and arbitrary-chunk ``cached_attention`` equals full causal attention
+    (each query at its absolute position; the source lab's cache check), and the cache ends
+    holding exactly the appended keys and values."""
+    case, chunks = run
+    note(f"chunks: {chunks}")
+    parts, bounds = oracle_with_bounds(case, subject)
+    cache, decoded = _decode(subject, case, chunks)
+    decoded = assert_shape_dtype(out=decoded, shape=parts.output.shape, dtype=case.dtype,
+                                 what="decoded outputs")
+    assert_within(out=decoded, expected=parts.output.value, bound=bounds.output,
+                  what=f"cached decode in chunks {chunks} vs 50-digit full causal", case=case)
+    if len(cache) != case.key.shape[2]:
+        fail(f"len(cache) = {len(cache)} after appending {case.key.shape[2]} positions")
+    assert_equal(out=cache.keys, expected=case.key, what="cached keys")
+    assert_equal(out=cache.values, expected=case.value, what="cached values")
+
+
+@pytest.mark.requires("kv_cache")
+@oracle_examples()
+@given(run=cache_runs())
+def test_cache_holds_kv_heads(subject, run):
+    """After decoding with Hq query heads the cache still holds Hkv heads (K/V are never
+    repeated to Hq), and its ``nbytes`` equals ``kv_cache_bytes`` for its size (quick
+    reference: 'GQA cache not smaller -> K/V physically copied to Hq before caching')."""
+    case, chunks = run
+    cache, _ = _decode(subject, case, chunks)
+    B, Hkv, T, D = case.key.shape
+    Dv = case.value.shape[3]
+    if np.shape(cache.keys) != (B, Hkv, T, D) or np.shape(cache.values) != (B, Hkv, T, Dv):
+        fail(f"cache holds keys {np.shape(cache.keys)} values {np.shape(cache.values)}; "
+             f"expected {(B, Hkv, T, D)} and {(B, Hkv, T, Dv)} (Hq={case.query.shape[1]})")
+    if SUBJECT.kv_cache_bytes and D == Dv:
+        formula = subject.module.kv_cache_bytes(num_layers=1, batch=B, tokens=T,
+                                                num_kv_heads=Hkv, head_dim=D, dtype=case.dtype)
+        real = cache.keys.nbytes + cache.values.nbytes
+        if formula != real:
+            fail(f"cache nbytes {real} != kv_cache_bytes {formula} for B={B} Hkv={Hkv} T={T} D={D}")
+
+
+def _bad_append(draw, cache, dtype):
+    """A (key, value) pair that breaks one append rule, with a valid key first."""
+    B, Hkv, D, Dv = cache.batch, cache.num_kv_heads, cache.head_dim, cache.value_dim
+    n = draw(st.integers(1, 3))
+    key = np.ones((B, Hkv, n, D), dtype)
+    value = np.ones((B, Hkv, n, Dv), dtype)
+    how = draw(st.sampled_from(["value dtype", "value head dim", "value length", "value NaN",
+                                "key heads", "key NaN", "value ndim"]))
+    if how == "value dtype":
+        value = value.astype(np.float32 if np.dtype(dtype) == np.float64 else np.float64)
+    elif how == "value head dim":
+        value = np.ones((B, Hkv, n, Dv + 1), dtype)
+    elif how == "value length":
+        value = np.ones((B, Hkv, n + 1, Dv), dtype)
+    elif how == "value NaN":
+        value[..., -1, 0] = np.nan
+    elif how == "key heads":
+        key = np.ones((B, Hkv + 1, n, D), dtype)
+    elif how == "key NaN":
+        key[0, 0, 0, 0] = np.inf
+    else:
+        value = value[0]
+    return how, key, value
+
+
+@pytest.mark.requires("kv_cache", "validates_inputs")
+@given(run=cache_runs(), data=st.data())
+def test_failed_append_changes_nothing(subject, run, data):
+    """An append that breaks a rule raises ``ValueError``/``TypeError`` and leaves the
+    cache's keys, values and length exactly as before (source lab: 'after a failed append
+    the original K/V must be unchanged')."""
+    case, chunks = run
+    cache, _ = _decode(subject, case, chunks[:1])
+    before = (len(cache), np.array(cache.keys), np.array(cache.values))
+    how, key, value = _bad_append(data.draw, cache, case.dtype)
+    note(f"bad append: {how}")
+    try:
+        cache.append(key, value)
+    except (ValueError, TypeError):
+        pass
+    else:
+        fail(f"append with {how} was accepted")
+    if len(cache) != before[0]:
+        fail(f"failed append ({how}) changed len(cache) from {before[0]} to {len(cache)}")
+    assert_equal(out=cache.keys, expected=before[1], what=f"keys after failed append ({how})")
+    assert_equal(out=cache.values, expected=before[2], what=f"values after failed append ({how})")
+
+
+@pytest.mark.requires("kv_cache", "validates_inputs")
+@given(run=cache_runs(), data=st.data())
+def test_failed_cached_attention_rolls_back(subject, run, data):
+    """``cached_attention`` whose attention step fails (a fully masked row, a query of the
+    wrong head_dim) raises and rolls the append back: the cache is exactly as before."""
+    case, chunks = run
+    cache, _ = _decode(subject, case, chunks[:1])
+    before = (len(cache), np.array(cache.keys), np.array(cache.values))
+    B, Hq, _, D = case.query.shape
+    how = data.draw(st.sampled_from(["fully masked row", "query head_dim"]), label="failure")
+    query = np.ones((B, Hq, 1, D), case.dtype)
+    mask = None
+    if how == "fully masked row":
+        mask = np.zeros((B, Hq, 1, len(cache) + 1), dtype=bool)
+    else:
+        query = np.ones((B, Hq, 1, D + 1), case.dtype)
+    key = np.ones((B, case.key.shape[1], 1, D), case.dtype)
+    value = np.ones((B, case.key.shape[1], 1, case.value.shape[3]), case.dtype)
+    try:
+        subject.module.cached_attention(query, key, value, cache, attn_mask=mask)
+    except (ValueError, TypeError):
+        pass
+    else:
+        if how == "query head_dim" or SUBJECT.fully_masked_rows == "raise":
+            fail(f"cached_attention with a {how} was accepted")
+        return
+    if len(cache) != before[0]:
+        fail(f"failed cached_attention ({how}) left len(cache) = {len(cache)}, was {before[0]}")
+    assert_equal(out=cache.keys, expected=before[1], what=f"keys after failed call ({how})")
+    assert_equal(out=cache.values, expected=before[2], what=f"values after failed call ({how})")
+
+
+@pytest.mark.requires("kv_cache")
+@given(run=cache_runs())
+def test_cache_copies_caller_arrays(subject, run):
+    """The cache stores copies: changing the caller's arrays after ``append`` does not
+    change the cache."""
+    case, chunks = run
+    cache = _new_cache(subject, case)
+    key, value = case.key.copy(), case.value.copy()
+    cache.append(key, value)
+    key[...] = 3.0
+    value[...] = -3.0
+    assert_equal(out=cache.keys, expected=case.key, what="cached keys after the caller's edit")
+    assert_equal(out=cache.values, expected=case.value, what="cached values after the caller's edit")
+
+
+@pytest.mark.requires("kv_cache_bytes")
+@given(num_layers=st.integers(1, 96), batch=st.integers(1, 64), tokens=st.integers(1, 10**6),
+       num_heads=st.sampled_from([1, 2, 8, 32, 64]), head_dim=st.sampled_from([1, 64, 128]),
+       dtype=st.sampled_from(["float16", "float32", "float64"]), data=st.data())
+def test_kv_cache_bytes_formula(subject, num_layers, batch, tokens, num_heads, head_dim, dtype,
+                                data):
+    """``kv_cache_bytes = 2 * layers * batch * tokens * Hkv * head_dim * itemsize`` and the
+    MQA/GQA cache is ``Hkv / Hq`` of the MHA cache (quick reference, KV cache table)."""
+    num_kv_heads = data.draw(st.sampled_from([h for h in (1, 2, 4, 8, 32) if num_heads % h == 0]))
+    f = subject.module.kv_cache_bytes
+    kwargs = dict(num_layers=num_layers, batch=batch, tokens=tokens, head_dim=head_dim, dtype=dtype)
+    gqa = f(num_kv_heads=num_kv_heads, **kwargs)
+    mha = f(num_kv_heads=num_heads, **kwargs)
+    expected = 2 * num_layers * batch * tokens * num_kv_heads * head_dim * np.dtype(dtype).itemsize
+    if gqa != expected:
+        fail(f"kv_cache_bytes({kwargs}, num_kv_heads={num_kv_heads}) = {gqa}, expected {expected}")
+    if gqa * num_heads != mha * num_kv_heads:
+        fail(f"GQA/MHA bytes {gqa}/{mha} != Hkv/Hq = {num_kv_heads}/{num_heads}")
+
+
+@pytest.mark.requires("kv_cache")
+def test_lab_decode_through_cache(subject):
+    """The source lab's decode: cache the first two tokens, then decode the third; the
+    output is [-0.439015, -0.354843] to the printed 6 decimals (not [1, 0], the wrong offset)."""
+    q, k, v = LAB_QUERY[None, None], LAB_KEY[None, None], LAB_VALUE[None, None]
+    cache = subject.module.KVCache(1, 1, 4, 2, dtype=np.float64)
+    subject.module.cached_attention(q[:, :, :2], k[:, :, :2], v[:, :, :2], cache)
+    out = subject.module.cached_attention(q[:, :, 2:], k[:, :, 2:], v[:, :, 2:], cache)
+    assert_within(out=np.asarray(out)[0, 0, 0], expected=[-0.439015, -0.354843], bound=5e-7,
+                  what="lab decode of the third token (6 printed decimals)")

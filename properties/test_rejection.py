@@ -1,0 +1,94 @@
+"""Properties of input handling: invalid inputs raise, nothing is modified, fully masked rows
+follow the subject's declared convention (never NaN)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
+
+from ._support import oracle_with_bounds
+from .checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
+from .invalid import INVALID_KINDS, fully_masked_cases, invalid_cases
+from .plugin import current_subject
+from .profiles import oracle_examples
+from .strategies import subject_cases
+
+SUBJECT = current_subject()
+_KINDS = tuple(k for k in INVALID_KINDS
+               if k != "fully masked row" or SUBJECT.fully_masked_rows == "raise")
+_KINDS = tuple(k for k in _KINDS if "float mask" not in k or SUBJECT.float_masks)
+
+
+def _snapshot(*arrays):
+    return [None if a is None else np.array(a, copy=True) for a in arrays]
+
+
+@pytest.mark.requires("validates_inputs")
+@pytest.mark.parametrize("kind", _KINDS)
+@settings(max_examples=max(5, settings.default.max_examples // 10))
+@given(data=st.data())
+def test_invalid_inputs_raise(subject, kind, data):
+    """Every input that breaks a rule of ``oracle.rules`` (one test id per rule) raises
+    ``ValueError`` or ``TypeError`` — never a NaN result, never another exception — and
+    leaves the inputs unchanged."""
+    bad = data.draw(invalid_cases(dtypes=SUBJECT.dtypes, kinds=(kind,),
+                                  float_masks=SUBJECT.float_masks), label="invalid call")
+    note(bad.describe())
+    mask = bad.kwargs.get("attn_mask")
+    before = _snapshot(bad.query, bad.key, bad.value, mask)
+    try:
+        out = subject.attention(bad.query, bad.key, bad.value, **bad.kwargs)
+    except (ValueError, TypeError):
+        pass
+    except Exception as exc:
+        fail(f"{bad.kind}: raised {type(exc).__name__}: {exc} instead of ValueError/TypeError")
+    else:
+        nan = bool(np.isnan(np.asarray(out, dtype=np.float64)).any()) if np.size(out) else False
+        fail(f"{bad.kind}: accepted (argument {bad.argument}); returned shape {np.shape(out)}"
+             f"{' with NaN' if nan else ''}")
+    for name, old, new in zip(("query", "key", "value", "attn_mask"), before,
+                              (bad.query, bad.key, bad.value, mask)):
+        if old is not None:
+            assert_equal(out=new, expected=old, what=f"{name} after a rejected call ({bad.kind})")
+
+
+@given(case=subject_cases(SUBJECT))
+def test_valid_inputs_not_modified(subject, case):
+    """A valid call leaves query, key, value and attn_mask bitwise unchanged (no in-place
+    scaling or masking of the caller's arrays)."""
+    before = _snapshot(case.query, case.key, case.value, case.attn_mask)
+    call_subject(subject.attention, case.query, case.key, case.value, **case.kwargs(),
+                 what="attention")
+    if SUBJECT.weights:
+        call_subject(subject.attention_weights, case.query, case.key, **case.kwargs(),
+                     what="attention_weights")
+    for name, old, new in zip(("query", "key", "value", "attn_mask"), before,
+                              (case.query, case.key, case.value, case.attn_mask)):
+        if old is not None:
+            assert_equal(out=new, expected=old, what=f"{name} after a valid call", case=case)
+
+
+@oracle_examples()
+@given(case=fully_masked_cases(dtypes=SUBJECT.dtypes, float_masks=SUBJECT.float_masks))
+def test_fully_masked_rows_follow_declared_convention(subject, case):
+    """A query row with no visible key either raises ``ValueError`` (convention ``"raise"``,
+    the source lab's rule) or gives a zero output row with every other row correct
+    (``"zeros"``: PyTorch >= 2.5, FlashAttention) — as the subject declares; never NaN."""
+    note(f"case: {case.describe()}; declared: {SUBJECT.fully_masked_rows}")
+    try:
+        out = subject.attention(case.query, case.key, case.value, **case.kwargs())
+    except (ValueError, TypeError) as exc:
+        if SUBJECT.fully_masked_rows == "raise":
+            return
+        fail(f"declared fully_masked_rows='zeros' but raised {type(exc).__name__}: {exc}")
+    if SUBJECT.fully_masked_rows == "raise":
+        nan = bool(np.isnan(np.asarray(out, dtype=np.float64)).any())
+        fail(f"declared fully_masked_rows='raise' but returned{' NaN' if nan else ' a result'} "
+             f"for a fully masked row")
+    parts, bounds = oracle_with_bounds(case, subject)
+    out = assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype, what="output")
+    assert_within(out=out, expected=parts.output.value, bound=bounds.output,
+                  what="output with fully masked rows (zeros convention)", case=case)
+

@@ -1,0 +1,91 @@
+"""Properties about heads and batch structure: GQA mapping, key order, independence.
+
+Query head ``h`` reads K/V head ``h // (Hq // Hkv)`` (Ainslie et al. 2023, GQA; Shazeer 2019,
+MQA). Batch elements and heads never interact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import assume, given, note
+from hypothesis import strategies as st
+
+from ._support import oracle_with_bounds, repeat_kv
+from .checks import assert_shape_dtype, assert_within, call_subject
+from .plugin import current_subject
+from .profiles import oracle_examples
+from .strategies import subject_cases
+
+SUBJECT = current_subject()
+
+
+def _attend(subject, case, what):
+    out = call_subject(subject.attention, case.query, case.key, case.value, **case.kwargs(),
+                       what=what)
+    return assert_shape_dtype(out=out, shape=np.shape(out), dtype=case.dtype, what=what)
+
+
+@oracle_examples()
+@given(case=subject_cases(SUBJECT, two_d=False, max_kv_heads=3))
+def test_gqa_equals_repeated_kv(subject, case):
+    """Grouped K/V equals attention with K/V explicitly repeated to Hq heads, query head
+    ``h`` getting K/V head ``h // group`` (GQA, Ainslie et al. 2023)."""
+    B, Hq, Tq, _ = case.query.shape
+    Hkv = case.key.shape[1]
+    assume(Hq > Hkv)
+    group = Hq // Hkv
+    repeated = case._replace(key=repeat_kv(case.key, group), value=repeat_kv(case.value, group))
+    _, bounds = oracle_with_bounds(repeated, subject)
+    grouped = _attend(subject, case, "grouped K/V")
+    expanded = _attend(subject, repeated, "K/V repeated to Hq")
+    assert_within(out=grouped, expected=expanded, bound=2 * bounds.output,
+                  what=f"GQA (Hq={Hq}, Hkv={Hkv}) vs K/V repeated by h // {group}", case=case)
+
+
+@oracle_examples()
+@given(case=subject_cases(SUBJECT, causal=False), data=st.data())
+def test_key_permutation_invariance(subject, case, data):
+    """Without causality, permuting keys, values and the mask's key axis jointly changes
+    nothing: attention is a set function of its (key, value) pairs."""
+    Tk = case.key.shape[-2]
+    order = np.array(data.draw(st.permutations(range(Tk)), label="key order"))
+    assume((order != np.arange(Tk)).any())
+    mask = case.attn_mask
+    if mask is not None and mask.shape[-1] != 1:
+        mask = mask[..., order]
+    permuted = case._replace(key=case.key[..., order, :], value=case.value[..., order, :],
+                             attn_mask=mask)
+    _, bounds = oracle_with_bounds(case, subject)
+    assert_within(out=_attend(subject, permuted, "permuted keys"),
+                  expected=_attend(subject, case, "original order"),
+                  bound=2 * bounds.output, what="output after permuting keys and values",
+                  case=case)
+
+
+@oracle_examples()
+@given(case=subject_cases(SUBJECT, two_d=False))
+def test_batch_and_heads_independent(subject, case):
+    """Each (batch element, query head) computed alone — one batch, one head, its own K/V
+    head and its slice of the mask — equals the same slice of the batched result."""
+    B, Hq, Tq, _ = case.query.shape
+    Hkv, Tk = case.key.shape[1], case.key.shape[2]
+    group = Hq // Hkv
+    _, bounds = oracle_with_bounds(case, subject)
+    batched = _attend(subject, case, "batched")
+    mask = None if case.attn_mask is None else np.broadcast_to(case.attn_mask, (B, Hq, Tq, Tk))
+    for b in range(B):
+        for h in range(Hq):
+            g = h // group
+            one = case._replace(
+                query=case.query[b : b + 1, h : h + 1],
+                key=case.key[b : b + 1, g : g + 1],
+                value=case.value[b : b + 1, g : g + 1],
+                attn_mask=None if mask is None else mask[b : b + 1, h : h + 1].copy(),
+            )
+            note(f"batch {b}, head {h} (K/V head {g})")
+            assert_within(out=_attend(subject, one, f"batch {b} head {h} alone"),
+                          expected=batched[b : b + 1, h : h + 1],
+                          bound=2 * bounds.output[b : b + 1, h : h + 1],
+                          what=f"batch {b}, head {h} alone vs batched", case=case)
+
+

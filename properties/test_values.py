@@ -1,0 +1,154 @@
+"""Properties about values: agreement with the 50-digit oracle, weight rows, convexity.
+
+Shape legend: query (B, Hq, Tq, D), key (B, Hkv, Tk, D), value (B, Hkv, Tk, Dv),
+weights (B, Hq, Tq, Tk), output (B, Hq, Tq, Dv); 2-D inputs are one head of one batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from ._support import (
+    LAB_CAUSAL,
+    LAB_DECODE,
+    QUICK_CAUSAL,
+    four_d,
+    oracle_with_bounds,
+    repeat_kv,
+    seed_batch_case,
+    visibility,
+)
+from .checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
+from .plugin import current_subject
+from .profiles import oracle_examples
+from .strategies import subject_cases
+
+SUBJECT = current_subject()
+
+
+def _cases(**kwargs):
+    two_d = st.booleans() if SUBJECT.two_d_inputs else st.just(False)
+    return two_d.flatmap(lambda t: subject_cases(SUBJECT, two_d=t, **kwargs))
+
+
+@oracle_examples()
+@given(case=_cases())
+@example(case=LAB_CAUSAL)
+@example(case=LAB_DECODE)
+@example(case=QUICK_CAUSAL)
+@example(case=seed_batch_case())
+def test_output_matches_oracle(subject, case):
+    """|output - oracle| <= the per-element forward error bound of properties.bounds.
+
+    Law: o = softmax(scale q k^T + mask) v (Vaswani et al. 2017, eq. 1); bound from Higham
+    ch. 3 and Blanchard, Higham & Higham 2021. The seed documents' examples run first.
+    """
+    parts, bounds = oracle_with_bounds(case, subject)
+    out = call_subject(subject.attention, case.query, case.key, case.value, **case.kwargs(),
+                       what="attention")
+    out = assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype, what="output")
+    assert_within(out=out, expected=parts.output.value, bound=bounds.output,
+                  what="output vs 50-digit oracle", case=case)
+
+
+@pytest.mark.requires("weights")
+@oracle_examples()
+@given(case=_cases())
+@example(case=LAB_CAUSAL)
+@example(case=QUICK_CAUSAL)
+def test_weights_match_oracle(subject, case):
+    """|weights - oracle| <= the per-element bound; law: softmax of the scaled scores along
+    the key axis (Vaswani et al. 2017), bound from Blanchard, Higham & Higham 2021."""
+    parts, bounds = oracle_with_bounds(case, subject)
+    out = call_subject(subject.attention_weights, case.query, case.key, **case.kwargs(),
+                       what="attention_weights")
+    out = assert_shape_dtype(out=out, shape=parts.weights.shape, dtype=case.dtype, what="weights")
+    assert_within(out=out, expected=parts.weights.value, bound=bounds.weights,
+                  what="weights vs 50-digit oracle", case=case)
+
+
+@pytest.mark.requires("weights")
+@oracle_examples()
+@given(case=_cases())
+@example(case=LAB_CAUSAL)
+def test_weight_rows_sum_to_one(subject, case):
+    """Each weight row sums to 1 within the sum of its per-element bounds (softmax
+    normalizes along keys; quick reference invariant 'softmax along Tk, rows sum to 1')."""
+    parts, bounds = oracle_with_bounds(case, subject)
+    out = call_subject(subject.attention_weights, case.query, case.key, **case.kwargs(),
+                       what="attention_weights")
+    out = assert_shape_dtype(out=out, shape=parts.weights.shape, dtype=case.dtype, what="weights")
+    rows = out.astype(np.float64).sum(axis=-1)
+    tk = out.shape[-1]
+    slack = bounds.weights.sum(axis=-1) + 2.0**-53 * tk * np.abs(out.astype(np.float64)).sum(axis=-1)
+    assert_within(out=rows, expected=np.ones_like(rows), bound=slack,
+                  what="weight row sums", case=case)
+
+
+@pytest.mark.requires("weights")
+@oracle_examples()
+@given(case=_cases())
+@example(case=LAB_CAUSAL)
+def test_hidden_keys_get_zero_weight(subject, case):
+    """Keys hidden by the mask or by causality get weight exactly 0 (not 1e-30, not -0
+    mixed with garbage): the softmax of -inf is 0."""
+    visible = visibility(case)
+    out = call_subject(subject.attention_weights, case.query, case.key, **case.kwargs(),
+                       what="attention_weights")
+    out4 = four_d(np.asarray(out))
+    if out4.shape != visible.shape:
+        fail(f"weights: shape {np.shape(out)} does not match the scores' shape")
+    hidden = out4[~visible]
+    assert_equal(out=hidden, expected=np.zeros_like(hidden), what="weights of hidden keys",
+                 case=case)
+
+
+@oracle_examples()
+@given(case=_cases())
+def test_output_within_visible_value_range(subject, case):
+    """Each output lies within [min, max] of the visible values, per channel (a convex
+    combination), widened only by the output's error bound."""
+    parts, bounds = oracle_with_bounds(case, subject)
+    visible = visibility(case)  # (B, Hq, Tq, Tk)
+    out = call_subject(subject.attention, case.query, case.key, case.value, **case.kwargs(),
+                       what="attention")
+    out = four_d(assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype,
+                                    what="output")).astype(np.float64)
+    group = visible.shape[1] // four_d(case.value).shape[1]
+    v = repeat_kv(four_d(case.value).astype(np.float64), group)[:, :, None]  # (B,Hq,1,Tk,Dv)
+    seen = visible[..., None]  # (B, Hq, Tq, Tk, 1)
+    low = np.where(seen, v, np.inf).min(axis=3)  # (B, Hq, Tq, Dv)
+    high = np.where(seen, v, -np.inf).max(axis=3)
+    bound = four_d(bounds.output)
+    centre, half = (low + high) / 2, (high - low) / 2
+    assert_within(out=out, expected=centre, bound=half + bound,
+                  what="output inside the visible values' range", case=case)
+
+
+@given(case=_cases(masks_allowed=False), data=st.data())
+def test_single_visible_key_returns_its_value(subject, case, data):
+    """A query row that sees exactly one key returns exactly that key's value (its weight is
+    exp(0)/exp(0) = 1, every other weight exp(-inf) = 0)."""
+    q, k, v = four_d(case.query), four_d(case.key), four_d(case.value)
+    B, Hq, Tq, _ = q.shape
+    Tk = k.shape[2]
+    chosen = data.draw(
+        st.lists(st.integers(0, Tk - 1), min_size=B * Hq * Tq, max_size=B * Hq * Tq),
+        label="visible key per row",
+    )
+    chosen = np.array(chosen).reshape(B, Hq, Tq)
+    mask = np.arange(Tk) == chosen[..., None]  # (B, Hq, Tq, Tk) one True per row
+    if case.query.ndim == 2:
+        mask = mask[0, 0]
+    out = call_subject(subject.attention, case.query, case.key, case.value, attn_mask=mask,
+                       scale=case.scale, what="attention")
+    group = Hq // k.shape[1]
+    expected = np.take_along_axis(repeat_kv(v, group), chosen[..., None], axis=2)  # (B,Hq,Tq,Dv)
+    if case.query.ndim == 2:
+        expected = expected[0, 0]
+    assert_equal(out=out, expected=expected, what="output with one visible key", case=case)
+
+

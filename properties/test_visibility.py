@@ -1,0 +1,162 @@
+"""Properties about what each query may see: causality, offsets, and mask algebra.
+
+Conventions: bool ``attn_mask`` True = may attend; float ``attn_mask`` is added to the scaled
+scores; with ``is_causal`` key ``j`` is visible to local query ``i`` iff
+``j <= query_start + i`` (``None`` means ``Tk - Tq``), AND-ed with the mask.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, example, given, note
+from hypothesis import strategies as st
+
+from ._support import LAB_CAUSAL, four_d, oracle_with_bounds, visibility
+from .checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
+from .plugin import current_subject
+from .profiles import oracle_examples
+from .strategies import subject_cases, values
+
+SUBJECT = current_subject()
+
+
+def _attend(subject, case, what="attention"):
+    out = call_subject(subject.attention, case.query, case.key, case.value, **case.kwargs(),
+                       what=what)
+    return assert_shape_dtype(out=out, shape=np.shape(out), dtype=case.dtype, what=what)
+
+
+def _agree(subject, case_a, case_b, *, what):
+    """Two calls with the same exact result agree within the sum of their error bounds."""
+    _, bounds_a = oracle_with_bounds(case_a, subject)
+    parts_b, bounds_b = oracle_with_bounds(case_b, subject)
+    a = _attend(subject, case_a, what=f"{what} (first form)")
+    b = _attend(subject, case_b, what=f"{what} (second form)")
+    if np.shape(a) != np.shape(b):
+        fail(f"{what}: shapes {np.shape(a)} and {np.shape(b)} differ")
+    assert_within(out=a, expected=b, bound=bounds_a.output + bounds_b.output, what=what,
+                  case=case_a)
+
+
+@oracle_examples()
+@given(case=subject_cases(SUBJECT, causal=True), data=st.data())
+@example(case=LAB_CAUSAL, data=None)
+def test_hidden_keys_do_not_change_output(subject, case, data):
+    """Changing K/V at positions that no query may see leaves every output bitwise
+    unchanged (no reading of future tokens or masked keys; source lab section 5)."""
+    visible = visibility(case)  # (B, Hq, Tq, Tk)
+    B, Hkv, Tk, _ = four_d(case.key).shape
+    seen_by_any = visible.reshape(B, Hkv, -1, Tk).any(axis=2)  # (B, Hkv, Tk)
+    if data is None:  # the lab's exercise: change the last position's V, earlier rows fixed
+        key, value = case.key.copy(), case.value.copy()
+        value[..., -1, :] = -7.0
+        before = _attend(subject, case)[..., :-1, :]
+        after = _attend(subject, case._replace(key=key, value=value))[..., :-1, :]
+        assert_equal(out=after, expected=before, what="outputs of earlier positions", case=case)
+        return
+    assume(not seen_by_any.all())
+    new_k = data.draw(values(four_d(case.key).shape, case.dtype.name, case.magnitude), label="new K")
+    new_v = data.draw(values(four_d(case.value).shape, case.dtype.name, case.magnitude), label="new V")
+    hidden = ~seen_by_any[..., None]  # (B, Hkv, Tk, 1)
+    key = np.where(hidden, new_k, four_d(case.key)).reshape(case.key.shape)
+    value = np.where(hidden, new_v, four_d(case.value)).reshape(case.value.shape)
+    note(f"hidden K/V positions (b, kv_head, key): {np.argwhere(hidden[..., 0]).tolist()}")
+    before = _attend(subject, case)
+    after = _attend(subject, case._replace(key=key, value=value))
+    assert_equal(out=after, expected=before, what="output after changing hidden K/V", case=case)
+
+
+@oracle_examples()
+@given(case=subject_cases(SUBJECT, causal=True, masks_allowed=False, two_d=False), data=st.data())
+def test_query_chunk_equals_rows_of_full_causal(subject, case, data):
+    """A chunk of queries at ``query_start = s`` equals rows ``[s, s + n)`` of the full
+    causal result, both with all keys and with keys ``[0, s + n)`` and ``query_start=None``
+    (chunked prefill and KV-cache decode; the source lab's offset trap)."""
+    q, k, v = case.query, case.key, case.value
+    Tk = k.shape[2]
+    full_q = data.draw(values(q.shape[:2] + (Tk, q.shape[3]), case.dtype.name, case.magnitude),
+                       label="full query")
+    full = case._replace(query=full_q, query_start=None)
+    parts, bounds = oracle_with_bounds(full, subject)
+    expected = _attend(subject, full, what="full causal attention")
+    s = data.draw(st.integers(0, Tk - 1), label="query_start")
+    n = data.draw(st.integers(1, Tk - s), label="chunk length")
+    rows = slice(s, s + n)
+    tolerance = 2 * bounds.output[:, :, rows]
+    with_all_keys = case._replace(query=full_q[:, :, rows], query_start=s)
+    got = _attend(subject, with_all_keys, what="chunk, all keys, explicit query_start")
+    assert_within(out=got, expected=expected[:, :, rows], bound=tolerance,
+                  what=f"chunk at query_start={s} vs rows [{s}, {s + n}) of full causal",
+                  case=with_all_keys)
+    prefix = case._replace(query=full_q[:, :, rows], key=k[:, :, : s + n],
+                           value=v[:, :, : s + n], query_start=None)
+    got = _attend(subject, prefix, what="chunk over a key prefix, query_start=None")
+    assert_within(out=got, expected=expected[:, :, rows], bound=tolerance,
+                  what=f"chunk over keys [0, {s + n}) vs rows [{s}, {s + n}) of full causal",
+                  case=prefix)
+
+
+@oracle_examples()
+@given(case=subject_cases(SUBJECT, masks_allowed=True))
+def test_is_causal_equals_explicit_mask(subject, case):
+    """``is_causal=True`` with ``query_start`` equals the explicit bool mask
+    ``key <= query_start + query`` AND-ed with ``attn_mask`` (and ``is_causal=False``)."""
+    assume(case.is_causal)
+    q4 = four_d(case.query)
+    Tq, Tk = q4.shape[2], four_d(case.key).shape[2]
+    start = Tk - Tq if case.query_start is None else case.query_start
+    causal = np.arange(Tk)[None, :] <= start + np.arange(Tq)[:, None]  # (Tq, Tk)
+    mask = case.attn_mask
+    if mask is None:
+        explicit = causal
+    elif mask.dtype == np.bool_:
+        explicit = mask & causal
+    else:
+        explicit = np.where(causal, mask, -np.inf).astype(mask.dtype)
+    other = case._replace(attn_mask=explicit, is_causal=False)
+    _agree(subject, case, other, what="is_causal vs explicit lower-triangular mask")
+
+
+@pytest.mark.requires("float_masks")
+@oracle_examples()
+@given(case=subject_cases(SUBJECT))
+def test_bool_mask_equals_additive_mask(subject, case):
+    """A bool mask equals the additive mask ``0`` where True and ``-inf`` where False."""
+    assume(case.attn_mask is not None and case.attn_mask.dtype == np.bool_)
+    additive = np.where(case.attn_mask, 0.0, -np.inf).astype(case.dtype)
+    _agree(subject, case, case._replace(attn_mask=additive),
+           what="bool mask vs additive 0/-inf mask")
+
+
+@oracle_examples()
+@given(case=subject_cases(SUBJECT, two_d=False))
+def test_broadcast_mask_equals_expanded(subject, case):
+    """A mask of any broadcastable shape equals its fully expanded ``(B, Hq, Tq, Tk)`` copy
+    (quick reference: align every mask axis with [B, Hq, Tq, Tk])."""
+    assume(case.attn_mask is not None)
+    B, Hq, Tq, _ = case.query.shape
+    expanded = np.broadcast_to(case.attn_mask, (B, Hq, Tq, case.key.shape[2])).copy()
+    assume(expanded.shape != case.attn_mask.shape)
+    _agree(subject, case, case._replace(attn_mask=expanded),
+           what=f"mask {case.attn_mask.shape} vs expanded {expanded.shape}")
+
+
+@pytest.mark.requires("float_masks")
+@oracle_examples()
+@given(case=subject_cases(SUBJECT, two_d=False), data=st.data())
+def test_row_constant_shift_invariance(subject, case, data):
+    """Adding one finite constant to every score of a row changes nothing (softmax is
+    shift invariant). Applied as a float mask ``0/-inf`` (the case's visibility) plus a
+    per-(batch, head, query) constant up to about 600, so a missing max subtraction
+    overflows; the constant is the same number for the whole row, so the law is exact."""
+    B, Hq, Tq, _ = case.query.shape
+    shift = data.draw(values((B, Hq, Tq, 1), "float64", "unit"), label="row shift / 4")
+    big = data.draw(st.sampled_from([0.0, 150.0, 600.0]), label="offset")
+    dtype = np.float64 if case.dtype == np.float64 else np.float32
+    shift = (shift * 4 + big).astype(dtype)
+    base = np.where(visibility(case._replace(is_causal=False)), 0.0, -np.inf).astype(dtype)
+    first = case._replace(attn_mask=base)
+    second = case._replace(attn_mask=base + shift)  # (B, Hq, Tq, Tk)
+    note(f"row shifts: {shift.ravel().tolist()}")
+    _agree(subject, first, second, what="scores shifted by a per-row constant")

@@ -12,8 +12,9 @@ Phases, in order (as mutation tools do):
    ``AssertionError``): a wrong value, or a missing or wrong error. A failure by any other
    exception (an import error, a crash in the suite) is an *error*, not a kill. A mutant whose
    named properties all pass is run against the whole suite: if something else fails it is
-   reported as *wrong reason* (not a kill), else as *survived*. ``--full`` runs the whole
-   suite for every mutant, to list every property each one fails.
+   reported as *wrong reason* (not a kill), else as *survived*. The run stops at the first
+   failing property (its shrinking is the expensive part); ``--full`` runs the whole suite
+   for every mutant, to list every property each one fails.
 
 For each mutant the report gives the outcome, the properties that failed, the first failing
 property's shrunk falsifying example (Hypothesis's minimal input), the wall time and the
@@ -68,10 +69,11 @@ class MutantResult:
 def _classify(run: RunResult, expected: set[str]) -> tuple[Outcome, list[TestFailure]]:
     if run.returncode not in (0, 1):  # usage error, internal error, no tests collected
         return Outcome.ERROR, run.failures
-    violations = [f for f in run.failures if f.is_property_violation]
-    if any(f.test in expected for f in violations):
-        return Outcome.KILLED, [f for f in violations if f.test in expected] + [
-            f for f in violations if f.test not in expected]
+    # expected properties first, and among them those with a shrunk falsifying example
+    violations = sorted((f for f in run.failures if f.is_property_violation),
+                        key=lambda f: (f.test not in expected, not f.falsifying_example))
+    if violations and violations[0].test in expected:
+        return Outcome.KILLED, violations
     if violations:
         return Outcome.WRONG_REASON, violations
     if run.failures:
@@ -86,8 +88,8 @@ def run_mutant(name: str, workdir: Path, *, profile: str = "ci", full: bool = Fa
     mutant = all_mutants()[name]
     expected = set(mutant.killed_by)
     started = time.perf_counter()
-    run = run_suite(f"mutants.{name}", workdir, tests=None if full else sorted(expected),
-                    profile=profile, tag=name)
+    run = run_suite(f"mutants.{name}", workdir, tests=None if full else list(mutant.killed_by),
+                    profile=profile, tag=name, maxfail=None if full else 1)
     outcome, failures = _classify(run, expected)
     if outcome is Outcome.SURVIVED and not full:
         run = run_suite(f"mutants.{name}", workdir, profile=profile, tag=f"{name}-full")

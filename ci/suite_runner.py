@@ -47,19 +47,33 @@ class RunResult:
     output_tail: str = ""
 
 
+def node_ids(tests: list[str]) -> list[str]:
+    """pytest node ids (``file::name``) of the property tests named, in the order given (pytest
+    runs them in that order, so with ``--maxfail=1`` the first named property decides)."""
+    ids = []
+    for name in tests:
+        files = [p for p in sorted(PROPERTIES.glob("test_*.py"))
+                 if f"def {name}(" in p.read_text(encoding="utf-8")]
+        if not files:
+            raise ValueError(f"no property test named {name!r} in {PROPERTIES}")
+        ids += [f"{path}::{name}" for path in files]
+    return ids
+
+
 def _pytest_command(subject: str, junit: Path, tests: list[str] | None, jobs: int,
-                    profile: str) -> list[str]:
+                    profile: str, maxfail: int | None = None) -> list[str]:
+    targets = [str(PROPERTIES)] if not tests else node_ids(tests)
     cmd = [
-        sys.executable, "-m", "pytest", str(PROPERTIES), "-q", "-p", "no:cacheprovider",
+        sys.executable, "-m", "pytest", *targets, "-q", "-p", "no:cacheprovider",
         f"--ignore={PROPERTIES / 'meta_tests'}",
         "-o", "addopts=", "-p", "properties.plugin", "--attn-impl", subject,
         f"--junitxml={junit}", "--hypothesis-show-statistics", f"--hypothesis-profile={profile}",
         "-o", "junit_family=xunit2",
     ]
-    if tests:
-        cmd += ["-k", " or ".join(tests)]
     if jobs > 1:
         cmd += ["-n", str(jobs)]
+    if maxfail:
+        cmd += [f"--maxfail={maxfail}"]
     return cmd
 
 
@@ -137,14 +151,15 @@ def _parse_statistics(output: str) -> dict[str, int]:
 
 
 def run_suite(subject: str, workdir: Path, *, tests: list[str] | None = None, jobs: int = 1,
-              profile: str = "ci", tag: str | None = None) -> RunResult:
+              profile: str = "ci", tag: str | None = None,
+              maxfail: int | None = None) -> RunResult:
     """Run the property suite (or ``tests``) against ``subject``; parse what failed."""
     workdir.mkdir(parents=True, exist_ok=True)
     junit = workdir / f"{tag or subject}.xml"
     env = dict(os.environ, HYPOTHESIS_PROFILE=profile, ATTN_IMPL=subject,
                PYTHONDONTWRITEBYTECODE="1")
     started = time.perf_counter()
-    proc = subprocess.run(_pytest_command(subject, junit, tests, jobs, profile), cwd=REPO,
+    proc = subprocess.run(_pytest_command(subject, junit, tests, jobs, profile, maxfail), cwd=REPO,
                           env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     count, skipped, failures = _parse_junit(junit)

@@ -51,10 +51,20 @@ class AttentionCase(NamedTuple):
     scale: float | None
     mask_layout: str
     magnitude: str
+    block_size: int | None = None  # keys per block for a blocked (online-softmax) subject
 
     def kwargs(self) -> dict:
+        """The call's keyword arguments in the shared API (what the oracle takes too)."""
         return dict(attn_mask=self.attn_mask, is_causal=self.is_causal,
                     query_start=self.query_start, scale=self.scale)
+
+    def block_kwargs(self) -> dict:
+        """``{"block_size": n}`` when the case was drawn for a blocked subject, else ``{}``."""
+        return {} if self.block_size is None else {"block_size": self.block_size}
+
+    def subject_kwargs(self) -> dict:
+        """Keyword arguments for the subject's ``attention``: :meth:`kwargs` plus the block."""
+        return {**self.kwargs(), **self.block_kwargs()}
 
     @property
     def dtype(self) -> np.dtype:
@@ -66,6 +76,7 @@ class AttentionCase(NamedTuple):
             f"query {self.query.shape} key {self.key.shape} value {self.value.shape} "
             f"{self.dtype}; attn_mask {mask} [{self.mask_layout}]; is_causal={self.is_causal} "
             f"query_start={self.query_start} scale={self.scale} values={self.magnitude}"
+            + ("" if self.block_size is None else f" block_size={self.block_size}")
         )
 
 
@@ -188,7 +199,8 @@ def masks(draw, d: Dims, *, is_causal: bool, start: int, float_masks: bool = Tru
 def attention_cases(draw, *, dtypes=ALL_DTYPES, magnitudes=MAGNITUDES, causal=None,
                     masks_allowed: bool = True, float_masks: bool = True,
                     explicit_scale: bool = True, two_d: bool = False,
-                    d: Dims | None = None, **dim_kwargs) -> AttentionCase:
+                    block_sizes: bool = False, d: Dims | None = None,
+                    **dim_kwargs) -> AttentionCase:
     """A valid attention call: every query row sees at least one key.
 
     Args:
@@ -198,6 +210,8 @@ def attention_cases(draw, *, dtypes=ALL_DTYPES, magnitudes=MAGNITUDES, causal=No
         masks_allowed / float_masks: allow masks / float additive masks.
         explicit_scale: allow ``scale`` in ``[0.05, 4]`` besides the default ``None``.
         two_d: draw 2-D ``(T, D)`` inputs.
+        block_sizes: also draw ``block_size`` (None, or 1 .. Tk + 1: blocks smaller than Tk,
+            not dividing it, and larger than Tk) for subjects with a blocked path.
         d: fixed sizes; else drawn by :func:`dims` with ``dim_kwargs``.
     """
     is_causal = draw(st.booleans()) if causal is None else causal
@@ -229,12 +243,14 @@ def attention_cases(draw, *, dtypes=ALL_DTYPES, magnitudes=MAGNITUDES, causal=No
     query = draw(values(q_shape, dtype, magnitude))
     key = draw(values(k_shape, dtype, magnitude))
     value = draw(values(v_shape, dtype, magnitude))
+    block_size = draw(st.one_of(st.none(), st.integers(1, Tk + 1))) if block_sizes else None
     return AttentionCase(query, key, value, attn_mask, is_causal, query_start, scale, layout,
-                         magnitude)
+                         magnitude, block_size)
 
 
 def subject_cases(subject, **kwargs):
     """:func:`attention_cases` restricted to what ``subject`` declares it supports."""
     kwargs.setdefault("dtypes", subject.dtypes)
     kwargs.setdefault("float_masks", subject.float_masks)
+    kwargs.setdefault("block_sizes", subject.block_size)
     return attention_cases(**kwargs)

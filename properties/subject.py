@@ -75,6 +75,9 @@ class Subject:
     def __repr__(self) -> str:  # short: it appears in every falsifying example
         return f"Subject({self.name!r})"
 
+    def _repr_pretty_(self, printer, cycle) -> None:  # Hypothesis's pretty printer
+        printer.text(repr(self))
+
     @property
     def version(self) -> str:
         return str(getattr(self.module, "__version__", "unknown"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, note
+from hypothesis import example, given, note
 from hypothesis import strategies as st
 
 from ._support import LAB_KEY, LAB_QUERY, LAB_VALUE, case_from, oracle_with_bounds
@@ -63,9 +63,15 @@ def _decode(subject, case, chunks):
     return cache, np.concatenate(outputs, axis=2)
 
 
+LAB_CACHE_RUN = (case_from(LAB_QUERY[None, None], LAB_KEY[None, None], LAB_VALUE[None, None],
+                           is_causal=True, layout="seed 000: cache 2 tokens, decode the 3rd"),
+                 [2, 1])
+
+
 @pytest.mark.requires("kv_cache")
 @oracle_examples()
 @given(run=cache_runs())
+@example(run=LAB_CACHE_RUN)
 def test_cached_decode_equals_full_causal(subject, run):
     """Token-by-token and arbitrary-chunk ``cached_attention`` equals full causal attention
     (each query at its absolute position; the source lab's cache check), and the cache ends

@@ -59,7 +59,7 @@ def test_valid_inputs_not_modified(subject, case):
     """A valid call leaves query, key, value and attn_mask bitwise unchanged (no in-place
     scaling or masking of the caller's arrays)."""
     before = _snapshot(case.query, case.key, case.value, case.attn_mask)
-    call_subject(subject.attention, case.query, case.key, case.value, **case.kwargs(),
+    call_subject(subject.attention, case.query, case.key, case.value, **case.subject_kwargs(),
                  what="attention")
     if SUBJECT.weights:
         call_subject(subject.attention_weights, case.query, case.key, **case.kwargs(),
@@ -78,7 +78,7 @@ def test_fully_masked_rows_follow_declared_convention(subject, case):
     (``"zeros"``: PyTorch >= 2.5, FlashAttention) — as the subject declares; never NaN."""
     note(f"case: {case.describe()}; declared: {SUBJECT.fully_masked_rows}")
     try:
-        out = subject.attention(case.query, case.key, case.value, **case.kwargs())
+        out = subject.attention(case.query, case.key, case.value, **case.subject_kwargs())
     except (ValueError, TypeError) as exc:
         if SUBJECT.fully_masked_rows == "raise":
             return

@@ -20,7 +20,7 @@ SUBJECT = current_subject()
 
 
 def _attend(subject, case, what):
-    out = call_subject(subject.attention, case.query, case.key, case.value, **case.kwargs(),
+    out = call_subject(subject.attention, case.query, case.key, case.value, **case.subject_kwargs(),
                        what=what)
     return assert_shape_dtype(out=out, shape=np.shape(out), dtype=case.dtype, what=what)
 

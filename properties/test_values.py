@@ -47,7 +47,7 @@ def test_output_matches_oracle(subject, case):
     ch. 3 and Blanchard, Higham & Higham 2021. The seed documents' examples run first.
     """
     parts, bounds = oracle_with_bounds(case, subject)
-    out = call_subject(subject.attention, case.query, case.key, case.value, **case.kwargs(),
+    out = call_subject(subject.attention, case.query, case.key, case.value, **case.subject_kwargs(),
                        what="attention")
     out = assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype, what="output")
     assert_within(out=out, expected=parts.output.value, bound=bounds.output,
@@ -113,7 +113,7 @@ def test_output_within_visible_value_range(subject, case):
     combination), widened only by the output's error bound."""
     parts, bounds = oracle_with_bounds(case, subject)
     visible = visibility(case)  # (B, Hq, Tq, Tk)
-    out = call_subject(subject.attention, case.query, case.key, case.value, **case.kwargs(),
+    out = call_subject(subject.attention, case.query, case.key, case.value, **case.subject_kwargs(),
                        what="attention")
     out = four_d(assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype,
                                     what="output")).astype(np.float64)
@@ -144,7 +144,7 @@ def test_single_visible_key_returns_its_value(subject, case, data):
     if case.query.ndim == 2:
         mask = mask[0, 0]
     out = call_subject(subject.attention, case.query, case.key, case.value, attn_mask=mask,
-                       scale=case.scale, what="attention")
+                       scale=case.scale, **case.block_kwargs(), what="attention")
     group = Hq // k.shape[1]
     expected = np.take_along_axis(repeat_kv(v, group), chosen[..., None], axis=2)  # (B,Hq,Tq,Dv)
     if case.query.ndim == 2:

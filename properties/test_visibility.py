@@ -12,7 +12,7 @@ import pytest
 from hypothesis import assume, example, given, note
 from hypothesis import strategies as st
 
-from ._support import LAB_CAUSAL, four_d, oracle_with_bounds, visibility
+from ._support import LAB_CAUSAL, case_from, four_d, oracle_with_bounds, visibility
 from .checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
 from .plugin import current_subject
 from .profiles import oracle_examples
@@ -22,7 +22,7 @@ SUBJECT = current_subject()
 
 
 def _attend(subject, case, what="attention"):
-    out = call_subject(subject.attention, case.query, case.key, case.value, **case.kwargs(),
+    out = call_subject(subject.attention, case.query, case.key, case.value, **case.subject_kwargs(),
                        what=what)
     return assert_shape_dtype(out=out, shape=np.shape(out), dtype=case.dtype, what=what)
 
@@ -129,11 +129,21 @@ def test_bool_mask_equals_additive_mask(subject, case):
            what="bool mask vs additive 0/-inf mask")
 
 
+# B == Tq: a 2-D (Tq, Tk) mask has the shape of PyTorch's (B, Tk) key_padding_mask; code that
+# dispatches on the mask's shape (nn.MultiheadAttention takes both) reads it the wrong way.
+_B_EQUALS_TQ = case_from(np.zeros((2, 1, 2, 1)), np.zeros((2, 1, 2, 1)),
+                         np.array([[[[0.0], [1.0]]], [[[1.0], [1.0]]]]),
+                         attn_mask=np.array([[True, False], [False, True]]),
+                         layout="(Tq, Tk) with B == Tq")
+
+
 @oracle_examples()
 @given(case=subject_cases(SUBJECT, two_d=False))
+@example(case=_B_EQUALS_TQ)
 def test_broadcast_mask_equals_expanded(subject, case):
     """A mask of any broadcastable shape equals its fully expanded ``(B, Hq, Tq, Tk)`` copy
-    (quick reference: align every mask axis with [B, Hq, Tq, Tk])."""
+    (quick reference: align every mask axis with [B, Hq, Tq, Tk]; the explicit example is a
+    (Tq, Tk) mask when B == Tq, the shape of a (B, Tk) key-padding mask)."""
     assume(case.attn_mask is not None)
     B, Hq, Tq, _ = case.query.shape
     expanded = np.broadcast_to(case.attn_mask, (B, Hq, Tq, case.key.shape[2])).copy()

@@ -1,0 +1,353 @@
+"""``attnprops audit``: the checks, the CSVs, audit.json and its schema, --compare, refusals."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import inspect
+import math
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from ci import audit
+from ci.tests.conftest import run_cli
+from oracle import rules
+
+ROOT = audit.ROOT
+
+
+def read_csv(path) -> list[list[str]]:
+    """All rows of a CSV file (header first)."""
+    with open(path, encoding="utf-8", newline="") as f:
+        return list(csv.reader(f))
+
+
+# --- the run and its checks ------------------------------------------------------------------
+
+
+def test_audit_passes_and_prints_ok_last(audit_run):
+    assert audit_run.rc == 0, audit_run.out[-3000:]
+    assert audit_run.lines[-1] == "ATTENTION_AUDIT_OK"
+    assert "FAIL " not in audit_run.out
+    assert "PASS mutants.reversed_mask.forbidden_weight: measured 0.87256911" in audit_run.out
+    assert "PASS decode.offset0.max_error.impl: measured 1.43901522" in audit_run.out
+
+
+def _checks(audit_run) -> dict[str, dict]:
+    return {c["name"]: c for c in audit_run.audit_json()["checks"]}
+
+
+def test_published_figures_are_checked_with_stated_tolerances(audit_run):
+    checks = _checks(audit_run)
+    expected = {
+        "example.weights.impl_vs_published": ([[1, 0, 0], [0.278885, 0.721115, 0],
+                                               [0.158938, 0.243109, 0.597953]], 5e-7),
+        "example.context.oracle_vs_published": ([[1, 0], [0.278885, 0.721115],
+                                                 [-0.439015, -0.354843]], 5e-7),
+        "example.scaled_scores.impl_vs_published": (audit.PUBLISHED_SCALED_SCORES, 5e-4),
+        "decode.offset2.impl": ([-0.439015, -0.354843], 5e-7),
+        "decode.kv_cache.impl": ([-0.439015, -0.354843], 5e-7),
+        "decode.offset0.oracle": ([1.0, 0.0], 5e-7),
+        "decode.offset0.max_error.oracle": (1.439015, 5e-7),
+        "mutants.reversed_mask.forbidden_weight": (0.872569, 5e-7),
+        "mutants.column_softmax.row_sum_error": (0.596413, 5e-7),
+        "kv_bytes.weights_7e9_fp16_gib": (13.04, 0.005),
+    }
+    for name, (value, tol) in expected.items():
+        check = checks[name]
+        assert check["passed"] and check["comparison"] == "abs", name
+        assert np.allclose(check["expected"], value, rtol=0, atol=1e-12), name
+        assert check["tolerance"] == pytest.approx(tol), name
+        assert np.all(np.abs(np.asarray(check["measured"]) - np.asarray(value)) <= tol), name
+    masked = checks["example.masked_scores.impl_vs_published"]["measured"]
+    assert masked[0][1:] == ["-inf", "-inf"] and masked[1][2] == "-inf"
+
+
+def test_impl_vs_oracle_errors_are_a_few_ulps(audit_run):
+    checks = _checks(audit_run)
+    for name in ("oracle.scaled_scores.max_abs_error", "oracle.weights.max_abs_error",
+                 "oracle.context.max_abs_error", "batch.full_vs_oracle",
+                 "batch.cached_vs_oracle", "batch.cached_vs_full"):
+        check = checks[name]
+        assert check["passed"], name
+        assert 0 <= check["measured"] <= check["tolerance"] <= 4 * 2 * np.spacing(2.0), name
+    # The lab reports about 1.1e-16 for the scores.
+    assert checks["oracle.scaled_scores.max_abs_error"]["measured"] < 2.3e-16
+    assert "1.1e-16" in checks["oracle.scaled_scores.max_abs_error"]["note"]
+
+
+def test_batch_cache_and_future_invariance_checks(audit_run):
+    checks = _checks(audit_run)
+    for name in ("batch.cache_contents", "batch.future_kv_invariance",
+                 "example.future_value_invariance", "cache.history_copied",
+                 "cache.rollback.nonfinite_key", "cache.rollback.bad_scale"):
+        assert checks[name]["passed"] and checks[name]["comparison"] == "equal", name
+    inputs = audit_run.audit_json()["inputs"]["batch"]
+    assert (inputs["seed"], inputs["batch"], inputs["heads"], inputs["length"],
+            inputs["head_dim"], inputs["value_dim"]) == (42, 2, 3, 7, 4, 5)
+
+
+def test_batch_inputs_follow_the_lab():
+    q, k, v = audit.batch_inputs()
+    rng = np.random.default_rng(42)
+    assert np.array_equal(q, rng.standard_normal((2, 3, 7, 4)))
+    assert np.array_equal(k, rng.standard_normal((2, 3, 7, 4)))
+    assert np.array_equal(v, rng.standard_normal((2, 3, 7, 5)))
+
+
+def test_every_error_class_of_the_rulebook_is_rejected(audit_run):
+    rejects = [c for c in audit_run.audit_json()["checks"] if c["group"] == "rejects"]
+    classes = {rules.AttentionInputError.__name__} | {
+        cls.__name__ for _, cls in inspect.getmembers(rules, inspect.isclass)
+        if issubclass(cls, rules.AttentionInputError)
+    }
+    assert classes <= {c["expected"]["error"] for c in rejects}
+    for c in rejects:
+        assert c["passed"], c["name"]
+        assert c["measured"]["impl"]["error"] == c["expected"]["error"]
+        assert c["measured"]["impl"]["message"] == c["measured"]["oracle"]["message"]
+        assert c["measured"]["impl"]["message"]
+    names = {c["name"] for c in rejects}
+    for lab_class in ("nonfinite", "fully_masked_row", "wrong_shape", "illegal_offset"):
+        assert any(n.startswith(f"rejects.{lab_class}") for n in names), lab_class
+    # The printed line carries the error message.
+    assert ("PASS rejects.illegal_offset_too_large: impl QueryStartError, oracle QueryStartError: "
+            "query_start: 3 is outside [0, Tk - Tq] = [0, 2]") in audit_run.out
+
+
+def test_kv_byte_table_and_small_fp16_pair(audit_run):
+    checks = _checks(audit_run)
+    assert checks["kv_bytes.mha.bytes"]["measured"] == 5_242_880_000
+    assert checks["kv_bytes.gqa.bytes"]["measured"] == 1_310_720_000
+    assert checks["kv_bytes.mqa.bytes"]["measured"] == 163_840_000
+    assert checks["kv_bytes.mha.gib"]["measured"] == 4.8828125
+    assert checks["kv_bytes.small_fp16_pair.nbytes"]["measured"] == 480
+    assert checks["kv_bytes.small_fp16_pair.formula"]["measured"] == 480
+    rows = read_csv(audit_run.folder / "kv_bytes.csv")
+    assert rows[0] == ["attention", "num_kv_heads", "bytes", "gib"]
+    assert rows[1] == ["MHA", "32", "5242880000", "4.8828125"]
+    assert [r[0] for r in rows[1:]] == ["MHA", "GQA", "MQA"]
+
+
+def test_a_wrong_published_value_fails_naming_the_check(tmp_path, monkeypatch):
+    monkeypatch.setattr(audit, "PUBLISHED_REVERSED_FORBIDDEN", 0.9)
+    run = run_cli(["audit", "--out", str(tmp_path)], tmp_path)
+    assert run.rc == 1
+    assert "ATTENTION_AUDIT_OK" not in run.out
+    assert run.lines[-1].startswith("ATTENTION_AUDIT_FAILED: 1 of ")
+    assert run.lines[-1].endswith("mutants.reversed_mask.forbidden_weight")
+    assert "FAIL mutants.reversed_mask.forbidden_weight: measured 0.87256911" in run.out
+    doc = run.audit_json()
+    assert doc["passed"] is False and doc["failed"] == ["mutants.reversed_mask.forbidden_weight"]
+    assert audit.validate_audit(doc) == []
+
+
+def test_a_missing_mutant_fails_with_the_import_error(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "mutants.column_softmax", None)  # import raises
+    run = run_cli(["audit", "--out", str(tmp_path)], tmp_path)
+    assert run.rc == 1
+    assert "FAIL mutants.column_softmax.row_sum_error" in run.out
+    assert "import of mutants.column_softmax halted" in run.out  # ModuleNotFoundError text
+    assert "mutants.column_softmax.row_sum_error" in run.lines[-1]
+
+
+# --- files -------------------------------------------------------------------------------
+
+
+def test_csvs_have_headers_and_17_significant_digits(audit_run):
+    files = sorted(audit_run.folder.glob("*.csv"))
+    assert {f.name for f in files} == set(audit_run.audit_json()["files"])
+    assert {"example_scaled_scores.csv", "example_masked_scores.csv", "example_weights.csv",
+            "example_context.csv", "reversed_mask_weights.csv", "column_softmax_weights.csv",
+            "batch_cached_output.csv", "batch_full_output.csv",
+            "decode_offset2_context.csv"} <= {f.name for f in files}
+    seventeen = 0
+    for path in files:
+        rows = read_csv(path)
+        head = rows[0]
+        assert head[0] in ("query", "batch", "attention"), path.name
+        assert all(len(r) == len(head) for r in rows), path.name
+        values = [h for h in head if h.startswith(("key_", "dim_"))]
+        if head[0] != "attention":
+            assert values and head[-1] in (f"key_{len(values) - 1}", f"dim_{len(values) - 1}")
+        for row in rows[1:]:
+            for cell in row:
+                if cell in ("MHA", "GQA", "MQA"):
+                    continue
+                x = float(cell)
+                assert cell == "%.17g" % x, (path.name, cell)  # written with '%.17g'
+                if math.isfinite(x) and x != 0:
+                    digits = len(cell.lower().split("e")[0].lstrip("-").replace(".", "")
+                                 .lstrip("0"))
+                    seventeen += digits == 17
+                    assert digits <= 17
+    assert seventeen > 100  # full precision, not rounded
+    weights = read_csv(audit_run.folder / "example_weights.csv")
+    assert weights[0] == ["query", "key_0", "key_1", "key_2"]
+    assert weights[2] == ["1", "0.27888482197713688", "0.72111517802286307", "0"]
+    masked = read_csv(audit_run.folder / "example_masked_scores.csv")
+    assert masked[1][2:] == ["-inf", "-inf"]
+    decode = read_csv(audit_run.folder / "decode_offset2_context.csv")
+    assert decode[0] == ["query", "dim_0", "dim_1"] and decode[1][0] == "2"
+    batch = read_csv(audit_run.folder / "batch_cached_output.csv")
+    assert batch[0] == ["batch", "head", "query", "dim_0", "dim_1", "dim_2", "dim_3", "dim_4"]
+    assert len(batch) == 1 + 2 * 3 * 7
+
+
+def test_audit_json_validates_against_the_documented_schema(audit_run):
+    doc = audit_run.audit_json()
+    assert audit.validate_audit(doc) == []
+    assert doc["schema_version"] == 1 and doc["passed"] is True and doc["failed"] == []
+    assert set(doc["environment"]) >= {"python", "numpy", "mpmath", "gmpy2"}
+    assert doc["environment"]["numpy"] == np.__version__
+    for package in ("oracle", "impl", "mutants"):
+        for path in (ROOT / package).rglob("*.py"):
+            if "__pycache__" in path.parts:
+                continue
+            key = path.relative_to(ROOT).as_posix()
+            assert doc["sources"][key] == hashlib.sha256(path.read_bytes()).hexdigest(), key
+    for name, digest in doc["files"].items():
+        assert hashlib.sha256((audit_run.folder / name).read_bytes()).hexdigest() == digest
+    for check in doc["checks"]:
+        assert check["passed"] is True
+        assert check["comparison"] in ("abs", "equal", "raises")
+        assert ("tolerance" in check) and ("expected" in check) and ("measured" in check)
+
+
+def test_schema_validator_reports_what_is_wrong(audit_run):
+    doc = audit_run.audit_json()
+    broken = dict(doc)
+    del broken["sources"]
+    assert "audit.json: missing required key 'sources'" in audit.validate_audit(broken)
+    broken = dict(doc, checks=[dict(doc["checks"][0], passed="yes")] + doc["checks"][1:])
+    assert any("checks[0].passed" in e and "boolean" in e for e in audit.validate_audit(broken))
+    broken = dict(doc, sources={"oracle/rules.py": "not-a-hash"})
+    assert any("does not match" in e for e in audit.validate_audit(broken))
+    broken = dict(doc, failed=["example.weights.impl_vs_published"])
+    assert any("audit.json.failed" in e for e in audit.validate_audit(broken))
+    broken = dict(doc, checks=[dict(doc["checks"][0], tolerance=None)] + doc["checks"][1:])
+    assert any("tolerance" in e for e in audit.validate_audit(broken))
+
+
+def test_schema_is_a_valid_json_schema_when_jsonschema_is_installed(audit_run):
+    jsonschema = pytest.importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator
+    validator.check_schema(audit.AUDIT_SCHEMA)
+    validator(audit.AUDIT_SCHEMA).validate(audit_run.audit_json())
+
+
+# --- reference and --compare ---------------------------------------------------------------
+
+
+def test_compare_with_the_committed_reference_passes(tmp_path):
+    run = run_cli(["audit", "--out", str(tmp_path), "--compare", str(audit.REFERENCE_DIR)],
+                  tmp_path)
+    assert run.rc == 0, "\n".join(l for l in run.lines if l.startswith(("DIFF", "FAIL")))
+    assert " 0 differences (tolerance abs 1e-15 + rel 1e-12 * |reference|)" in run.out
+    assert run.lines[-1] == "ATTENTION_AUDIT_OK"
+    compare = run.audit_json()["compare"]
+    assert compare["passed"] and compare["cells_compared"] > 1000
+    assert audit.validate_audit(run.audit_json()) == []
+
+
+def _copy_reference(tmp_path):
+    copy = tmp_path / "ref-copy"
+    shutil.copytree(audit.REFERENCE_DIR, copy)
+    return copy
+
+
+def _edit_cell(path, line: int, column: str, new: str) -> str:
+    rows = read_csv(path)
+    col = rows[0].index(column)
+    old = rows[line - 1][col]
+    rows[line - 1][col] = new
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows(rows)
+    return old
+
+
+def test_compare_fails_naming_the_broken_cell(tmp_path):
+    ref = _copy_reference(tmp_path)
+    old = _edit_cell(ref / "example_weights.csv", 3, "key_1", "0.7211")
+    assert old == "0.72111517802286307"
+    out = tmp_path / "out"
+    run = run_cli(["audit", "--out", str(out), "--compare", str(ref)], out)
+    assert run.rc == 1
+    assert ("DIFF example_weights.csv: line 3 (query=1), column key_1: fresh "
+            "0.72111517802286307 != reference 0.7211") in run.out
+    assert run.lines[-1].startswith("ATTENTION_AUDIT_FAILED: 0 of ")
+    assert "example_weights.csv: line 3 (query=1), column key_1" in run.lines[-1]
+    assert "ATTENTION_AUDIT_OK" not in run.out
+    assert run.audit_json()["compare"]["passed"] is False
+
+
+def test_compare_fails_on_a_broken_batch_cell_and_a_missing_file(tmp_path):
+    ref = _copy_reference(tmp_path)
+    _edit_cell(ref / "batch_cached_output.csv", 20, "dim_3", "1e-3")
+    (ref / "kv_bytes.csv").unlink()
+    out = tmp_path / "out"
+    run = run_cli(["audit", "--out", str(out), "--compare", str(ref)], out)
+    assert run.rc == 1
+    assert "DIFF batch_cached_output.csv: line 20 (batch=0, head=2, query=4), column dim_3" \
+        in run.out
+    assert "DIFF kv_bytes.csv: written by this audit but missing from the reference" in run.out
+
+
+def test_compare_tolerates_last_bit_differences(tmp_path):
+    ref = _copy_reference(tmp_path)
+    old = _edit_cell(ref / "example_context.csv", 4, "dim_0", "0")
+    nudged = np.nextafter(float(old), 0.0)  # one ulp away
+    _edit_cell(ref / "example_context.csv", 4, "dim_0", "%.17g" % nudged)
+    out = tmp_path / "out"
+    run = run_cli(["audit", "--out", str(out), "--compare", str(ref)], out)
+    assert run.rc == 0 and run.lines[-1] == "ATTENTION_AUDIT_OK"
+
+
+def test_compare_cell_rule():
+    assert audit._cell_differs("-inf", "-inf", 1e-15, 1e-12) is None
+    assert audit._cell_differs("-inf", "0", 1e-15, 1e-12) == "non-finite differs"
+    assert audit._cell_differs("1", "1.0000000000005", 1e-15, 1e-12) is None
+    assert "|diff|" in audit._cell_differs("1", "1.00000000001", 1e-15, 1e-12)
+    assert audit._cell_differs("0", "1e-16", 1e-15, 1e-12) is None
+    assert audit._cell_differs("MHA", "GQA", 1e-15, 1e-12) == "text differs"
+
+
+@pytest.mark.parametrize("sub", ["", "nested/deeper"])
+def test_refuses_to_write_into_the_reference(sub, tmp_path):
+    target = audit.REFERENCE_DIR / sub if sub else audit.REFERENCE_DIR
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in audit.REFERENCE_DIR.iterdir())
+    run = run_cli(["audit", "--out", str(target)], tmp_path)
+    assert run.rc == 2
+    assert "refusing to write into" in run.err and "reference folder" in run.err
+    assert "--out results" in run.err
+    assert not (audit.REFERENCE_DIR / "nested").exists()
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in audit.REFERENCE_DIR.iterdir()) == before
+
+
+def test_refuses_relative_reference_and_the_compare_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    run = run_cli(["audit", "--out", "reference/."], tmp_path)
+    assert run.rc == 2 and "refusing to write into reference:" in run.err
+    ref = _copy_reference(tmp_path)
+    run = run_cli(["audit", "--out", str(ref), "--compare", str(ref)], tmp_path)
+    assert run.rc == 2 and "refusing to write into" in run.err
+
+
+def test_reference_folder_is_complete():
+    names = {p.name for p in audit.REFERENCE_DIR.iterdir()}
+    assert "audit.json" in names and "README.md" in names
+    doc = __import__("json").loads((audit.REFERENCE_DIR / "audit.json").read_text("utf-8"))
+    assert audit.validate_audit(doc) == [] and doc["passed"] is True
+    assert set(doc["files"]) == {n for n in names if n.endswith(".csv")}
+
+
+def test_command_line_entry_point_prints_ok_last(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "ci.cli", "audit", "--out", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines()[-1] == "ATTENTION_AUDIT_OK"
+    assert (tmp_path / "audit.json").is_file()

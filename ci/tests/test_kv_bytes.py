@@ -1,0 +1,67 @@
+"""``attnprops kv-bytes``: bytes, GiB, the formula, the MHA/GQA/MQA table and rejections."""
+
+from __future__ import annotations
+
+import pytest
+
+from ci import cli, kv_bytes
+
+
+def test_default_is_the_labs_mha_configuration(capsys):
+    assert cli.main(["kv-bytes"]) == 0
+    out = capsys.readouterr().out
+    assert ("bytes = 2 * num_layers * batch * tokens * num_kv_heads * head_dim * "
+            "bytes_per_element") in out
+    assert "= 2 * 32 * 1 * 10000 * 32 * 128 * 2   (float16: 2 bytes per element)" in out
+    assert "= 5,242,880,000 bytes" in out
+    assert "= 4.8828 GiB" in out and "1 GiB = 2**30 bytes" in out
+
+
+def test_comparison_table_with_num_heads(capsys):
+    argv = ["kv-bytes", "--num-layers", "32", "--batch", "1", "--tokens", "10000",
+            "--num-kv-heads", "8", "--head-dim", "128", "--dtype", "float16", "--num-heads", "32"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "= 1,310,720,000 bytes" in out and "= 1.2207 GiB" in out
+    table = {line.split()[0]: line.split() for line in out.splitlines()
+             if line.strip().startswith(("MHA", "GQA", "MQA"))}
+    assert table["MHA"][1:4] == ["32", "5,242,880,000", "4.8828"]
+    assert table["GQA"][1:4] == ["8", "1,310,720,000", "1.2207"]
+    assert table["MQA"][1:4] == ["1", "163,840,000", "0.1526"]
+    assert table["GQA"][4] == "0.25" and table["MQA"][4] == "0.03125"
+
+
+def test_small_pair_and_other_dtypes(capsys):
+    assert cli.main(["kv-bytes", "--num-layers", "1", "--tokens", "3", "--num-kv-heads", "2",
+                     "--head-dim", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "= 480 bytes" in out and "4.47e-07 GiB = 480 bytes" in out
+    assert cli.main(["kv-bytes", "--dtype", "bf16", "--tokens", "1000"]) == 0
+    assert "(bfloat16: 2 bytes per element)" in capsys.readouterr().out
+    assert cli.main(["kv-bytes", "--dtype", "int8"]) == 0
+    assert "= 2,621,440,000 bytes" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--tokens", "0"], "argument --tokens: 0 must be >= 1"),
+    (["--batch", "-3"], "argument --batch: -3 must be >= 1"),
+    (["--head-dim", "12.5"], "argument --head-dim: '12.5' is not an integer"),
+    (["--num-layers", "abc"], "argument --num-layers: 'abc' is not an integer"),
+    (["--dtype", "float12"], "argument --dtype: unknown dtype 'float12'; use one of bfloat16"),
+    (["--num-heads", "32", "--num-kv-heads", "5"], "--num-kv-heads 5 must divide --num-heads 32"),
+    (["--num-heads", "8", "--num-kv-heads", "16"], "--num-kv-heads 16 exceeds --num-heads 8"),
+])
+def test_rejections_exit_2_with_a_clear_message(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["kv-bytes", *argv])
+    assert exc.value.code == 2
+    captured = capsys.readouterr()
+    assert message in captured.err
+    assert "attnprops kv-bytes: error:" in captured.err
+    assert "bytes =" not in captured.out
+
+
+def test_human_units():
+    assert kv_bytes.human(5_242_880_000) == "4.8828 GiB"
+    assert kv_bytes.human(3 * 2**20) == "0.0029 GiB = 3.00 MiB"
+    assert kv_bytes.human(480) == "4.47e-07 GiB = 480 bytes"

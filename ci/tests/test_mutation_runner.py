@@ -1,0 +1,76 @@
+"""The mutation runner: the three source-document mutants are killed for the right reason,
+and the runner tells a property violation from a crash."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ci.mutation_report import Outcome, _classify, run_mutant, select
+from ci.suite_runner import RunResult, TestFailure, _falsifying_example
+from mutants import all_mutants
+
+
+@pytest.mark.parametrize("name", ["reversed_mask", "column_softmax", "offset_zero"])
+def test_source_document_mutants_are_killed(name, tmp_path):
+    """The seed document's broken variants die by a property they were built to fail, and the
+    report carries Hypothesis's falsifying example."""
+    result = run_mutant(name, tmp_path, profile="ci")
+    assert result.outcome is Outcome.KILLED, result
+    assert set(result.failed_properties) & set(all_mutants()[name].killed_by)
+    assert result.falsifying_example.startswith("Falsifying"), result
+
+
+def _run(*failures: TestFailure, rc: int = 1) -> RunResult:
+    return RunResult(subject="mutants.x", returncode=rc, seconds=0.0, tests_run=3,
+                     failures=list(failures))
+
+
+def _failure(test: str, violation: bool) -> TestFailure:
+    return TestFailure(test=test, is_property_violation=violation, message="m",
+                       falsifying_example="")
+
+
+def test_classification_distinguishes_kill_crash_and_wrong_reason():
+    """Killed needs a PropertyViolation in an expected property; a crash is an error; a
+    violation elsewhere only is 'wrong reason'; no failure is 'survived'."""
+    expected = {"test_a"}
+    assert _classify(_run(_failure("test_a", True)), expected)[0] is Outcome.KILLED
+    assert _classify(_run(_failure("test_a", False)), expected)[0] is Outcome.ERROR
+    assert _classify(_run(_failure("test_b", True)), expected)[0] is Outcome.WRONG_REASON
+    assert _classify(_run(rc=0), expected)[0] is Outcome.SURVIVED
+    assert _classify(_run(rc=4), expected)[0] is Outcome.ERROR  # usage error: no verdict
+
+
+def test_select_only_and_shard():
+    """--only keeps the named mutants; --shard i/N takes every N-th from i (1-based)."""
+    names = ["a", "b", "c", "d", "e"]
+    assert select(names, None, "1/2") == ["a", "c", "e"]
+    assert select(names, None, "2/2") == ["b", "d"]
+    assert select(names, ["b", "e"], None) == ["b", "e"]
+    with pytest.raises(SystemExit, match="unknown mutants"):
+        select(names, ["zzz"], None)
+    with pytest.raises(SystemExit, match="expected i/N"):
+        select(names, None, "3/2")
+
+
+def test_falsifying_example_is_read_from_pytest_output():
+    """The shrunk example is cut out of pytest's 'E '-prefixed failure text with its draws."""
+    text = ("E       Falsifying example: test_x(\nE           case=1,\nE       )\n"
+            "E       Draw 1 (key order): [1, 0]\nE       other\n")
+    assert _falsifying_example(text) == (
+        "Falsifying example: test_x(\n    case=1,\n)\nDraw 1 (key order): [1, 0]")
+
+
+def test_every_mutant_declares_itself():
+    """Each mutants/ module has a MUTANT with description, model and killing properties that
+    exist in the suite."""
+    import properties
+
+    suite = "\n".join(p.read_text() for p in Path(properties.__file__).parent.glob("test_*.py"))
+    found = all_mutants()
+    assert len(found) >= 20
+    for name, mutant in found.items():
+        for prop in mutant.killed_by:
+            assert f"def {prop}(" in suite, f"{name}: killed_by names unknown property {prop}"

@@ -5,7 +5,8 @@ Selected by ``HYPOTHESIS_PROFILE`` (or ``--hypothesis-profile NAME``, or
 
 ``dev``       fast feedback while editing (few examples, example database on).
 ``ci``        reproducible (derandomized, no database) and large enough to kill every mutant.
-``thorough``  many random examples for nightly runs; vary ``--hypothesis-seed``.
+``thorough``  3x the ci examples, random (not derandomized): nightly runs, vary
+              ``--hypothesis-seed``.
 
 Oracle-backed properties run :func:`oracle_examples` examples: the profile's count scaled down
 (the 50-digit oracle costs milliseconds per case), never below 10.
@@ -29,7 +30,7 @@ _common = dict(
 
 settings.register_profile("dev", max_examples=25, **_common)
 settings.register_profile("ci", max_examples=100, derandomize=True, database=None, **_common)
-settings.register_profile("thorough", max_examples=1000, database=None, **_common)
+settings.register_profile("thorough", max_examples=300, database=None, **_common)
 
 
 def load_profile(name: str | None = None) -> str:

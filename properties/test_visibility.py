@@ -158,11 +158,12 @@ def test_broadcast_mask_equals_expanded(subject, case):
 def test_row_constant_shift_invariance(subject, case, data):
     """Adding one finite constant to every score of a row changes nothing (softmax is
     shift invariant). Applied as a float mask ``0/-inf`` (the case's visibility) plus a
-    per-(batch, head, query) constant up to about 600, so a missing max subtraction
-    overflows; the constant is the same number for the whole row, so the law is exact."""
+    per-(batch, head, query) constant up to about 600 (a missing max subtraction overflows)
+    or about -20000 (a "-1e4 means minus infinity" mask stops hiding); the constant is the
+    same number for the whole row, so the law is exact."""
     B, Hq, Tq, _ = case.query.shape
     shift = data.draw(values((B, Hq, Tq, 1), "float64", "unit"), label="row shift / 4")
-    big = data.draw(st.sampled_from([0.0, 150.0, 600.0]), label="offset")
+    big = data.draw(st.sampled_from([0.0, 150.0, 600.0, -20000.0]), label="offset")
     dtype = np.float64 if case.dtype == np.float64 else np.float32
     shift = (shift * 4 + big).astype(dtype)
     base = np.where(visibility(case._replace(is_causal=False)), 0.0, -np.inf).astype(dtype)

@@ -74,3 +74,11 @@ def test_every_mutant_declares_itself():
     for name, mutant in found.items():
         for prop in mutant.killed_by:
             assert f"def {prop}(" in suite, f"{name}: killed_by names unknown property {prop}"
+
+
+def test_mutant_pipeline_equals_impl():
+    """mutants._common.Pipeline (impl's dense steps, copied so mutants survive impl's
+    refactorings) is bitwise equal to impl: every mutant differs from impl only by its fault."""
+    from mutants._common import _self_check
+
+    _self_check(trials=60)

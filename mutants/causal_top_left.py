@@ -1,0 +1,47 @@
+"""Mutant: ``query_start=None`` means 0 (top-left causal alignment) instead of ``Tk - Tq``.
+
+What is broken: with ``is_causal=True`` and no ``query_start``, the queries are aligned to the
+FIRST ``Tq`` key positions (``j <= i``), not to the last ones (``j <= Tk - Tq + i``). For
+``Tq == Tk`` nothing changes; for ``Tq < Tk`` (decoding several new tokens against a longer
+context) every query misses its latest keys. An explicit ``query_start`` is honored and all
+validation is impl's (``Tq > Tk`` with ``None`` still raises).
+
+Real-world mistake: relying on PyTorch's ``scaled_dot_product_attention(is_causal=True)`` for a
+non-square problem: its causal mask is top-left aligned (the source lab, 000 section 4: "PyTorch
+… SDPA … 非方形因果掩码采用左上对齐"), whereas the KV-cache convention is bottom-right.
+
+Expected to be killed by: test_is_causal_equals_explicit_mask (the explicit bottom-right mask)
+and test_output_matches_oracle (``Tq < Tk``).
+"""
+
+from impl import KVCache, kv_cache_bytes
+from impl.kv_cache import cached_attention as _impl_cached_attention
+from mutants import Mutant
+from mutants._common import Pipeline, rebind
+
+
+class _TopLeft(Pipeline):
+    def validate(self, query, key, value, needs_value, options, fully_masked_rows="raise"):
+        problem = super().validate(query, key, value, needs_value, options, fully_masked_rows)
+        if not options["is_causal"] or options["query_start"] is not None:
+            return problem
+        # FAULT: default start 0 (PyTorch's top-left is_causal) instead of Tk - Tq.
+        options = {**options, "query_start": 0}
+        return super().validate(query, key, value, needs_value, options, "zeros")
+
+
+_PIPELINE = _TopLeft()
+attention = _PIPELINE.attention
+attention_weights = _PIPELINE.attention_weights
+cached_attention = rebind(_impl_cached_attention, attention=attention)
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+
+MUTANT = Mutant(
+    name="causal_top_left",
+    description="is_causal with query_start=None aligns the queries top-left (start 0) instead "
+    "of bottom-right (start Tk - Tq)",
+    models="PyTorch SDPA is_causal=True used for Tq < Tk (its mask is top-left aligned), where "
+    "the KV-cache convention is bottom-right",
+    killed_by=("test_is_causal_equals_explicit_mask", "test_output_matches_oracle"),
+)

@@ -1,0 +1,45 @@
+"""Mutant: ``key.T`` on the 4-D key (reverses ALL axes), then reshaped to the expected shape.
+
+What is broken: the scores are computed as ``query @ key.T.reshape(B, Hkv, D, Tk)``. For a 2-D
+key ``.T`` is the right transpose, and with ``B == Hkv == 1`` the reshape happens to restore the
+right layout too, so the 2-D/single-head results are exact. For ``B > 1`` or ``Hkv > 1``
+``key.T`` has shape ``(D, Tk, Hkv, B)``; reshaping it (instead of transposing) silently mixes
+batch elements, heads, positions and features. The shapes are right, the values finite.
+
+Real-world mistake: 2-D prototype code ``Q @ K.T`` carried over to batched multi-head tensors,
+then "fixed" with a reshape when the matmul complained. The source lab (000, section 2) warns
+"NumPy 的 K.T 会反转四维张量的全部轴，应该使用 K.swapaxes(-1, -2)"; the 003 fault table's
+first row is "K 是否转置最后两轴".
+
+Expected to be killed by: test_output_matches_oracle (on any B > 1 or Hkv > 1 input) and
+test_batch_and_heads_independent (batch elements and heads leak into each other).
+"""
+
+from impl import KVCache, kv_cache_bytes
+from impl.kv_cache import cached_attention as _impl_cached_attention
+from mutants import Mutant
+from mutants._common import Pipeline, rebind
+
+
+class _FullTranspose(Pipeline):
+    def key_transposed(self, problem, ct):
+        B, Hkv, Tk, D = problem.key.shape
+        # FAULT: .T reverses all four axes -> (D, Tk, Hkv, B); the reshape does not undo that.
+        return problem.key.astype(ct, copy=False).T.reshape(B, Hkv, D, Tk)[:, :, None]
+
+
+_PIPELINE = _FullTranspose()
+attention = _PIPELINE.attention
+attention_weights = _PIPELINE.attention_weights
+cached_attention = rebind(_impl_cached_attention, attention=attention)
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+
+MUTANT = Mutant(
+    name="full_transpose",
+    description="scores use key.T (all axes reversed) reshaped to (B, Hkv, D, Tk) instead of "
+    "key.swapaxes(-1, -2); right only for 2-D inputs or B == Hkv == 1",
+    models="2-D prototype `Q @ K.T` carried over to (B, H, T, D) tensors and patched with a "
+    "reshape (source lab section 2: use K.swapaxes(-1, -2), not K.T)",
+    killed_by=("test_output_matches_oracle", "test_batch_and_heads_independent"),
+)

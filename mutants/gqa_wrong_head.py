@@ -1,0 +1,52 @@
+"""Mutant: grouped-query attention maps query head ``h`` to K/V head ``h % Hkv``, not ``h // G``.
+
+What is broken: K/V are expanded to the ``Hq`` query heads by TILING
+(``np.tile(key, (1, G, 1, 1))``: heads ``0, 1, .., Hkv-1, 0, 1, ..``) instead of repeating each
+head ``G`` times (``np.repeat(key, G, axis=1)``: ``0, 0, .., 1, 1, ..``). Multi-head
+(``G == 1``) and multi-query (``Hkv == 1``) attention are unaffected; with ``1 < Hkv < Hq``
+most query heads read another group's K/V. The cache still stores ``Hkv`` heads; validation is
+impl's.
+
+Real-world mistake: ``key.repeat(1, G, 1, 1)`` (PyTorch's ``repeat`` tiles) where
+``repeat_interleave(G, dim=1)`` / Llama's ``repeat_kv`` is meant, or ``jnp.tile`` for
+``jnp.repeat``. 003 cheat sheet: query head h reads K/V head g(h).
+
+Expected to be killed by: test_gqa_equals_repeated_kv and test_output_matches_oracle (with
+``1 < Hkv < Hq``).
+"""
+
+import dataclasses
+
+import numpy as np
+
+from impl import KVCache, kv_cache_bytes
+from impl.kv_cache import cached_attention as _impl_cached_attention
+from mutants import Mutant
+from mutants._common import Pipeline, rebind
+
+
+class _TiledKV(Pipeline):
+    def validate(self, query, key, value, needs_value, options, fully_masked_rows="raise"):
+        problem = super().validate(query, key, value, needs_value, options, fully_masked_rows)
+        reps = (1, problem.group, 1, 1)
+        # FAULT: np.tile (h % Hkv) where np.repeat(..., G, axis=1) (h // G) is meant.
+        expanded = {"key": np.tile(problem.key, reps)}
+        if problem.value is not None:
+            expanded["value"] = np.tile(problem.value, reps)
+        return dataclasses.replace(problem, **expanded)
+
+
+_PIPELINE = _TiledKV()
+attention = _PIPELINE.attention
+attention_weights = _PIPELINE.attention_weights
+cached_attention = rebind(_impl_cached_attention, attention=attention)
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+
+MUTANT = Mutant(
+    name="gqa_wrong_head",
+    description="GQA: query head h reads K/V head h % Hkv (K/V tiled) instead of h // G "
+    "(K/V repeated)",
+    models="tensor.repeat(1, G, 1, 1) (tiles) where repeat_interleave / repeat_kv is meant",
+    killed_by=("test_gqa_equals_repeated_kv", "test_output_matches_oracle"),
+)

@@ -1,0 +1,54 @@
+"""Mutant: a 2-D mask with ``B`` rows is read as a ``(B, Tk)`` key-padding mask.
+
+What is broken: the rulebook broadcasts masks by NumPy rules, so a 2-D mask ``(Tq, Tk)`` (or
+``(1, Tk)``) applies to every batch element and head, row ``i`` to query ``i``. This subject
+guesses: when a 2-D mask's first axis has the batch size ``B > 1`` (which the rules allow only
+when ``B == Tq``), it takes it as PyTorch's key-padding mask ``(B, Tk)`` and reshapes it to
+``(B, 1, 1, Tk)``: batch element ``b`` uses row ``b`` for all its queries. The expanded
+``(B, Hq, Tq, Tk)`` form of the same mask is handled correctly. Validation is impl's; rows the
+misreading leaves empty come out as zeros.
+
+Real-world mistake: PyTorch ``nn.MultiheadAttention`` takes a 2-D ``attn_mask (L, S)`` AND a
+2-D ``key_padding_mask (N, S)``; code that accepts "a mask" and dispatches on its shape mixes
+them up when ``N == L``. 003 cheat sheet: key padding ``[B,Tk]`` must be arranged as
+``[B,1,1,Tk]``; "不要只看 mask 自身 shape；要写出它与 [B,Hq,Tq,Tk] 对齐后的每个轴".
+
+Expected to be killed by: test_broadcast_mask_equals_expanded (needs ``B == Tq > 1`` and a 2-D
+``(Tq, Tk)`` mask whose rows differ); any oracle comparison on such an input fails too.
+"""
+
+import numpy as np
+
+from impl import KVCache, kv_cache_bytes
+from impl.kv_cache import cached_attention as _impl_cached_attention
+from mutants import Mutant
+from mutants._common import Pipeline, rebind
+
+
+class _MaskReadAsPadding(Pipeline):
+    def validate(self, query, key, value, needs_value, options, fully_masked_rows="raise"):
+        problem = super().validate(query, key, value, needs_value, options, fully_masked_rows)
+        mask = options["attn_mask"]
+        if (problem.two_d or not isinstance(mask, np.ndarray) or mask.ndim != 2
+                or problem.batch == 1 or mask.shape[0] != problem.batch):
+            return problem
+        # FAULT: (B, Tk) key-padding layout assumed: row b -> batch b, all queries.
+        options = {**options, "attn_mask": mask[:, None, None, :]}
+        return super().validate(query, key, value, needs_value, options, "zeros")
+
+
+_PIPELINE = _MaskReadAsPadding()
+attention = _PIPELINE.attention
+attention_weights = _PIPELINE.attention_weights
+cached_attention = rebind(_impl_cached_attention, attention=attention)
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+
+MUTANT = Mutant(
+    name="mask_2d_read_as_key_padding",
+    description="a 2-D attn_mask with B rows (B == Tq > 1) is taken as a (B, Tk) key-padding "
+    "mask: batch b uses row b for every query",
+    models="nn.MultiheadAttention's 2-D attn_mask (L, S) vs key_padding_mask (N, S) mixed up by "
+    "shape-based dispatch when N == L",
+    killed_by=("test_broadcast_mask_equals_expanded",),
+)

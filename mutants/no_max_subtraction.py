@@ -1,0 +1,50 @@
+"""Mutant: the softmax does not subtract the row maximum before ``exp``.
+
+What is broken: ``exp(s) / sum(exp(s))`` computed directly. Mathematically equal, and for
+moderate scores the result agrees with impl to rounding; but once a visible score exceeds
+``log(max float)`` (about 88.7 in float32, which also serves float16 inputs, and 709.8 in
+float64) ``exp`` overflows and the row becomes ``inf / inf = NaN``, and when every visible
+score is below about -103 (float32) / -745 (float64) ``exp`` underflows to 0 and the row is
+``0 / 0 = NaN``. Validation and masking are impl's.
+
+Real-world mistake: the textbook softmax without the max-subtraction trick in hand-written
+attention kernels and "simple" NumPy ports; the source lab (000) subtracts the row maximum for
+exactly this reason. Typical trigger: a float mask/bias that adds a large constant to a row.
+
+Expected to be killed by: test_row_constant_shift_invariance, provided the shift is large:
+``c >= ~89`` for float16/float32 inputs or ``c >= ~710`` for float64 (overflow), or visible scores
+pushed below ~-104 / ~-746 (underflow). Any oracle comparison on such large scores fails too.
+"""
+
+import numpy as np
+
+from impl import KVCache, kv_cache_bytes
+from impl.kv_cache import cached_attention as _impl_cached_attention
+from mutants import Mutant
+from mutants._common import Pipeline, rebind
+
+
+class _NoMaxSubtraction(Pipeline):
+    def softmax(self, scores, visible):
+        has_key = visible.any(axis=-1, keepdims=True)
+        with np.errstate(over="ignore", invalid="ignore"):
+            exp = np.exp(scores)  # FAULT: no "- row max"; exp(-inf) == 0 for hidden keys
+            total = exp.sum(axis=-1, keepdims=True)
+            return exp / np.where(has_key, total, 1)
+
+
+_PIPELINE = _NoMaxSubtraction()
+attention = _PIPELINE.attention
+attention_weights = _PIPELINE.attention_weights
+cached_attention = rebind(_impl_cached_attention, attention=attention)
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+
+MUTANT = Mutant(
+    name="no_max_subtraction",
+    description="softmax without subtracting the row max: exp overflows (inf/inf = NaN) for "
+    "large scores and underflows (0/0 = NaN) for very negative ones",
+    models="textbook softmax exp(s)/sum(exp(s)) in hand-written attention, without the "
+    "max-subtraction trick",
+    killed_by=("test_row_constant_shift_invariance",),
+)

@@ -1,0 +1,39 @@
+"""Mutant: ``cached_attention`` does not roll the cache back when the attention step fails.
+
+What is broken: the new K/V are appended (atomically, by impl's ``KVCache``), then the
+attention over the cache runs; if it raises (a mask of the wrong shape, a query whose heads do
+not fit, an overflowing score, ``Tnew`` mismatch caught late) the error propagates but the
+appended positions stay in the cache, so the next decode step sees tokens that were never
+processed and positions are off by ``Tnew``. Successful calls are exactly impl's.
+
+Real-world mistake: Hugging Face-style ``past_key_value.update(...)`` done before the attention
+kernel, with no undo on failure (a retried request then decodes against a corrupted cache).
+The source lab (000, section 5): after a failed append the existing K/V must stay unchanged.
+
+Expected to be killed by: test_failed_cached_attention_rolls_back.
+"""
+
+from impl import KVCache, attention, attention_weights, kv_cache_bytes
+from mutants import Mutant
+from oracle.rules import check_cached_query
+
+
+def cached_attention(query, key, value, cache, *, attn_mask=None, scale=None):
+    """impl's cached_attention without the try/except that restores the cache."""
+    check_cached_query(query, key)
+    start = cache.append(key, value)
+    # FAULT: no snapshot/restore around the attention step.
+    return attention(query, cache.keys, cache.values, attn_mask=attn_mask, is_causal=True,
+                     query_start=start, scale=scale)
+
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+
+MUTANT = Mutant(
+    name="no_rollback_on_failed_attention",
+    description="cached_attention keeps the appended K/V when the attention step raises (no "
+    "rollback)",
+    models="cache update before the attention kernel with no undo on failure (HF-style "
+    "past_key_value.update then attention)",
+    killed_by=("test_failed_cached_attention_rolls_back",),
+)

@@ -1,0 +1,39 @@
+"""Mutant: the scores are not scaled (default scale 1 instead of ``1/sqrt(D)``).
+
+What is broken: with ``scale=None`` the raw dot products go into the softmax; an explicit
+``scale`` is still honored. With ``D == 1`` it is exact. Everything else is impl's.
+
+Real-world mistake: forgetting the ``/ sqrt(d_k)`` of scaled dot-product attention (Vaswani et
+al. 2017, eq. 1), e.g. when porting to a kernel whose ``scale`` argument defaults to 1, or when
+the scaling was supposed to be folded into the query projection but was not.
+
+Expected to be killed by: test_output_matches_oracle and test_seed_examples (the lab's first
+scaled score is 0.53, not 1.06).
+"""
+
+from impl import KVCache, kv_cache_bytes
+from impl.kv_cache import cached_attention as _impl_cached_attention
+from mutants import Mutant
+from mutants._common import Pipeline, rebind
+
+
+class _NoScale(Pipeline):
+    def default_scale(self, problem):
+        # FAULT: no 1/sqrt(D).
+        return 1.0
+
+
+_PIPELINE = _NoScale()
+attention = _PIPELINE.attention
+attention_weights = _PIPELINE.attention_weights
+cached_attention = rebind(_impl_cached_attention, attention=attention)
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+
+MUTANT = Mutant(
+    name="no_scale",
+    description="scale=None means 1 instead of 1/sqrt(D): unscaled scores",
+    models="forgotten 1/sqrt(d_k) (kernel scale defaulting to 1, or scaling meant to be folded "
+    "into the query projection)",
+    killed_by=("test_output_matches_oracle", "test_seed_examples"),
+)

@@ -1,0 +1,43 @@
+"""Mutant: the default scale is ``1/sqrt(Hq * D)`` (model width) instead of ``1/sqrt(D)``.
+
+What is broken: with ``scale=None`` the scores are divided by the square root of the total
+query width ``num_heads * head_dim`` instead of the per-head dimension. With one head (2-D
+inputs, ``Hq == 1``) it is exact, so single-head examples pass; with ``Hq > 1`` the softmax is
+too flat. An explicit ``scale`` is honored. Everything else is impl's.
+
+Real-world mistake: ``scores / math.sqrt(d_model)`` (or ``embed_dim``) in a multi-head module
+where ``d_k = d_model / h`` is meant. The source lab (000, section 1) says it in so many words:
+"dk 是每个头的维度，不能直接当成模型总宽度".
+
+Expected to be killed by: test_output_matches_oracle and test_weights_match_oracle (any
+``Hq > 1`` input with ``scale=None``).
+"""
+
+import numpy as np
+
+from impl import KVCache, kv_cache_bytes
+from impl.kv_cache import cached_attention as _impl_cached_attention
+from mutants import Mutant
+from mutants._common import Pipeline, rebind
+
+
+class _ModelWidthScale(Pipeline):
+    def default_scale(self, problem):
+        # FAULT: sqrt of the model width Hq * D, not of the head dim D.
+        return 1.0 / np.sqrt(problem.num_heads * problem.head_dim)
+
+
+_PIPELINE = _ModelWidthScale()
+attention = _PIPELINE.attention
+attention_weights = _PIPELINE.attention_weights
+cached_attention = rebind(_impl_cached_attention, attention=attention)
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+
+MUTANT = Mutant(
+    name="scale_by_model_width",
+    description="default scale 1/sqrt(Hq * D) (model width) instead of 1/sqrt(D) (head dim)",
+    models="`scores / sqrt(d_model)` in a multi-head module (source lab section 1: d_k is the "
+    "per-head dimension, not the model width)",
+    killed_by=("test_output_matches_oracle", "test_weights_match_oracle"),
+)

@@ -1,0 +1,56 @@
+"""Mutant: in the self-attention case the output is indexed by keys: ``weights^T @ V``.
+
+What is broken: when ``Tq == Tk`` (self-attention) the weighted sum contracts the weights'
+QUERY axis with the values' position axis, ``out[i] = sum_j w[j, i] * v[j]``: output row ``i``
+is built from column ``i`` of the weights. NumPy only accepts this contraction when the weight
+matrix is square, so cross-attention (``Tq != Tk``) goes through the correct path. Scores,
+weights and validation are impl's; ``attention_weights`` is right.
+
+Real-world mistake: the multiplication direction of ``weights`` and ``V``: writing
+``einsum('...ij,...id->...jd', w, v)`` / ``w.T @ v`` (003 fault table: "输出 token 数变成 Tk →
+weights 与 V 的乘法方向"; in self-attention the token count does not change, so nothing
+complains). With a causal mask a query then reads FUTURE values.
+
+Expected to be killed by: test_output_matches_oracle and
+test_single_visible_key_returns_its_value (a single visible key column j gives out[j] = sum of
+the values, other rows 0), both on ``Tq == Tk`` inputs; with a key column hidden from every
+query, test_hidden_keys_do_not_change_output fails too (that key's value is read).
+"""
+
+import numpy as np
+
+from impl import KVCache, kv_cache_bytes
+from impl.kv_cache import cached_attention as _impl_cached_attention
+from mutants import Mutant
+from mutants._common import Pipeline, rebind
+
+
+class _WeightsTransposed(Pipeline):
+    def weighted_values(self, weights, problem, ct):
+        Tq, Tk = weights.shape[-2:]
+        if Tq != Tk:
+            return super().weighted_values(weights, problem, ct)
+        B, Hq = weights.shape[:2]
+        Hkv, G, Dv = problem.num_kv_heads, problem.group, problem.value.shape[3]
+        grouped = weights.reshape(B, Hkv, G, Tq, Tk)
+        value = problem.value.astype(ct, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, Dv)
+        # FAULT: indices of the weights swapped: out[i] = sum_j w[j, i] v[j].
+        output = np.einsum("...ji,...jd->...id", grouped, value)
+        return output.reshape(B, Hq, Tq, Dv)
+
+
+_PIPELINE = _WeightsTransposed()
+attention = _PIPELINE.attention
+attention_weights = _PIPELINE.attention_weights
+cached_attention = rebind(_impl_cached_attention, attention=attention)
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+
+MUTANT = Mutant(
+    name="weights_times_v_transposed",
+    description="for Tq == Tk the output is weights^T @ V (output indexed by keys): "
+    "out[i] = sum_j w[j, i] v[j]",
+    models="wrong multiplication direction of weights and V (003 fault table: 'output token "
+    "count becomes Tk'); invisible in self-attention where Tq == Tk",
+    killed_by=("test_output_matches_oracle", "test_single_visible_key_returns_its_value"),
+)

@@ -28,8 +28,9 @@ def run(args) -> int:
         result = run_suite(args.impl, Path(tmp), jobs=jobs, profile=args.profile, tag="check")
     examples = sum(result.examples.values())
     print(f"attnprops check: subject {args.impl}, profile {args.profile}")
-    print(f"  {result.tests_run} property tests ran ({result.skipped} skipped), "
-          f"{examples} Hypothesis examples, {result.seconds:.1f} s")
+    print(f"  {result.tests_run} property tests ran ({result.skipped} skipped, "
+          f"{result.xfailed} expected failures), {examples} Hypothesis examples, "
+          f"{result.seconds:.1f} s")
     if result.returncode not in (0, 1) or (result.returncode and not result.failures):
         print(f"  the suite could not run (pytest exit {result.returncode}):")
         print(result.output_tail)

@@ -35,13 +35,15 @@ class TestFailure:
 
 @dataclass
 class RunResult:
-    """One pytest run against one subject (``tests_run`` excludes skipped tests)."""
+    """One pytest run against one subject (``tests_run`` excludes skipped and xfailed
+    tests; ``xfailed`` are expected failures from an expected-failures file)."""
 
     subject: str
     returncode: int
     seconds: float
     tests_run: int = 0
     skipped: int = 0
+    xfailed: int = 0
     failures: list[TestFailure] = field(default_factory=list)
     examples: dict[str, int] = field(default_factory=dict)
     output_tail: str = ""
@@ -77,7 +79,8 @@ def _pytest_command(subject: str, junit: Path, tests: list[str] | None, jobs: in
     return cmd
 
 
-_FALSIFYING = re.compile(r"Falsifying (?:explicit )?example: .*?\n\)", re.S)
+# "Falsifying example" up to Hypothesis 6.16x, "Failing example" in later releases
+_FALSIFYING = re.compile(r"(?:Falsifying|Failing) (?:explicit )?example: .*?\n\)", re.S)
 
 
 def _falsifying_example(text: str) -> str:
@@ -101,12 +104,12 @@ def _violation_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else ""
 
 
-def _parse_junit(path: Path) -> tuple[int, int, list[TestFailure]]:
-    """(tests run, tests skipped, failures) from a pytest JUnit XML file."""
+def _parse_junit(path: Path) -> tuple[int, int, int, list[TestFailure]]:
+    """(tests run, skipped, xfailed, failures) from a pytest JUnit XML file."""
     if not path.exists():
-        return 0, 0, []
+        return 0, 0, 0, []
     root = ET.parse(path).getroot()
-    failures, count, skipped = [], 0, 0
+    failures, count, skipped, xfailed = [], 0, 0, 0
     for case in root.iter("testcase"):
         count += 1
         for tag in ("failure", "error"):
@@ -122,10 +125,14 @@ def _parse_junit(path: Path) -> tuple[int, int, list[TestFailure]]:
                 message=_violation_line(text)[:400],
                 falsifying_example=_falsifying_example(node.text or "")[:1500],
             ))
-        if case.find("skipped") is not None:
+        node = case.find("skipped")
+        if node is not None:
             count -= 1
-            skipped += 1
-    return count, skipped, failures
+            if node.get("type") == "pytest.xfail":
+                xfailed += 1
+            else:
+                skipped += 1
+    return count, skipped, xfailed, failures
 
 
 _STATS_TEST = re.compile(r"^\S*::(test_\w+).*:$")
@@ -162,9 +169,9 @@ def run_suite(subject: str, workdir: Path, *, tests: list[str] | None = None, jo
     proc = subprocess.run(_pytest_command(subject, junit, tests, jobs, profile, maxfail), cwd=REPO,
                           env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - started
-    count, skipped, failures = _parse_junit(junit)
+    count, skipped, xfailed, failures = _parse_junit(junit)
     return RunResult(subject=subject, returncode=proc.returncode, seconds=seconds,
-                     tests_run=count, skipped=skipped, failures=failures,
+                     tests_run=count, skipped=skipped, xfailed=xfailed, failures=failures,
                      examples=_parse_statistics(proc.stdout),
                      output_tail=(proc.stdout + proc.stderr)[-3000:])
 

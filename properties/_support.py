@@ -13,6 +13,16 @@ from .bounds import attention_bounds
 from .strategies import AttentionCase
 
 
+def for_subject(case, subject):
+    """An explicit example (the seed documents' cases are float64) cast to the widest dtype
+    the subject declares, when it does not declare the case's dtype."""
+    if subject.supports(case.dtype):
+        return case
+    dtype = max((np.dtype(d) for d in subject.dtypes), key=lambda d: d.itemsize)
+    return case._replace(query=case.query.astype(dtype), key=case.key.astype(dtype),
+                         value=case.value.astype(dtype))
+
+
 def oracle_parts(case, subject):
     """The oracle's scores, weights and output for ``case`` under the subject's convention."""
     return oracle.attention_parts(case.query, case.key, case.value, **case.kwargs(),

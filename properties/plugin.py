@@ -8,12 +8,23 @@ Enable it with ``-p properties.plugin`` (this repo's pyproject does) or
   ``thorough`` (see :mod:`properties.profiles`).
 - ``@pytest.mark.requires("kv_cache", ...)`` skips a test, with the reason, when the subject
   declares it lacks a capability (see :mod:`properties.subject`).
-- The header names the subject, its version, its declared conventions and the profile.
+- ``--attn-xfail FILE`` (or ``ATTN_XFAIL``, ``os.pathsep``-separated) and a subject module's
+  ``ATTNPROPS_EXPECTED_FAILURES = "relative/path.txt"`` (relative to the module's folder) name
+  *expected-failures files*: known deviations of a subject, by test id. See
+  :func:`read_expected_failures` for the format. Each listed test is marked
+  ``xfail(strict=True, raises=AssertionError)`` with the file's reason: it must fail, as a
+  property violation, or the run fails (a fixed deviation must be removed from the file). An
+  id that matches no collected test is a collection error, so the file cannot rot silently.
+- The header names the subject, its version, its declared conventions, the profile and the
+  expected-failures files.
 """
 
 from __future__ import annotations
 
+import builtins
 import os
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -22,8 +33,12 @@ from .subject import ENV_VAR, Subject, SubjectError, load_subject
 
 _STATE: dict = {}
 
+XFAIL_ENV_VAR = "ATTN_XFAIL"
+XFAIL_ATTRIBUTE = "ATTNPROPS_EXPECTED_FAILURES"
+
 
 def pytest_addoption(parser):
+    """``--attn-impl MODULE`` and ``--attn-xfail FILE`` (repeatable)."""
     group = parser.getgroup("attnprops", "attention property suite")
     group.addoption(
         "--attn-impl",
@@ -32,9 +47,24 @@ def pytest_addoption(parser):
         metavar="MODULE",
         help=f"module under test (default: ${ENV_VAR} or 'impl')",
     )
+    group.addoption(
+        "--attn-xfail",
+        action="append",
+        default=None,
+        metavar="FILE",
+        help=f"expected-failures file: test ids with '# reason' comments, marked "
+             f"xfail(strict=True) (repeatable; default: ${XFAIL_ENV_VAR}; the subject's "
+             f"{XFAIL_ATTRIBUTE} always applies)",
+    )
 
 
 def pytest_configure(config):
+    """Load the profile, the subject and its expected-failures files.
+
+    Raises:
+        pytest.UsageError: the subject cannot be loaded, or an expected-failures file cannot
+            be read or parsed (the message names the file and line).
+    """
     config.addinivalue_line(
         "markers",
         "requires(*capabilities): skip unless the subject declares these capabilities",
@@ -50,14 +80,189 @@ def pytest_configure(config):
         _STATE["subject"] = load_subject(name)
     except SubjectError as exc:
         raise pytest.UsageError(str(exc)) from None
+    _STATE["xfail_files"] = _xfail_files(config, _STATE["subject"])
+    entries = []
+    for path in _STATE["xfail_files"]:
+        try:
+            entries += read_expected_failures(path)
+        except (OSError, ValueError) as exc:
+            raise pytest.UsageError(f"attnprops: expected-failures file {path}: {exc}") from None
+    _STATE["xfail_entries"] = entries
 
 
 def pytest_report_header(config):
+    """The profile, the subject with its declarations, and each expected-failures file."""
     subject = _STATE.get("subject")
     lines = [f"attnprops hypothesis profile: {_STATE.get('profile')}"]
     if subject is not None:
         lines.append(f"attnprops subject: {subject.describe()}")
+    files = _STATE.get("xfail_files") or []
+    if not files:
+        lines.append("attnprops expected failures: none")
+    for path in files:
+        count = sum(1 for e in _STATE.get("xfail_entries", []) if e.file == str(path))
+        lines.append(f"attnprops expected failures: {path} ({count} test ids)")
     return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# Expected-failures files
+
+
+@dataclass(frozen=True)
+class ExpectedFailure:
+    """One line of an expected-failures file: a test id, why it fails, where it was read."""
+
+    test_id: str
+    reason: str
+    file: str
+    line: int
+
+    def matches(self, nodeid: str) -> bool:
+        """Whether the collected test ``nodeid`` is this entry.
+
+        An id without ``[params]`` matches every parametrization; ids are compared as path
+        suffixes, so ``properties/test_values.py::test_x`` also matches the vendored
+        ``tests/properties/test_values.py::test_x`` (the plugin passes ids whose file part
+        is an absolute path, see :func:`_item_id`).
+        """
+        if "[" not in self.test_id.rsplit("::", 1)[-1]:
+            nodeid = _without_params(nodeid)
+        return nodeid == self.test_id or nodeid.endswith("/" + self.test_id)
+
+
+def _item_id(item) -> str:
+    """The item's id with its file as an absolute path (``/abs/tests/test_x.py::test_y``):
+    node ids are relative to the rootdir, which differs between this repository, a vendored
+    tree and ``pytest --pyargs properties``; absolute paths end the same way in all three."""
+    _, sep, names = item.nodeid.partition("::")
+    return f"{Path(item.path).resolve().as_posix()}{sep}{names}"
+
+
+def _without_params(nodeid: str) -> str:
+    head, sep, last = nodeid.rpartition("::")
+    return head + sep + last.split("[", 1)[0]
+
+
+def read_expected_failures(path) -> list[ExpectedFailure]:
+    """Parse an expected-failures file.
+
+    Format (UTF-8 text): one pytest test id per line, ``path/to/test_file.py::test_name``
+    (optionally ``[params]``: without them every parametrization is meant). The reason is the
+    ``# comment`` after the id on the same line or, when there is none, the block of ``#``
+    comment lines just above it (a blank line ends a block, so one block can explain several
+    ids). Blank lines and comment-only lines are otherwise ignored.
+
+    Returns:
+        The entries in file order.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: a line is not a test id (no ``::``), an id has no reason, or an id is
+            listed twice; the message names the line.
+    """
+    path = Path(path)
+    entries: list[ExpectedFailure] = []
+    block: list[str] = []
+    seen: dict[str, int] = {}
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            block = []
+            continue
+        if line.startswith("#"):
+            block.append(line.lstrip("#").strip())
+            continue
+        test_id, _, comment = line.partition("#")
+        test_id, comment = test_id.strip(), comment.strip()
+        if "::" not in test_id or " " in test_id.split("[", 1)[0]:
+            raise ValueError(f"line {number}: {test_id!r} is not a test id "
+                             "(expected path/to/test_file.py::test_name)")
+        reason = comment or " ".join(t for t in block if t)
+        if not reason:
+            raise ValueError(f"line {number}: {test_id} has no reason; add '# why it fails'")
+        if test_id in seen:
+            raise ValueError(f"line {number}: {test_id} is already listed on line {seen[test_id]}")
+        seen[test_id] = number
+        entries.append(ExpectedFailure(test_id, reason, str(path), number))
+    return entries
+
+
+def _xfail_files(config, subject: Subject) -> list[Path]:
+    """The subject's file (module attribute) and the ``--attn-xfail``/``ATTN_XFAIL`` files."""
+    files = []
+    declared = getattr(subject.module, XFAIL_ATTRIBUTE, None)
+    if declared:
+        where = Path(getattr(subject.module, "__file__", None) or ".").resolve().parent
+        files.append(where / declared)
+    invocation = Path(config.invocation_params.dir)
+    named = config.getoption("--attn-xfail")
+    if named is None:
+        named = [p for p in os.environ.get(XFAIL_ENV_VAR, "").split(os.pathsep) if p]
+    files += [(invocation / p).resolve() for p in named]
+    unique = []
+    for path in files:
+        if path not in unique:
+            unique.append(path)
+    return unique
+
+
+_XFAIL_RAISES = (AssertionError,) + tuple(
+    getattr(builtins, name) for name in ("BaseExceptionGroup",) if hasattr(builtins, name))
+
+
+def _file_exists(config, file_part: str) -> bool:
+    """Whether the test file of an id exists on disk although this run did not collect it
+    (relative to the rootdir, the invocation folder, or the folder holding ``properties``)."""
+    bases = {Path(config.rootpath), Path(config.invocation_params.dir),
+             Path(__file__).resolve().parent.parent}
+    return any((base / file_part).is_file() for base in bases)
+
+
+def _stale(entry: ExpectedFailure, items, config) -> str | None:
+    """Why ``entry`` (which matched no collected test) is stale, or None when its test merely
+    was not selected in this run (another file, or a node id on the command line)."""
+    file_part, _, names = entry.test_id.partition("::")
+    same_file = [item for item in items
+                 if _item_id(item).split("::", 1)[0].endswith("/" + file_part)]
+    if not same_file:
+        return None if _file_exists(config, file_part) else "matches no test file"
+    target = getattr(same_file[0], "module", None)
+    for name in names.split("[", 1)[0].split("::"):
+        target = getattr(target, name, None)
+    if target is None:
+        return f"matches no collected test (no {names.split('[', 1)[0]} in {file_part})"
+    base = _without_params(entry.test_id)
+    if base != entry.test_id and any(_without_params(_item_id(item)).endswith("/" + base)
+                                     for item in same_file):
+        return "matches no collected test (no such parametrization)"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k/-m deselection: ids are matched on all tests
+def pytest_collection_modifyitems(session, config, items):
+    """Mark the listed tests xfail(strict=True); report ids that match no collected test."""
+    entries: list[ExpectedFailure] = _STATE.get("xfail_entries") or []
+    if not entries:
+        return
+    problems = []
+    for entry in entries:
+        matched = [item for item in items if entry.matches(_item_id(item))]
+        for item in matched:
+            item.add_marker(pytest.mark.xfail(
+                reason=f"known deviation of {current_subject().name}: {entry.reason} "
+                       f"[{entry.file}:{entry.line}]",
+                strict=True, raises=_XFAIL_RAISES))
+        if not matched:
+            problem = _stale(entry, items, config)
+            if problem:
+                problems.append(f"{entry.file}:{entry.line}: {entry.test_id} {problem}")
+    if problems:
+        report = pytest.CollectReport(
+            "attnprops-expected-failures", "failed",
+            "attnprops: stale expected-failures entries (remove or fix them):\n  "
+            + "\n  ".join(problems), [])
+        config.hook.pytest_collectreport(report=report)
 
 
 def current_subject() -> Subject:

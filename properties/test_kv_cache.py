@@ -12,7 +12,14 @@ import pytest
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from ._support import LAB_KEY, LAB_QUERY, LAB_VALUE, case_from, oracle_with_bounds
+from ._support import (
+    LAB_KEY,
+    LAB_QUERY,
+    LAB_VALUE,
+    case_from,
+    for_subject,
+    oracle_with_bounds,
+)
 from .checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
 from .plugin import current_subject
 from .profiles import oracle_examples
@@ -77,6 +84,7 @@ def test_cached_decode_equals_full_causal(subject, run):
     (each query at its absolute position; the source lab's cache check), and the cache ends
     holding exactly the appended keys and values."""
     case, chunks = run
+    case = for_subject(case, subject)
     note(f"chunks: {chunks}")
     parts, bounds = oracle_with_bounds(case, subject)
     cache, decoded = _decode(subject, case, chunks)

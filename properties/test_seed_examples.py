@@ -17,10 +17,17 @@ PRINTED_6 = 5e-7  # half a unit in the 6th printed decimal
 PRINTED_4 = 5e-5
 
 
+def _widest(subject, *arrays):
+    """The seed arrays in the widest dtype the subject declares (float64 when it does)."""
+    dtype = max((np.dtype(d) for d in subject.dtypes), key=lambda d: d.itemsize)
+    return [a.astype(dtype) for a in arrays]
+
+
 def test_seed_examples(subject):
     """Seed 000's 3-token causal weights and context and its cached decode (query_start=2
     gives [-0.439015, -0.354843]); seed 003's 2-token causal output [[2, 0], [0.6605, 2.6790]]."""
-    q, k, v = LAB_QUERY[None, None], LAB_KEY[None, None], LAB_VALUE[None, None]
+    q, k, v = _widest(subject, LAB_QUERY[None, None], LAB_KEY[None, None], LAB_VALUE[None, None])
+    quick_q, quick_v = _widest(subject, QUICK_QUERY, QUICK_VALUE)
     context = call_subject(subject.attention, q, k, v, is_causal=True, what="3-token causal")
     assert_within(out=np.asarray(context)[0, 0],
                   expected=[[1.0, 0.0], [0.278885, 0.721115], [-0.439015, -0.354843]],
@@ -29,7 +36,7 @@ def test_seed_examples(subject):
                           what="decode of the last token at query_start=2")
     assert_within(out=np.asarray(decode)[0, 0], expected=[[-0.439015, -0.354843]],
                   bound=PRINTED_6, what="seed 000 decode at query_start=2 (6 decimals)")
-    out = call_subject(subject.attention, QUICK_QUERY, QUICK_QUERY, QUICK_VALUE, is_causal=True,
+    out = call_subject(subject.attention, quick_q, quick_q, quick_v, is_causal=True,
                        what="seed 003 2-token causal")
     assert_within(out=np.asarray(out)[0, 0], expected=[[2.0, 0.0], [0.6605, 2.6790]],
                   bound=PRINTED_4, what="seed 003 output (4 decimals)")
@@ -39,12 +46,13 @@ def test_seed_examples(subject):
 def test_seed_example_weights(subject):
     """Seed 000's causal weights [[1,0,0],[0.278885,0.721115,0],[0.158938,0.243109,0.597953]]
     and seed 003's [[1, 0], [0.3302, 0.6698]]."""
-    w = call_subject(subject.attention_weights, LAB_QUERY[None, None], LAB_KEY[None, None],
-                     is_causal=True, what="3-token causal weights")
+    q, k, quick_q = _widest(subject, LAB_QUERY[None, None], LAB_KEY[None, None], QUICK_QUERY)
+    w = call_subject(subject.attention_weights, q, k, is_causal=True,
+                     what="3-token causal weights")
     assert_within(out=np.asarray(w)[0, 0],
                   expected=[[1, 0, 0], [0.278885, 0.721115, 0], [0.158938, 0.243109, 0.597953]],
                   bound=PRINTED_6, what="seed 000 weights (6 decimals)")
-    w = call_subject(subject.attention_weights, QUICK_QUERY, QUICK_QUERY, is_causal=True,
+    w = call_subject(subject.attention_weights, quick_q, quick_q, is_causal=True,
                      what="seed 003 weights")
     assert_within(out=np.asarray(w)[0, 0], expected=[[1, 0], [0.3302, 0.6698]],
                   bound=PRINTED_4, what="seed 003 weights (4 decimals)")

@@ -15,6 +15,7 @@ from ._support import (
     LAB_CAUSAL,
     LAB_DECODE,
     QUICK_CAUSAL,
+    for_subject,
     four_d,
     oracle_with_bounds,
     repeat_kv,
@@ -46,6 +47,7 @@ def test_output_matches_oracle(subject, case):
     Law: o = softmax(scale q k^T + mask) v (Vaswani et al. 2017, eq. 1); bound from Higham
     ch. 3 and Blanchard, Higham & Higham 2021. The seed documents' examples run first.
     """
+    case = for_subject(case, subject)
     parts, bounds = oracle_with_bounds(case, subject)
     out = call_subject(subject.attention, case.query, case.key, case.value, **case.subject_kwargs(),
                        what="attention")
@@ -62,6 +64,7 @@ def test_output_matches_oracle(subject, case):
 def test_weights_match_oracle(subject, case):
     """|weights - oracle| <= the per-element bound; law: softmax of the scaled scores along
     the key axis (Vaswani et al. 2017), bound from Blanchard, Higham & Higham 2021."""
+    case = for_subject(case, subject)
     parts, bounds = oracle_with_bounds(case, subject)
     out = call_subject(subject.attention_weights, case.query, case.key, **case.kwargs(),
                        what="attention_weights")
@@ -77,6 +80,7 @@ def test_weights_match_oracle(subject, case):
 def test_weight_rows_sum_to_one(subject, case):
     """Each weight row sums to 1 within the sum of its per-element bounds (softmax
     normalizes along keys; quick reference invariant 'softmax along Tk, rows sum to 1')."""
+    case = for_subject(case, subject)
     parts, bounds = oracle_with_bounds(case, subject)
     out = call_subject(subject.attention_weights, case.query, case.key, **case.kwargs(),
                        what="attention_weights")
@@ -95,6 +99,7 @@ def test_weight_rows_sum_to_one(subject, case):
 def test_hidden_keys_get_zero_weight(subject, case):
     """Keys hidden by the mask or by causality get weight exactly 0 (not 1e-30, not -0
     mixed with garbage): the softmax of -inf is 0."""
+    case = for_subject(case, subject)
     visible = visibility(case)
     out = call_subject(subject.attention_weights, case.query, case.key, **case.kwargs(),
                        what="attention_weights")

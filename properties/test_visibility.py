@@ -12,7 +12,14 @@ import pytest
 from hypothesis import assume, example, given, note
 from hypothesis import strategies as st
 
-from ._support import LAB_CAUSAL, case_from, four_d, oracle_with_bounds, visibility
+from ._support import (
+    LAB_CAUSAL,
+    case_from,
+    for_subject,
+    four_d,
+    oracle_with_bounds,
+    visibility,
+)
 from .checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
 from .plugin import current_subject
 from .profiles import oracle_examples
@@ -45,6 +52,7 @@ def _agree(subject, case_a, case_b, *, what):
 def test_hidden_keys_do_not_change_output(subject, case, data):
     """Changing K/V at positions that no query may see leaves every output bitwise
     unchanged (no reading of future tokens or masked keys; source lab section 5)."""
+    case = for_subject(case, subject)
     visible = visibility(case)  # (B, Hq, Tq, Tk)
     B, Hkv, Tk, _ = four_d(case.key).shape
     seen_by_any = visible.reshape(B, Hkv, -1, Tk).any(axis=2)  # (B, Hkv, Tk)
@@ -144,6 +152,7 @@ def test_broadcast_mask_equals_expanded(subject, case):
     """A mask of any broadcastable shape equals its fully expanded ``(B, Hq, Tq, Tk)`` copy
     (quick reference: align every mask axis with [B, Hq, Tq, Tk]; the explicit example is a
     (Tq, Tk) mask when B == Tq, the shape of a (B, Tk) key-padding mask)."""
+    case = for_subject(case, subject)
     assume(case.attn_mask is not None)
     B, Hq, Tq, _ = case.query.shape
     expanded = np.broadcast_to(case.attn_mask, (B, Hq, Tq, case.key.shape[2])).copy()

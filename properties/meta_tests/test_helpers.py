@@ -1,5 +1,9 @@
 """Meta-tests of the suite's own helpers: assertions that cannot fail, bounds that are too loose
-or unsound, and subject declarations that are silently accepted are all defects."""
+or unsound, and subject declarations that are silently accepted are all defects.
+
+This module needs only ``oracle`` and ``properties`` (not ``impl``), so it also runs in a test
+tree that vendored those two folders (see docs/use-in-your-codebase.md).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,6 @@ import types
 import numpy as np
 import pytest
 
-import impl
 import oracle
 from properties._support import LAB_CAUSAL, case_from
 from properties.bounds import attention_bounds
@@ -35,6 +38,18 @@ def test_assert_equal_is_exact():
         assert_equal(out=np.zeros(2), expected=np.zeros(3), what="shape")
 
 
+def _float64_attention(query, key, value, *, is_causal=False, **_ignored):
+    """A plain float64 NumPy attention (max subtraction, causal mask), standing in for a real
+    implementation in these meta-tests. query (B, H, Tq, D), key (B, H, Tk, D), value
+    (B, H, Tk, Dv) -> (B, H, Tq, Dv); bottom-right causal alignment."""
+    scores = query @ key.swapaxes(-1, -2) / np.sqrt(query.shape[-1])  # (B, H, Tq, Tk)
+    if is_causal:
+        tq, tk = scores.shape[-2:]
+        scores = np.where(np.arange(tk) <= np.arange(tq)[:, None] + tk - tq, scores, -np.inf)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return (weights / weights.sum(axis=-1, keepdims=True)) @ value
+
+
 def _lab_bounds():
     parts = oracle.attention_parts(LAB_CAUSAL.query, LAB_CAUSAL.key, LAB_CAUSAL.value,
                                    **LAB_CAUSAL.kwargs())
@@ -43,10 +58,13 @@ def _lab_bounds():
 
 def test_bound_is_tight_enough_for_a_1e_10_perturbation():
     """On the lab example the float64 output bound is far below a relative error of 1e-10,
-    so an output scaled by 1 + 1e-10 fails; impl's own output passes."""
+    so an output scaled by 1 + 1e-10 fails; the oracle's correctly rounded float64 output and
+    a plain float64 NumPy computation pass."""
     parts, bounds = _lab_bounds()
-    out = impl.attention(LAB_CAUSAL.query, LAB_CAUSAL.key, LAB_CAUSAL.value, is_causal=True)
-    assert_within(out=out, expected=parts.output.value, bound=bounds.output, what="impl")
+    out = _float64_attention(LAB_CAUSAL.query, LAB_CAUSAL.key, LAB_CAUSAL.value, is_causal=True)
+    assert_within(out=out, expected=parts.output.value, bound=bounds.output, what="numpy")
+    assert_within(out=parts.output.value, expected=parts.output.value, bound=bounds.output,
+                  what="oracle float64")
     with pytest.raises(PropertyViolation):
         assert_within(out=out * (1 + 1e-10), expected=parts.output.value, bound=bounds.output,
                       what="scaled")
@@ -76,7 +94,7 @@ def test_float16_bound_is_wider_than_float64():
 def test_unknown_capability_is_an_error(monkeypatch):
     """A typo in ATTNPROPS_CAPABILITIES is rejected, not silently ignored."""
     module = types.ModuleType("typo_subject")
-    module.attention = impl.attention
+    module.attention = _float64_attention
     module.ATTNPROPS_CAPABILITIES = {"fully_masked_row": "zeros"}
     monkeypatch.setitem(sys.modules, "typo_subject", module)
     with pytest.raises(SubjectError, match="unknown keys"):

@@ -1,0 +1,209 @@
+"""Tests of the ready-made subjects in ``properties/subjects``: each maps the conventions it
+claims to map (checked on tiny inputs whose answer tells conventions apart, against the
+oracle), declares what it lacks, and the known-wrong ``torch_sdpa_naive_causal`` is killed by
+the suite. Tests that need torch or jax skip, with the reason, when the extra is absent.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import oracle
+import properties
+from properties._support import LAB_DECODE, LAB_KEY, LAB_QUERY, LAB_VALUE
+from properties.subject import load_subject
+
+SUITE_ROOT = Path(properties.__file__).resolve().parent.parent
+
+
+def _module(name: str, extra: str):
+    """Import ``properties.subjects.NAME`` or skip when the extra's library is missing."""
+    library = {"torch": "torch", "jax": "jax"}[extra] if extra else None
+    if library:
+        pytest.importorskip(library, reason=f"{library} is not installed: pip install -e .[{extra}]")
+    return importlib.import_module(f"properties.subjects.{name}")
+
+
+LIBRARY_SUBJECTS = [
+    pytest.param("torch_sdpa", "torch", id="torch_sdpa"),
+    pytest.param("jax_dot_product_attention", "jax", id="jax"),
+]
+
+
+def _rng_case(rng, dtype, b=2, hkv=2, g=2, tq=2, tk=4, d=3, dv=2):
+    q = rng.uniform(-2, 2, (b, hkv * g, tq, d)).astype(dtype)
+    k = rng.uniform(-2, 2, (b, hkv, tk, d)).astype(dtype)
+    v = rng.uniform(-2, 2, (b, hkv, tk, dv)).astype(dtype)
+    return q, k, v
+
+
+# Loose tolerances: these tests check the mappings; the suite checks the accuracy. JAX
+# computes its softmax in float32 even for float64 inputs (docs/findings.md), hence 1e-6.
+TOLERANCE = {"torch_sdpa": 1e-12, "jax_dot_product_attention": 1e-6}
+
+
+def _close(got, want, dtype, tol64=1e-12):
+    tol = {np.dtype(np.float64): tol64, np.dtype(np.float32): 1e-5}.get(np.dtype(dtype), 1e-2)
+    np.testing.assert_allclose(np.asarray(got, dtype=np.float64), want, rtol=tol, atol=tol)
+
+
+# --- oracle_float64 ---------------------------------------------------------------------------
+
+def test_oracle_float64_returns_the_oracle_values():
+    """The subject returns the oracle's correctly rounded float64 values for attention,
+    weights and cached decode, and declares float64 only."""
+    from properties.subjects import oracle_float64 as subject
+
+    assert load_subject("properties.subjects.oracle_float64").dtypes == ("float64",)
+    q, k, v = LAB_DECODE.query, LAB_DECODE.key, LAB_DECODE.value
+    want = oracle.attention(q, k, v, is_causal=True, query_start=2).value
+    assert np.array_equal(subject.attention(q, k, v, is_causal=True, query_start=2), want)
+    assert np.array_equal(subject.attention_weights(q, k, is_causal=True, query_start=2),
+                          oracle.attention_weights(q, k, is_causal=True, query_start=2).value)
+    cache = subject.KVCache(1, 1, 4, 2)
+    lab_q, lab_k, lab_v = LAB_QUERY[None, None], LAB_KEY[None, None], LAB_VALUE[None, None]
+    subject.cached_attention(lab_q[:, :, :2], lab_k[:, :, :2], lab_v[:, :, :2], cache)
+    assert np.array_equal(subject.cached_attention(lab_q[:, :, 2:], lab_k[:, :, 2:],
+                                                   lab_v[:, :, 2:], cache), want)
+    assert subject.kv_cache_bytes(num_layers=1, batch=1, tokens=3, num_kv_heads=1, head_dim=4,
+                                  dtype="float64") == 2 * 3 * 4 * 8
+
+
+# --- torch_sdpa and jax_dot_product_attention --------------------------------------------------
+
+@pytest.mark.parametrize("name, extra", LIBRARY_SUBJECTS)
+def test_adapter_maps_causal_alignment_and_query_start(name, extra):
+    """Both libraries' is_causal is top-left; the adapter must give bottom-right by default
+    and honour an explicit query_start (q = k = 0 and value = identity show the visible keys)."""
+    subject = _module(name, extra)
+    q = np.zeros((1, 1, 2, 3))
+    k = np.zeros((1, 1, 4, 3))
+    v = np.eye(4)[None, None, :, :3]  # (1, 1, 4, 3): column c is key c
+    out = subject.attention(q, k, v, is_causal=True)  # visible: keys 0..2 and 0..3
+    _close(out[0, 0], [[1 / 3] * 3, [1 / 4] * 3], np.float64, TOLERANCE[name])
+    out = subject.attention(q, k, np.eye(4)[None, None], is_causal=True, query_start=0)
+    _close(out[0, 0], [[1, 0, 0, 0], [0.5, 0.5, 0, 0]], np.float64, TOLERANCE[name])
+
+
+@pytest.mark.parametrize("name, extra", LIBRARY_SUBJECTS)
+def test_adapter_matches_the_oracle_with_gqa_masks_and_two_d(name, extra):
+    """GQA (h // G), a bool key-padding mask AND causality, a float mask, a 1-D mask and 2-D
+    inputs give the oracle's values (loose tolerance: this tests the mapping, the suite
+    tests the accuracy)."""
+    subject = _module(name, extra)
+    rng = np.random.default_rng(7)
+    dtype = np.float64
+    q, k, v = _rng_case(rng, dtype)
+    pad = np.ones((2, 1, 1, 4), bool)
+    pad[1, ..., 3] = False
+    for kwargs in (dict(attn_mask=pad, is_causal=True, query_start=1),
+                   dict(attn_mask=np.where(pad, 0.5, -np.inf).astype(np.float32)),
+                   dict(attn_mask=np.array([True, False, True, True]), scale=0.7)):
+        got = subject.attention(q, k, v, **kwargs)
+        assert got.dtype == dtype and got.shape == (2, 4, 2, 2)
+        _close(got, oracle.attention(q, k, v, **kwargs).value, dtype, TOLERANCE[name])
+    got = subject.attention(q[0, 0], k[0, 0], v[0, 0], is_causal=True)
+    _close(got, oracle.attention(q[0, 0], k[0, 0], v[0, 0], is_causal=True).value, dtype,
+           TOLERANCE[name])
+    weights = subject.attention_weights(q, k, attn_mask=pad)
+    _close(weights, oracle.attention_weights(q, k, attn_mask=pad).value, dtype, TOLERANCE[name])
+    assert (weights[1, ..., 3] == 0).all()
+
+
+@pytest.mark.parametrize("name, extra", LIBRARY_SUBJECTS)
+def test_adapter_cache_decodes_with_offsets_and_rolls_back(name, extra):
+    """The lab's decode through the adapter's cache gives [-0.439015, -0.354843] (the
+    library is called with query_start = 2); a failing call leaves the cache unchanged; the
+    cache holds copies of Hkv heads."""
+    subject = _module(name, extra)
+    q, k, v = LAB_QUERY[None, None], LAB_KEY[None, None], LAB_VALUE[None, None]
+    cache = subject.KVCache(1, 1, 4, 2, dtype=np.float64)
+    key = k[:, :, :2].copy()
+    subject.cached_attention(q[:, :, :2], key, v[:, :, :2], cache)
+    key[...] = 9.0
+    assert np.array_equal(cache.keys, k[:, :, :2])
+    out = subject.cached_attention(q[:, :, 2:], k[:, :, 2:], v[:, :, 2:], cache)
+    np.testing.assert_allclose(out[0, 0, 0], [-0.439015, -0.354843], atol=5e-7)
+    with pytest.raises(ValueError):
+        subject.cached_attention(q[:, :, 2:], k[:, :, 2:], v[:, :, 2:, :1], cache)
+    assert len(cache) == 3 and np.array_equal(cache.values, v)
+    assert not cache.keys.flags.writeable
+    assert subject.kv_cache_bytes(num_layers=2, batch=1, tokens=3, num_kv_heads=1, head_dim=4,
+                                  dtype="float32") == 2 * 2 * 3 * 4 * 4
+
+
+def test_torch_sdpa_declarations_and_float16():
+    """torch_sdpa declares zeros for fully masked rows (what SDPA does, checked here), no
+    input validation, float16/32/64; float16 stays float16; an integer mask reaches SDPA,
+    which rejects it."""
+    subject = _module("torch_sdpa", "torch")
+    declared = load_subject("properties.subjects.torch_sdpa")
+    assert (declared.fully_masked_rows, declared.validates_inputs) == ("zeros", False)
+    assert declared.dtypes == ("float16", "float32", "float64")
+    q, k, v = np.zeros((1, 1, 2, 1)), np.zeros((1, 1, 2, 1)), np.array([1.0, 3.0]).reshape(1, 1, 2, 1)
+    out = subject.attention(q, k, v, attn_mask=np.array([[False, False], [True, True]]))
+    assert out.ravel().tolist() == [0.0, 2.0]
+    q16, k16, v16 = _rng_case(np.random.default_rng(1), np.float16)
+    out = subject.attention(q16, k16, v16, is_causal=True)
+    assert out.dtype == np.float16
+    _close(out, oracle.attention(q16, k16, v16, is_causal=True).value, np.float16)
+    with pytest.raises(RuntimeError, match="attn_mask dtype"):
+        subject.attention(q, k, v, attn_mask=np.ones((2, 2), np.int64))
+
+
+def test_jax_declarations():
+    """The JAX subject declares float32/float64, no validation, and an expected-failures
+    file that exists and parses."""
+    module = _module("jax_dot_product_attention", "jax")
+    from properties.plugin import read_expected_failures
+
+    declared = load_subject("properties.subjects.jax_dot_product_attention")
+    assert declared.dtypes == ("float32", "float64") and not declared.validates_inputs
+    path = Path(module.__file__).parent / module.ATTNPROPS_EXPECTED_FAILURES
+    assert read_expected_failures(path)
+
+
+def test_jax_float64_softmax_is_float32():
+    """Finding F1 (docs/findings.md), pinned: with float64 inputs JAX returns weights rounded
+    through float32 -- three equal scores give float32(1/3), not float64(1/3)."""
+    subject = _module("jax_dot_product_attention", "jax")
+    w = subject.attention_weights(np.zeros((1, 1, 1, 1)), np.zeros((1, 1, 3, 1)))
+    assert w.dtype == np.float64
+    assert w[0, 0, 0, 0] == float(np.float32(1 / 3)) != 1 / 3
+
+
+def test_naive_causal_decodes_wrongly():
+    """The naive adapter's decode step sees key 0 only: the lab's third token gives the
+    first value [1, 0] instead of [-0.439015, -0.354843]."""
+    subject = _module("torch_sdpa_naive_causal", "torch")
+    q, k, v = LAB_QUERY[None, None], LAB_KEY[None, None], LAB_VALUE[None, None]
+    cache = subject.KVCache(1, 1, 4, 2, dtype=np.float64)
+    subject.cached_attention(q[:, :, :2], k[:, :, :2], v[:, :, :2], cache)
+    out = subject.cached_attention(q[:, :, 2:], k[:, :, 2:], v[:, :, 2:], cache)
+    np.testing.assert_allclose(out[0, 0, 0], [1.0, 0.0])
+
+
+def test_suite_kills_naive_causal():
+    """The property suite's fixed-example tests (the lab's 3-token example and its cached
+    decode), run on the naive subject, fail with property violations, not crashes."""
+    pytest.importorskip("torch", reason="torch is not installed: pip install -e .[torch]")
+    env = dict(os.environ, HYPOTHESIS_PROFILE="dev", PYTHONDONTWRITEBYTECODE="1")
+    env.pop("ATTN_XFAIL", None)
+    props = SUITE_ROOT / "properties"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+         "-p", "properties.plugin", "--attn-impl", "properties.subjects.torch_sdpa_naive_causal",
+         str(props / "test_seed_examples.py"), str(props / "test_kv_cache.py"),
+         "-k", "test_seed_examples or test_lab_decode_through_cache"],
+        cwd=SUITE_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    out = proc.stdout
+    assert proc.returncode == 1, out[-3000:]
+    assert "2 failed" in out, out[-3000:]
+    assert out.count("PropertyViolation") >= 2, out[-3000:]

@@ -1,0 +1,248 @@
+"""Subject: ``jax.nn.dot_product_attention`` (XLA implementation) on the CPU.
+
+Install the extra first: ``pip install -e .[jax]``. Run: ``attnprops check --impl
+properties.subjects.jax_dot_product_attention``. Importing this module turns on
+``jax_enable_x64`` (float64 arrays stay float64) for the whole process.
+
+What the adapter maps (each mapping checked by ``python -m properties.subjects.probe
+jax_dot_product_attention``, see ``docs/conventions.md``):
+
+- Layout: JAX takes ``(B, T, N, H)``; the adapter transposes ``(B, H, T, D)`` in and out.
+  2-D ``(T, D)`` inputs become ``(1, T, 1, D)``. Masks must be 4-D ``(B, N, T, S)``-
+  broadcastable, so they get leading axes of size 1.
+- ``D != Dv``: JAX requires value's head dim to equal key's. The adapter zero-pads the
+  narrower side to ``max(D, Dv)`` (zero columns of q/k add exact zeros to every score; zero
+  value columns are sliced off) and passes ``scale = 1/sqrt(D)`` explicitly when it pads q/k.
+- Mask polarity: JAX's bool ``mask`` is True = take part (same as this project); a float mask
+  goes to ``bias`` (additive, same meaning), cast to the query dtype.
+- Causality: JAX's ``is_causal`` is top-left aligned (query ``i`` sees keys ``0..i``), so the
+  adapter never passes it: it builds the bool mask ``j <= query_start + i`` and AND-s it
+  with the caller's bool mask (or passes it as ``mask`` next to a float ``bias``).
+- GQA: JAX groups query heads ``N = K * G`` as ``h = k * G + g``, i.e. head ``h`` reads K/V
+  head ``h // G`` (this project's convention); nothing to map.
+- ``attention_weights``: JAX applied to an identity value matrix (``w @ I = w``).
+- KV cache: JAX has none; :class:`KVCache` holds jax arrays and :func:`cached_attention`
+  calls JAX over the whole cache with ``query_start`` = the cache length before the append.
+
+Known deviations (found by the suite, listed in ``jax_dot_product_attention.xfail.txt``,
+explained in ``docs/findings.md``): JAX computes the softmax in float32 even for float64
+inputs, and a fully masked row gives the mean of all values (bool mask) or NaN (``-inf``
+bias) rather than raising or giving zeros.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import jax
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402  (after enabling x64)
+
+__version__ = jax.__version__
+
+ATTNPROPS_CAPABILITIES = {
+    "dtypes": ("float32", "float64"),
+    "validates_inputs": False,
+    "fully_masked_rows": "zeros",  # nearest convention; JAX does not follow it (finding F2)
+}
+
+ATTNPROPS_EXPECTED_FAILURES = "jax_dot_product_attention.xfail.txt"
+
+
+def _four_d_mask(mask: np.ndarray) -> np.ndarray:
+    """A mask with leading size-1 axes up to 4-D (NumPy broadcasting semantics)."""
+    return mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
+
+
+def causal_mask(query_len: int, key_len: int, query_start: int | None) -> np.ndarray:
+    """Bool ``(Tq, Tk)``: key ``j`` visible to local query ``i`` iff ``j <= query_start + i``
+    (``None``: ``Tk - Tq``). JAX's own ``is_causal`` is this mask with ``query_start=0``."""
+    start = key_len - query_len if query_start is None else int(query_start)
+    return np.arange(key_len)[None, :] <= np.arange(query_len)[:, None] + start
+
+
+@partial(jax.jit, static_argnames=("scale",))
+def _dpa(query, key, value, bias, mask, scale):
+    """``jax.nn.dot_product_attention`` on ``(B, T, N, H)`` arrays, jitted (one compilation
+    per shape signature; eager dispatch compiles each primitive separately and is slower)."""
+    return jax.nn.dot_product_attention(query, key, value, bias=bias, mask=mask, scale=scale,
+                                        is_causal=False)
+
+
+def _attend(query: np.ndarray, key, value, *, attn_mask, is_causal, query_start, scale):
+    """Core of :func:`attention`; ``key``/``value`` may be NumPy or jax arrays, 4-D or 2-D."""
+    query = np.asarray(query)
+    two_d = query.ndim == 2
+    q = query[None, None] if two_d else query
+    k = key[None, None] if two_d else key
+    v = value[None, None] if two_d else value
+    Tq, D = q.shape[2], q.shape[3]
+    Tk, Dv = k.shape[2], v.shape[3]
+    dtype = q.dtype
+    mask = bias = None
+    if attn_mask is not None:
+        m = _four_d_mask(np.asarray(attn_mask))
+        if np.issubdtype(m.dtype, np.floating):
+            bias = m.astype(dtype)
+        else:  # bool, and anything else for JAX to judge (it rejects integer masks)
+            mask = m
+    if is_causal:
+        causal = causal_mask(Tq, Tk, query_start)[None, None]  # (1, 1, Tq, Tk)
+        mask = causal if mask is None else mask & causal
+    width = max(D, Dv)
+    if width > D:  # JAX needs Dv == D: pad q/k with zero columns (scores unchanged)
+        pad = ((0, 0), (0, 0), (0, 0), (0, width - D))
+        q, k = np.pad(q, pad), jnp.pad(jnp.asarray(k), pad)
+        if scale is None:
+            scale = 1.0 / math.sqrt(D)  # JAX would use 1/sqrt(width)
+    if width > Dv:
+        v = jnp.pad(jnp.asarray(v), ((0, 0), (0, 0), (0, 0), (0, width - Dv)))
+    bthd = (0, 2, 1, 3)  # (B, H, T, D) <-> (B, T, H, D)
+    out = _dpa(jnp.transpose(jnp.asarray(q), bthd), jnp.transpose(jnp.asarray(k), bthd),
+               jnp.transpose(jnp.asarray(v), bthd), None if bias is None else jnp.asarray(bias),
+               None if mask is None else jnp.asarray(mask),
+               None if scale is None else float(scale))
+    out = np.array(jnp.transpose(out, bthd))[..., :Dv]  # (B, Hq, Tq, Dv), a writable copy
+    return out[0, 0] if two_d else out
+
+
+def attention(query, key, value, *, attn_mask=None, is_causal=False, query_start=None,
+              scale=None) -> np.ndarray:
+    """Scaled dot-product attention through ``jax.nn.dot_product_attention``.
+
+    Args:
+        query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; float32 or float64 NumPy array.
+        key: ``(B, Hkv, Tk, D)`` or ``(Tk, D)``; value: ``(B, Hkv, Tk, Dv)`` or ``(Tk, Dv)``.
+        attn_mask: ``None``, bool (True = may attend) or float additive mask broadcastable to
+            ``(B, Hq, Tq, Tk)``.
+        is_causal: key ``j`` visible to local query ``i`` iff ``j <= query_start + i``.
+        query_start: absolute position of the first query (``None``: ``Tk - Tq``).
+        scale: ``None`` (``1/sqrt(D)``) or a float.
+
+    Returns:
+        ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``), the input dtype.
+
+    Raises:
+        Whatever JAX raises (``ValueError`` for most shape errors, ``TypeError`` for some
+        dtypes); no validation of its own (declared ``validates_inputs=False``).
+    """
+    return _attend(query, np.asarray(key), np.asarray(value), attn_mask=attn_mask,
+                   is_causal=is_causal, query_start=query_start, scale=scale)
+
+
+def attention_weights(query, key, *, attn_mask=None, is_causal=False, query_start=None,
+                      scale=None) -> np.ndarray:
+    """Weights ``(B, Hq, Tq, Tk)`` (or ``(Tq, Tk)``): JAX's output for an identity value
+    matrix. Arguments, dtype and errors as :func:`attention`."""
+    key = np.asarray(key)
+    Tk = key.shape[-2]
+    eye = np.eye(Tk, dtype=key.dtype)
+    identity = eye if key.ndim == 2 else np.broadcast_to(eye, key.shape[:2] + (Tk, Tk))
+    return _attend(query, key, identity, attn_mask=attn_mask, is_causal=is_causal,
+                   query_start=query_start, scale=scale)
+
+
+def _check_size(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name}: {value!r} must be an int >= 1")
+    return int(value)
+
+
+class KVCache:
+    """A per-layer K/V cache of jax arrays ``(B, Hkv, T, D)`` / ``(B, Hkv, T, Dv)``.
+
+    Args:
+        batch, num_kv_heads, head_dim: sizes (ints >= 1); value_dim: ``Dv`` (``None``: D).
+        dtype: float32 or float64; appended arrays must match it.
+
+    ``keys``/``values`` are read-only NumPy arrays; ``append`` copies (``jnp.concatenate``)
+    and is atomic. Holds ``Hkv`` heads. Raises ValueError for bad sizes, shapes or dtypes.
+    """
+
+    def __init__(self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64):
+        self.batch = _check_size(batch, "batch")
+        self.num_kv_heads = _check_size(num_kv_heads, "num_kv_heads")
+        self.head_dim = _check_size(head_dim, "head_dim")
+        self.value_dim = self.head_dim if value_dim is None else _check_size(value_dim, "value_dim")
+        self.dtype = np.dtype(dtype)
+        self._keys = jnp.zeros((self.batch, self.num_kv_heads, 0, self.head_dim), self.dtype)
+        self._values = jnp.zeros((self.batch, self.num_kv_heads, 0, self.value_dim), self.dtype)
+
+    def __len__(self) -> int:
+        return self._keys.shape[2]
+
+    @staticmethod
+    def _view(x) -> np.ndarray:
+        out = np.asarray(x)
+        if out.flags.writeable:
+            out = out.copy()
+            out.flags.writeable = False
+        return out
+
+    @property
+    def keys(self) -> np.ndarray:
+        """Read-only ``(B, Hkv, T, D)`` NumPy array of the cached keys."""
+        return self._view(self._keys)
+
+    @property
+    def values(self) -> np.ndarray:
+        """Read-only ``(B, Hkv, T, Dv)`` NumPy array of the cached values."""
+        return self._view(self._values)
+
+    def append(self, key, value) -> int:
+        """Append ``key`` ``(B, Hkv, Tnew, D)`` and ``value`` ``(B, Hkv, Tnew, Dv)``; return the
+        length before the append. Raises ValueError (shape, dtype); the cache is unchanged."""
+        key, value = np.asarray(key), np.asarray(value)
+        for name, x, last in (("key", key, self.head_dim), ("value", value, self.value_dim)):
+            if x.ndim != 4 or x.shape[:2] != (self.batch, self.num_kv_heads) or x.shape[3] != last:
+                raise ValueError(f"{name}: shape {x.shape} does not fit the cache "
+                                 f"(batch={self.batch}, num_kv_heads={self.num_kv_heads}, Tnew, {last})")
+            if x.dtype != self.dtype:
+                raise ValueError(f"{name}: dtype {x.dtype} differs from the cache's {self.dtype}")
+        if key.shape[2] != value.shape[2]:
+            raise ValueError(f"value: length {value.shape[2]} differs from key's {key.shape[2]}")
+        start = len(self)
+        keys = jnp.concatenate([self._keys, jnp.asarray(key.copy())], axis=2)
+        values = jnp.concatenate([self._values, jnp.asarray(value.copy())], axis=2)
+        self._keys, self._values = keys, values
+        return start
+
+
+def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None,
+                     scale=None) -> np.ndarray:
+    """Append ``key``/``value`` to ``cache``, then JAX attention over the whole cache with
+    ``query_start`` = the length before the append (an explicit bool mask).
+
+    Shapes: query ``(B, Hq, Tnew, D)``, key ``(B, Hkv, Tnew, D)``, value ``(B, Hkv, Tnew, Dv)``
+    -> ``(B, Hq, Tnew, Dv)``. Raises ValueError when query and key lengths differ, and
+    whatever the append or JAX raise; the cache is then exactly as before.
+    """
+    query = np.asarray(query)
+    if query.ndim != 4 or np.ndim(key) != 4 or query.shape[2] != np.shape(key)[2]:
+        raise ValueError(f"query {query.shape} and key {np.shape(key)}: cached_attention takes "
+                         "4-D inputs with one query per appended token")
+    before = cache._keys, cache._values
+    start = cache.append(key, value)
+    try:
+        return _attend(query, cache._keys, cache._values, attn_mask=attn_mask, is_causal=True,
+                       query_start=start, scale=scale)
+    except BaseException:
+        cache._keys, cache._values = before
+        raise
+
+
+def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) -> int:
+    """``2 * layers * batch * tokens * Hkv * head_dim * itemsize`` bytes, with the itemsize
+    of ``jnp.dtype(dtype)``. Raises ValueError for a size that is not an int >= 1.
+    Source: Pope et al. 2022, "Efficiently Scaling Transformer Inference"."""
+    sizes = [_check_size(v, n) for n, v in (("num_layers", num_layers), ("batch", batch),
+                                            ("tokens", tokens), ("num_kv_heads", num_kv_heads),
+                                            ("head_dim", head_dim))]
+    total = 2 * jnp.dtype(dtype).itemsize
+    for size in sizes:
+        total *= size
+    return total

@@ -1,0 +1,295 @@
+"""Subject: ``torch.nn.functional.scaled_dot_product_attention`` (SDPA) on the CPU.
+
+Install the extra first: ``pip install -e .[torch]`` (pins a CPU build of torch). Run:
+``attnprops check --impl properties.subjects.torch_sdpa``.
+
+What the adapter maps, and why (every mapping was checked by ``python -m
+properties.subjects.probe torch_sdpa``, see ``docs/conventions.md``):
+
+- Layout: SDPA already takes ``(B, H, T, D)`` (any leading dims, so 2-D ``(T, D)`` works as
+  is); NumPy arrays are copied into tensors and the result is copied back to NumPy.
+- Mask polarity: SDPA's bool ``attn_mask`` is True = take part in attention, the same as
+  this project's; a float mask is additive in both. Float masks are cast to the query's dtype
+  (SDPA's documented requirement; the rounding is inside the bound's ``u |b|`` term).
+- Causality: SDPA's ``is_causal=True`` is *top-left* aligned (query ``i`` sees keys
+  ``0..i`` whatever ``Tk``), and SDPA refuses ``attn_mask`` together with ``is_causal``. The
+  adapter therefore never passes ``is_causal``: it builds the bool mask ``j <= query_start + i``
+  (``query_start=None`` meaning ``Tk - Tq``), AND-ed with the caller's mask.
+- GQA: ``enable_gqa=True`` when ``Hq != Hkv`` (SDPA maps query head ``h`` to K/V head
+  ``h // (Hq // Hkv)``, this project's convention).
+- ``attention_weights`` is SDPA applied to an identity value matrix: ``softmax(...) @ I``
+  is the weights, exactly (every other product is an exact zero), so the weights properties
+  test SDPA's own softmax.
+- KV cache: SDPA has none. :class:`KVCache` stores torch tensors ``(B, Hkv, T, D)`` and
+  :func:`cached_attention` calls SDPA over the whole cache with ``query_start`` = the cache
+  length before the append, so the cache properties exercise SDPA with offsets.
+
+Declared (:data:`ATTNPROPS_CAPABILITIES`): SDPA does not validate its inputs the project's way
+(NaN/inf pass through, shape errors are ``RuntimeError``), and a fully masked query row gives
+a zero output row (``fully_masked_rows="zeros"``), as in PyTorch >= 2.5.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+__version__ = torch.__version__
+
+ATTNPROPS_CAPABILITIES = {
+    "dtypes": ("float16", "float32", "float64"),
+    "validates_inputs": False,
+    "fully_masked_rows": "zeros",
+}
+
+_TORCH_DTYPES = {
+    np.dtype(np.float16): torch.float16,
+    np.dtype(np.float32): torch.float32,
+    np.dtype(np.float64): torch.float64,
+}
+
+
+def _torch_dtype(dtype) -> torch.dtype:
+    """The torch dtype of a NumPy dtype (float16/32/64); ``TypeError`` for any other."""
+    try:
+        return _TORCH_DTYPES[np.dtype(dtype)]
+    except (KeyError, TypeError):
+        raise TypeError(f"dtype {dtype!r}: use float16, float32 or float64") from None
+
+
+def to_tensor(x) -> torch.Tensor:
+    """A tensor holding a *copy* of ``x`` (any array-like; read-only and non-contiguous
+    NumPy arrays included), so nothing the caller owns is ever shared with torch."""
+    return torch.from_numpy(np.array(x, copy=True))
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    """The tensor's values as a new NumPy array (same dtype)."""
+    return t.detach().cpu().numpy().copy()
+
+
+def causal_mask(query_len: int, key_len: int, query_start: int | None) -> torch.Tensor:
+    """Bool ``(Tq, Tk)``: key ``j`` visible to local query ``i`` iff ``j <= query_start + i``.
+
+    ``query_start=None`` means ``Tk - Tq`` (the queries are the last ``Tq`` positions: the
+    KV-cache alignment). PyTorch's own ``is_causal`` is this mask with ``query_start=0``.
+    """
+    start = key_len - query_len if query_start is None else int(query_start)
+    rows = torch.arange(query_len).unsqueeze(-1)  # (Tq, 1)
+    cols = torch.arange(key_len).unsqueeze(0)  # (1, Tk)
+    return cols <= rows + start
+
+
+def sdpa_mask(attn_mask, dtype: torch.dtype, *, is_causal: bool, query_start, query_len: int,
+              key_len: int) -> torch.Tensor | None:
+    """The ``attn_mask`` to pass to SDPA (which is then called with ``is_causal=False``).
+
+    Args:
+        attn_mask: ``None``, bool (True = may attend) or float additive, broadcastable to
+            ``(B, Hq, Tq, Tk)`` (``(Tq, Tk)`` for 2-D inputs).
+        dtype: the query's torch dtype (a float mask is cast to it).
+        is_causal, query_start: this project's causal rule (see :func:`causal_mask`).
+        query_len, key_len: ``Tq`` and ``Tk``.
+
+    Returns:
+        ``None``, a bool tensor (True = attend) or a float tensor (``-inf`` = hide).
+    """
+    mask = None if attn_mask is None else to_tensor(attn_mask)
+    if mask is not None and mask.ndim < 2:  # SDPA wants (..., Tq, Tk); NumPy broadcasting
+        mask = mask.reshape((1,) * (2 - mask.ndim) + tuple(mask.shape))  # prepends axes
+    if mask is not None and mask.is_floating_point():  # integer masks go to SDPA as they are
+        mask = mask.to(dtype)
+    if not is_causal:
+        return mask
+    causal = causal_mask(query_len, key_len, query_start)
+    if mask is None:
+        return causal
+    if mask.dtype == torch.bool:
+        return mask & causal
+    return torch.where(causal, mask, torch.tensor(float("-inf"), dtype=dtype))
+
+
+def sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, attn_mask=None,
+         is_causal=False, query_start=None, scale=None) -> torch.Tensor:
+    """SDPA on tensors under this project's conventions (see the module docstring).
+
+    Shapes: query ``(B, Hq, Tq, D)`` or ``(Tq, D)``, key ``(B, Hkv, Tk, D)``, value
+    ``(B, Hkv, Tk, Dv)`` -> ``(B, Hq, Tq, Dv)``. Whatever SDPA raises is passed on
+    (``RuntimeError`` for most shape errors).
+    """
+    mask = sdpa_mask(attn_mask, query.dtype, is_causal=is_causal, query_start=query_start,
+                     query_len=query.shape[-2], key_len=key.shape[-2])
+    gqa = query.ndim == 4 and key.ndim == 4 and query.shape[1] != key.shape[1]
+    return F.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, is_causal=False,
+        scale=None if scale is None else float(scale), enable_gqa=gqa,
+    )
+
+
+def attention(query, key, value, *, attn_mask=None, is_causal=False, query_start=None,
+              scale=None) -> np.ndarray:
+    """Scaled dot-product attention through ``torch.nn.functional.scaled_dot_product_attention``.
+
+    Args:
+        query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; float16, float32 or float64 NumPy array.
+        key: ``(B, Hkv, Tk, D)`` or ``(Tk, D)``, same dtype; value: ``(B, Hkv, Tk, Dv)``.
+        attn_mask: ``None``, bool (True = may attend) or float additive mask broadcastable to
+            ``(B, Hq, Tq, Tk)``.
+        is_causal: key ``j`` visible to local query ``i`` iff ``j <= query_start + i``.
+        query_start: absolute position of the first query (``None``: ``Tk - Tq``).
+        scale: ``None`` (``1/sqrt(D)``) or a float.
+
+    Returns:
+        ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``), the input dtype.
+
+    Raises:
+        Whatever SDPA raises (mostly ``RuntimeError``); no input validation of its own
+        (declared ``validates_inputs=False``). A fully masked row gives zeros.
+    """
+    q, k, v = to_tensor(query), to_tensor(key), to_tensor(value)
+    out = sdpa(q, k, v, attn_mask=attn_mask, is_causal=is_causal, query_start=query_start,
+               scale=scale)
+    return to_numpy(out)
+
+
+def attention_weights(query, key, *, attn_mask=None, is_causal=False, query_start=None,
+                      scale=None) -> np.ndarray:
+    """Attention weights ``(B, Hq, Tq, Tk)`` (or ``(Tq, Tk)``), computed by SDPA.
+
+    SDPA does not return its weights; with the identity as value matrix its output *is* the
+    weights (``w @ I = w`` exactly). Arguments as :func:`attention`; same dtype and errors.
+    """
+    q, k = to_tensor(query), to_tensor(key)
+    key_len = k.shape[-2]
+    eye = torch.eye(key_len, dtype=k.dtype)  # (Tk, Tk)
+    identity = eye if k.ndim == 2 else eye.expand(k.shape[0], k.shape[1], key_len, key_len)
+    out = sdpa(q, k, identity.contiguous(), attn_mask=attn_mask, is_causal=is_causal,
+               query_start=query_start, scale=scale)
+    return to_numpy(out)
+
+
+def _check_size(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name}: {value!r} must be an int >= 1")
+    return int(value)
+
+
+class KVCache:
+    """A per-layer K/V cache of torch tensors ``(B, Hkv, T, D)`` / ``(B, Hkv, T, Dv)``.
+
+    Args:
+        batch, num_kv_heads, head_dim: sizes (ints >= 1).
+        value_dim: ``Dv`` (``None``: ``head_dim``).
+        dtype: float16, float32 or float64 (NumPy dtype); appended arrays must match it.
+
+    ``keys``/``values`` are read-only NumPy views of the cached tensors; ``append`` stores
+    copies (``torch.cat`` allocates) and is atomic. Holds ``Hkv`` heads, never ``Hq``.
+
+    Raises:
+        ValueError for bad sizes, TypeError for an unsupported dtype.
+    """
+
+    def __init__(self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64):
+        self.batch = _check_size(batch, "batch")
+        self.num_kv_heads = _check_size(num_kv_heads, "num_kv_heads")
+        self.head_dim = _check_size(head_dim, "head_dim")
+        self.value_dim = self.head_dim if value_dim is None else _check_size(value_dim, "value_dim")
+        self.dtype = np.dtype(dtype)
+        tdtype = _torch_dtype(self.dtype)
+        self._keys = torch.empty((self.batch, self.num_kv_heads, 0, self.head_dim), dtype=tdtype)
+        self._values = torch.empty((self.batch, self.num_kv_heads, 0, self.value_dim),
+                                   dtype=tdtype)
+
+    def __len__(self) -> int:
+        return self._keys.shape[2]
+
+    @staticmethod
+    def _view(t: torch.Tensor) -> np.ndarray:
+        view = t.numpy()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def keys(self) -> np.ndarray:
+        """Read-only ``(B, Hkv, T, D)`` NumPy view of the cached keys."""
+        return self._view(self._keys)
+
+    @property
+    def values(self) -> np.ndarray:
+        """Read-only ``(B, Hkv, T, Dv)`` NumPy view of the cached values."""
+        return self._view(self._values)
+
+    def append(self, key, value) -> int:
+        """Append ``key`` ``(B, Hkv, Tnew, D)`` and ``value`` ``(B, Hkv, Tnew, Dv)``.
+
+        Returns the length before the append (the absolute position of the first new token).
+
+        Raises:
+            ValueError (shape, dtype); the cache is then unchanged.
+        """
+        key, value = np.asarray(key), np.asarray(value)
+        for name, x, last in (("key", key, self.head_dim), ("value", value, self.value_dim)):
+            if x.ndim != 4 or x.shape[:2] != (self.batch, self.num_kv_heads) or x.shape[3] != last:
+                raise ValueError(f"{name}: shape {x.shape} does not fit the cache "
+                                 f"(batch={self.batch}, num_kv_heads={self.num_kv_heads}, Tnew, {last})")
+            if x.dtype != self.dtype:
+                raise ValueError(f"{name}: dtype {x.dtype} differs from the cache's {self.dtype}")
+        if key.shape[2] != value.shape[2]:
+            raise ValueError(f"value: length {value.shape[2]} differs from key's {key.shape[2]}")
+        start = len(self)
+        keys = torch.cat([self._keys, to_tensor(key)], dim=2)
+        values = torch.cat([self._values, to_tensor(value)], dim=2)
+        self._keys, self._values = keys, values  # both or neither
+        return start
+
+
+def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None,
+                     scale=None) -> np.ndarray:
+    """Append ``key``/``value`` to ``cache``, then SDPA over the whole cache.
+
+    Args:
+        query: ``(B, Hq, Tnew, D)``, one query per appended token.
+        key: ``(B, Hkv, Tnew, D)``; value: ``(B, Hkv, Tnew, Dv)``; the cache's dtype.
+        cache: a :class:`KVCache` (modified in place).
+        attn_mask: ``None`` or a mask broadcastable to ``(B, Hq, Tnew, T_total)``.
+        scale: as in :func:`attention`.
+
+    Returns:
+        ``(B, Hq, Tnew, Dv)``: causal attention with ``query_start`` = the cache length before
+        the append (query ``i`` sees positions ``0 .. start + i``), passed to SDPA as an
+        explicit bool mask.
+
+    Raises:
+        ValueError when the query and the new keys differ in length, and whatever the append
+        or SDPA raise; the cache is then exactly as before.
+    """
+    query = np.asarray(query)
+    if query.ndim != 4 or np.ndim(key) != 4 or query.shape[2] != np.shape(key)[2]:
+        raise ValueError(f"query {query.shape} and key {np.shape(key)}: cached_attention takes "
+                         "4-D inputs with one query per appended token")
+    before = cache._keys, cache._values
+    start = cache.append(key, value)
+    try:
+        out = sdpa(to_tensor(query), cache._keys, cache._values, attn_mask=attn_mask,
+                   is_causal=True, query_start=start, scale=scale)
+    except BaseException:
+        cache._keys, cache._values = before
+        raise
+    return to_numpy(out)
+
+
+def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) -> int:
+    """K/V cache payload in bytes: ``2 * layers * batch * tokens * Hkv * head_dim *
+    element_size`` with torch's ``element_size`` for ``dtype`` (a NumPy dtype or its name).
+
+    Raises ValueError for a size that is not an int >= 1, TypeError for another dtype.
+    Source: Pope et al. 2022, "Efficiently Scaling Transformer Inference" (the 2 is K and V).
+    """
+    sizes = [_check_size(v, n) for n, v in (("num_layers", num_layers), ("batch", batch),
+                                            ("tokens", tokens), ("num_kv_heads", num_kv_heads),
+                                            ("head_dim", head_dim))]
+    total = 2 * torch.empty((), dtype=_torch_dtype(dtype)).element_size()
+    for size in sizes:
+        total *= size
+    return total

@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .suite_runner import RunResult, TestFailure, run_suite
+from .suite_runner import RunResult, PropertyFailure, run_suite
 
 SCHEMA_VERSION = 1
 REFERENCE_SUBJECT = "impl"
@@ -66,7 +66,7 @@ class MutantResult:
     examples_tried: int | None
 
 
-def _classify(run: RunResult, expected: set[str]) -> tuple[Outcome, list[TestFailure]]:
+def _classify(run: RunResult, expected: set[str]) -> tuple[Outcome, list[PropertyFailure]]:
     if run.returncode not in (0, 1):  # usage error, internal error, no tests collected
         return Outcome.ERROR, run.failures
     # expected properties first, and among them those with a shrunk falsifying example

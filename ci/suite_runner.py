@@ -23,7 +23,7 @@ PROPERTIES = REPO / "properties"
 
 
 @dataclass(frozen=True)
-class TestFailure:
+class PropertyFailure:
     """One failing property: its name, whether it failed as a property (not a crash), the
     first line of the failure and Hypothesis's falsifying example."""
 
@@ -44,7 +44,7 @@ class RunResult:
     tests_run: int = 0
     skipped: int = 0
     xfailed: int = 0
-    failures: list[TestFailure] = field(default_factory=list)
+    failures: list[PropertyFailure] = field(default_factory=list)
     examples: dict[str, int] = field(default_factory=dict)
     output_tail: str = ""
 
@@ -104,7 +104,7 @@ def _violation_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else ""
 
 
-def _parse_junit(path: Path) -> tuple[int, int, int, list[TestFailure]]:
+def _parse_junit(path: Path) -> tuple[int, int, int, list[PropertyFailure]]:
     """(tests run, skipped, xfailed, failures) from a pytest JUnit XML file."""
     if not path.exists():
         return 0, 0, 0, []
@@ -119,7 +119,7 @@ def _parse_junit(path: Path) -> tuple[int, int, int, list[TestFailure]]:
             text = (node.get("message") or "") + "\n" + (node.text or "")
             violation = tag == "failure" and (
                 "PropertyViolation" in text or "AssertionError" in text)
-            failures.append(TestFailure(
+            failures.append(PropertyFailure(
                 test=case.get("name", "?").split("[")[0],
                 is_property_violation=violation,
                 message=_violation_line(text)[:400],

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ci.mutation_report import Outcome, _classify, run_mutant, select
-from ci.suite_runner import RunResult, TestFailure, _falsifying_example
+from ci.suite_runner import RunResult, PropertyFailure, _falsifying_example
 from mutants import all_mutants
 
 
@@ -22,13 +22,13 @@ def test_source_document_mutants_are_killed(name, tmp_path):
     assert result.falsifying_example.startswith("Falsifying"), result
 
 
-def _run(*failures: TestFailure, rc: int = 1) -> RunResult:
+def _run(*failures: PropertyFailure, rc: int = 1) -> RunResult:
     return RunResult(subject="mutants.x", returncode=rc, seconds=0.0, tests_run=3,
                      failures=list(failures))
 
 
-def _failure(test: str, violation: bool) -> TestFailure:
-    return TestFailure(test=test, is_property_violation=violation, message="m",
+def _failure(test: str, violation: bool) -> PropertyFailure:
+    return PropertyFailure(test=test, is_property_violation=violation, message="m",
                        falsifying_example="")
 
 

@@ -3,7 +3,8 @@
 Public API (shape legend: B batch, Hq/Hkv query/key-value heads, Tq/Tk positions, D/Dv head
 dims)::
 
-    attention(query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None)
+    attention(query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None,
+              block_size=None)
     attention_weights(query, key, *, attn_mask=None, is_causal=False, query_start=None, scale=None)
     KVCache(batch, num_kv_heads, head_dim, value_dim=None, *, dtype=numpy.float64)
     cached_attention(query, key, value, cache, *, attn_mask=None, scale=None)
@@ -11,6 +12,9 @@ dims)::
     AttentionInputError  (a ValueError; subclasses in oracle.rules)
 
 The rules these functions enforce are written once, in :mod:`oracle.rules`.
+``block_size=n`` processes ``n`` queries by ``n`` keys at a time with an online softmax (peak
+extra memory O(B Hq n (n + Dv)) instead of O(B Hq Tq Tk)); ``ATTNPROPS_CAPABILITIES`` declares it so the property
+suite draws block sizes too.
 """
 
 from oracle.rules import AttentionInputError
@@ -19,6 +23,9 @@ from .attention import attention, attention_weights
 from .kv_cache import KVCache, cached_attention, kv_cache_bytes
 
 __version__ = "0.1.0"
+
+# What the property suite may exercise beyond the defaults (properties/subject.py).
+ATTNPROPS_CAPABILITIES = {"block_size": True}
 
 __all__ = [
     "AttentionInputError",

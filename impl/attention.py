@@ -12,25 +12,311 @@ positions, Tk key positions, D head_dim, Dv value head dim. Query head ``h`` rea
 The softmax subtracts the row maximum of the visible scores (no overflow in ``exp``) and masked
 keys get weight exactly 0. float16 inputs are computed in float32 and the result is rounded
 back to float16. Every rule on inputs is in :mod:`oracle.rules`; this module applies it.
+
+Two paths compute :func:`attention`:
+
+- ``block_size=None`` (default), the *dense* path: the whole ``(B, Hq, Tq, Tk)`` score array,
+  masked in place and normalized in place. Its results are bitwise those of the straightforward
+  formula (``mutants._common.Pipeline`` mirrors it step by step).
+- ``block_size=n``, the *blocked* path: tiles of ``n`` queries by ``n`` keys with an online
+  softmax (Milakov & Gimelshein 2018, "Online normalizer calculation for softmax"; Dao et al.
+  2022, "FlashAttention"): a running row maximum ``m`` and running sum ``l``, and the running
+  output is rescaled by ``exp(m_old - m_new)`` whenever the maximum grows. Peak extra memory
+  is O(B Hq n (n + Dv)) instead of O(B Hq Tq Tk), and each tile's scores stay in cache. Key
+  blocks that no query of a tile may see (causal) are skipped, and query rows that see nothing
+  of a key block are left out of it. Masks are read one block at a time, never broadcast to
+  ``(B, Hq, Tq, Tk)``. Same rules, same errors; results agree with the dense path up to
+  rounding (within the suite's error bounds).
+
+Validation does not build a ``(B, Hq, Tq, Tk)`` visibility array either: :func:`_check_call`
+applies the rules of :func:`oracle.rules.check_attention_inputs` in the same order with the
+same messages (``impl/tests/test_blocked.py`` checks the parity), and the "fully masked row"
+rule is checked one key block at a time by :func:`_check_rows`.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from oracle.rules import AttentionProblem, check_attention_inputs, compute_dtype, raise_score_overflow
+from oracle.rules import (
+    FLOAT_DTYPES,
+    AttentionInputError,
+    AttentionProblem,
+    DtypeError,
+    FullyMaskedRowError,
+    QueryStartError,
+    ShapeError,
+    _check_float_array,
+    check_block_size,
+    check_is_causal,
+    check_mask,
+    check_query_start,
+    check_scale,
+    compute_dtype,
+    raise_score_overflow,
+)
+
+# Keys per chunk for the fully-masked-row check when the call itself is not blocked.
+_ROW_CHECK_ELEMENTS = 1 << 22
+
+
+class _Call(NamedTuple):
+    """A validated call: 4-D views of the caller's arrays and the rule-checked options.
+
+    ``mask`` is the caller's ``attn_mask`` as a 4-D view (leading axes of length 1 added),
+    NOT broadcast to ``(B, Hq, Tq, Tk)``; ``None`` without a mask. ``query_start`` is the
+    absolute position of the first query (``Tk - Tq`` when the caller passed None).
+    """
+
+    query: np.ndarray  # (B, Hq, Tq, D)
+    key: np.ndarray  # (B, Hkv, Tk, D)
+    value: np.ndarray | None  # (B, Hkv, Tk, Dv)
+    mask: np.ndarray | None  # 4-D, broadcastable to (B, Hq, Tq, Tk)
+    scale: float | None
+    query_start: int
+    is_causal: bool
+    two_d: bool
+    dtype: np.dtype
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """The score shape ``(B, Hq, Tq, Tk)``."""
+        B, Hq, Tq, _ = self.query.shape
+        return B, Hq, Tq, self.key.shape[2]
+
+    @property
+    def float_mask(self) -> bool:
+        return self.mask is not None and self.mask.dtype != np.bool_
+
+
+def _float_array(x, name: str, check_finite: bool) -> np.ndarray:
+    """:func:`oracle.rules._check_float_array` (dtype, size, finite); with ``check_finite``
+    False a float ndarray of non-zero size is returned unscanned: the caller then checks it
+    block by block (and reruns the full check before raising any error)."""
+    if not check_finite and isinstance(x, np.ndarray) and x.dtype in FLOAT_DTYPES and x.size:
+        return x
+    return _check_float_array(x, name)
+
+
+def _check_call(query, key, value, *, attn_mask, is_causal, query_start, scale,
+                needs_value=True, check_finite=True) -> _Call:
+    """The rules of :func:`oracle.rules.check_attention_inputs`, in its order and with its
+    messages, except the fully-masked-row rule (see :func:`_check_rows`), without building a
+    ``(B, Hq, Tq, Tk)`` array. ``check_finite=False`` skips the scan of query, key and value
+    for NaN/infinity (see :func:`_float_array`)."""
+    is_causal = check_is_causal(is_causal)
+    scale = check_scale(scale)
+    named = [("query", query), ("key", key)] + ([("value", value)] if needs_value else [])
+    arrays = {name: _float_array(x, name, check_finite) for name, x in named}
+    q, k = arrays["query"], arrays["key"]
+    v = arrays.get("value")
+    if q.ndim not in (2, 4):
+        raise ShapeError(
+            f"query: ndim {q.ndim} (shape {q.shape}); expected (B, Hq, Tq, D) or (T, D)"
+        )
+    for name, x in arrays.items():
+        if x.ndim != q.ndim:
+            raise ShapeError(
+                f"{name}: ndim {x.ndim} (shape {x.shape}) differs from query's ndim {q.ndim}"
+            )
+        if x.dtype != q.dtype:
+            raise DtypeError(
+                f"{name}: dtype {x.dtype} differs from query's {q.dtype}; cast them to one dtype"
+            )
+    two_d = q.ndim == 2
+    if two_d:
+        q, k = q[None, None], k[None, None]
+        v = None if v is None else v[None, None]
+    B, Hq, Tq, D = q.shape
+    _, Hkv, Tk, _ = k.shape
+    if k.shape[0] != B:
+        raise ShapeError(f"key: batch {k.shape[0]} differs from query's batch {B}")
+    if k.shape[3] != D:
+        raise ShapeError(f"key: head_dim {k.shape[3]} differs from query's head_dim {D}")
+    if Hq % Hkv:
+        raise ShapeError(
+            f"key: num_kv_heads={Hkv} must divide num_heads={Hq} (query head h reads K/V "
+            "head h // (Hq // Hkv))"
+        )
+    if v is not None:
+        if v.shape[0] != B:
+            raise ShapeError(f"value: batch {v.shape[0]} differs from query's batch {B}")
+        if v.shape[1] != Hkv:
+            raise ShapeError(f"value: num_kv_heads {v.shape[1]} differs from key's {Hkv}")
+        if v.shape[2] != Tk:
+            raise ShapeError(f"value: length {v.shape[2]} differs from key's length {Tk}")
+    start = check_query_start(query_start, Tq, Tk)
+    if start is None:
+        start = Tk - Tq
+        if is_causal and start < 0:
+            raise QueryStartError(
+                f"query_start: None means Tk - Tq = {start} < 0 (Tq={Tq} > Tk={Tk}); with "
+                "is_causal=True the first queries would see no key"
+            )
+    mask = check_mask(attn_mask, (Tq, Tk) if two_d else (B, Hq, Tq, Tk))
+    if mask is not None:
+        mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)  # a view: never copied
+    return _Call(q, k, v, mask, scale, start, is_causal, two_d, q.dtype)
+
+
+def _mask_block(call: _Call, rows: slice, keys: slice) -> np.ndarray | None:
+    """The mask entries of query rows ``rows`` and keys ``keys``: a view of the caller's mask,
+    still broadcastable (axes of length 1 stay 1). ``None`` without a mask."""
+    mask = call.mask
+    if mask is None:
+        return None
+    return mask[:, :, rows if mask.shape[2] > 1 else slice(None),
+                keys if mask.shape[3] > 1 else slice(None)]
+
+
+def _causal_hidden(call: _Call, rows: slice, keys: slice) -> np.ndarray | None:
+    """Bool ``(r, keys)`` for the first ``r <= len(rows)`` rows of the block: True where
+    causality hides key ``j`` from local query ``i`` (``j > query_start + i``). The rows after
+    the first ``r`` see every key of the block. ``None`` when nothing in the block is hidden."""
+    if not call.is_causal:
+        return None
+    # Query i sees the whole block iff keys.stop - 1 <= query_start + i.
+    stop = min(rows.stop, max(rows.start, keys.stop - 1 - call.query_start))
+    if stop == rows.start:
+        return None
+    i = np.arange(rows.start, stop)[:, None]
+    j = np.arange(keys.start, keys.stop)[None, :]
+    return j > call.query_start + i
+
+
+def _visible_block(call: _Call, rows: slice, keys: slice) -> np.ndarray | bool:
+    """Visibility of a block (mask AND causality), broadcastable to the block's shape."""
+    visible = True
+    mask = _mask_block(call, rows, keys)
+    if mask is not None:
+        visible = mask if mask.dtype == np.bool_ else ~np.isneginf(mask)
+    hidden = _causal_hidden(call, rows, keys)
+    if hidden is not None:
+        below = np.zeros((rows.stop - rows.start - hidden.shape[0], hidden.shape[1]), bool)
+        visible = visible & ~np.concatenate([hidden, below])
+    return visible
+
+
+def _check_rows(call: _Call, block_size: int | None = None) -> None:
+    """The rulebook's "fully masked row" rule (same message), one key block at a time.
+
+    Without a mask every row sees a key: key 0 is causally visible to every query because
+    ``query_start >= 0`` whenever ``is_causal``.
+    """
+    if call.mask is None:
+        return
+    B, Hq, Tq, Tk = call.shape
+    mb, mh = call.mask.shape[:2]
+    if block_size is None:
+        block_size = max(1, _ROW_CHECK_ELEMENTS // (mb * mh * Tq))
+    seen = np.zeros((mb, mh, Tq if call.is_causal else call.mask.shape[2]), dtype=bool)
+    last = min(Tk, call.query_start + Tq) if call.is_causal else Tk
+    span = Tk if call.mask.shape[3] == 1 and not call.is_causal else block_size
+    all_rows = slice(0, Tq)
+    for j0 in range(0, last, span):
+        keys = slice(j0, min(j0 + span, last))
+        seen |= np.any(_visible_block(call, all_rows, keys), axis=-1)
+        if seen.all():
+            return
+    empty = ~np.broadcast_to(seen, (B, Hq, Tq))
+    if empty.any():
+        b, h, i = (int(n) for n in np.argwhere(empty)[0])
+        raise FullyMaskedRowError(
+            f"attn_mask/is_causal: query row (batch={b}, head={h}, query={i}) has no "
+            f"visible key ({int(empty.sum())} such rows); every query must see at least "
+            "one key"
+        )
+
+
+def _scaled_query(call: _Call, ct: np.dtype) -> np.ndarray:
+    """``query * scale`` in the compute dtype, grouped ``(B, Hkv, G, Tq, D)``.
+
+    The query is scaled before the product, so a dot product that only the scale brings back
+    into range does not overflow (left: partial sums beyond the range)."""
+    B, Hq, Tq, D = call.query.shape
+    Hkv = call.key.shape[1]
+    scale = 1.0 / np.sqrt(D) if call.scale is None else call.scale
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        query = call.query.astype(ct, copy=False) * ct.type(scale)  # (B, Hq, Tq, D)
+    return query.reshape(B, Hkv, Hq // Hkv, Tq, D)
+
+
+def _scores_in_range(call: _Call, ct: np.dtype) -> bool:
+    """True when no visible scaled score plus mask entry can overflow ``ct``, so the per-block
+    overflow scan can be skipped: ``|s_ij| <= scale * D * max|q| * max|k|``, plus the largest
+    ``|mask|``, stays below half the dtype's maximum. Costs a few reductions over query and
+    key, so it is only tried when the scores are much larger than the inputs; NaN, infinity or
+    a ``-inf`` mask entry give False (the scan then runs)."""
+    B, Hq, Tq, Tk = call.shape
+    if B * Hq * Tq * Tk < 4 * (call.query.size + call.key.size):
+        return False
+    D = call.query.shape[3]
+    scale = 1.0 / np.sqrt(D) if call.scale is None else call.scale
+    with np.errstate(all="ignore"):
+        bound = (scale * D * max(float(call.query.max()), -float(call.query.min()))
+                 * max(float(call.key.max()), -float(call.key.min())))
+        if call.float_mask:
+            bound += max(abs(float(call.mask.min())), abs(float(call.mask.max())))
+    return bool(bound < 0.5 * float(np.finfo(ct).max))  # NaN compares False
+
+
+def _mask_scores(scores: np.ndarray, call: _Call, ct: np.dtype, rows: slice, keys: slice,
+                 in_range: bool = False) -> None:
+    """In place on ``scores`` ``(B, Hq, len(rows), len(keys))``: add the float mask, raise on
+    a visible score that overflows (not scanned when ``in_range``, see
+    :func:`_scores_in_range`), set hidden keys to ``-inf``. Visible entries get exactly
+    ``scores + mask.astype(ct)``."""
+    mask = _mask_block(call, rows, keys)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if mask is not None and mask.dtype != np.bool_:
+            np.add(scores, mask.astype(ct, copy=False), out=scores)
+        if not in_range:
+            finite = np.isfinite(scores)
+            if not finite.all():
+                if np.any(~finite & _visible_block(call, rows, keys)):
+                    raise_score_overflow(call)
+                np.copyto(scores, ct.type(-np.inf), where=~finite)  # only hidden keys
+    # A float mask's -inf entries are -inf in the scores already (finite + -inf).
+    if mask is not None and mask.dtype == np.bool_:
+        np.copyto(scores, ct.type(-np.inf), where=~mask)
+    hidden = _causal_hidden(call, rows, keys)
+    if hidden is not None:
+        np.copyto(scores[:, :, : hidden.shape[0]], ct.type(-np.inf), where=hidden)
+
+
+def _dense_weights(call: _Call, ct: np.dtype) -> np.ndarray:
+    """Attention weights ``(B, Hq, Tq, Tk)`` in the compute dtype (the dense path)."""
+    B, Hq, Tq, Tk = call.shape
+    key = call.key.astype(ct, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, D)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        scores = np.matmul(_scaled_query(call, ct), key.swapaxes(-1, -2))  # (B, Hkv, G, Tq, Tk)
+    scores = scores.reshape(B, Hq, Tq, Tk)
+    _mask_scores(scores, call, ct, slice(0, Tq), slice(0, Tk), _scores_in_range(call, ct))
+    # Softmax along keys, in place: every row has a visible (finite) score, so the row max is
+    # finite and exp(-inf - max) == 0 for hidden keys.
+    with np.errstate(under="ignore"):
+        row_max = scores.max(axis=-1, keepdims=True)
+        np.subtract(scores, row_max, out=scores)
+        np.exp(scores, out=scores)
+        total = scores.sum(axis=-1, keepdims=True)
+        np.divide(scores, total, out=scores)
+    return scores
 
 
 def _masked_scores(problem: AttentionProblem) -> np.ndarray:
-    """Scaled scores plus float mask, ``-inf`` where not visible. ``(B, Hq, Tq, Tk)``."""
+    """Scaled scores plus float mask, ``-inf`` where not visible. ``(B, Hq, Tq, Tk)``.
+
+    The reference form of the dense path's scores for an :class:`oracle.rules.AttentionProblem`
+    (its dense ``visible``); ``ci.audit`` reads impl's scores through it. Same values as
+    :func:`_dense_weights` computes before its softmax."""
     ct = compute_dtype(problem.dtype)
     B, Hq, Tq, D = problem.query.shape
     Hkv, Tk, G = problem.num_kv_heads, problem.key.shape[2], problem.group
     scale = 1.0 / np.sqrt(D) if problem.scale is None else problem.scale
     key = problem.key.astype(ct, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, D)
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        # Scale the query before the product, so a dot product that only the scale brings
-        # back into range does not overflow (left: partial sums beyond the range).
         query = problem.query.astype(ct, copy=False) * ct.type(scale)  # (B, Hq, Tq, D)
         query = query.reshape(B, Hkv, G, Tq, D)  # (B, Hkv, G, Tq, D)
         scores = np.matmul(query, key.swapaxes(-1, -2))  # (B, Hkv, G, Tq, Tk)
@@ -44,13 +330,95 @@ def _masked_scores(problem: AttentionProblem) -> np.ndarray:
 
 
 def _softmax(scores: np.ndarray, visible: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis with max subtraction; rows with no visible key give zeros."""
+    """Softmax over the last axis with max subtraction; rows with no visible key give zeros.
+
+    The reference form of the dense path's in-place softmax (used by :mod:`mutants`)."""
     has_key = visible.any(axis=-1, keepdims=True)  # (B, Hq, Tq, 1)
     row_max = np.where(has_key, scores.max(axis=-1, keepdims=True), 0)
     with np.errstate(invalid="ignore"):
         exp = np.exp(scores - row_max)  # exp(-inf) == 0 for hidden keys
     total = exp.sum(axis=-1, keepdims=True)
     return exp / np.where(has_key, total, 1)
+
+
+def _key_block_starts(stop: int, block_size: int) -> range:
+    """First key of each block: ``0, n, 2n, ...`` below ``stop``; the last block may be short."""
+    return range(0, stop, block_size)
+
+
+def _online_softmax_step(m: np.ndarray, l: np.ndarray, acc: np.ndarray, s: np.ndarray,
+                         value: np.ndarray) -> None:
+    """Fold one key block into the running state, in place.
+
+    ``m``, ``l`` ``(..., n, 1)``: running max and running sum of ``exp(s - m)``; ``acc``
+    ``(..., n, Dv)``: running sum of ``exp(s - m) * v``; ``s`` ``(..., n, nk)``: the block's
+    masked scores (``-inf`` where hidden; overwritten); ``value`` ``(..., nk, Dv)``. When the
+    maximum grows from ``m`` to ``m_new``, what was summed under ``m`` is rescaled by
+    ``exp(m - m_new)`` (Milakov & Gimelshein 2018, alg. 3; Dao et al. 2022, alg. 1).
+    """
+    m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
+    # A row that has seen no visible key yet keeps m = -inf; subtract 0 there (-inf stays).
+    shift = np.where(m_new == -np.inf, s.dtype.type(0), m_new)
+    alpha = np.exp(m - shift)  # <= 1; 0 while the row had seen nothing
+    p = np.exp(np.subtract(s, shift, out=s), out=s)  # exp(-inf) == 0 for hidden keys
+    l *= alpha
+    l += p.sum(axis=-1, keepdims=True)
+    acc *= alpha
+    acc += np.matmul(p, value)
+    m[...] = m_new
+
+
+def _blocked_output(call: _Call, ct: np.dtype, block_size: int) -> np.ndarray:
+    """``softmax(scores) @ value`` ``(B, Hq, Tq, Dv)`` in the compute dtype, in tiles of
+    ``block_size`` queries by ``block_size`` keys with an online softmax (running max ``m``,
+    running sum ``l`` per query row). Peak extra memory O(B Hq (block_size**2 + Tq Dv)).
+
+    Also applies the finiteness rule to query, key and value, which ``call`` was validated
+    without: each key/value block is scanned when it is first used (while it is in cache),
+    the keys no query sees at the end. Raises NonFiniteInputError on the first bad block (the
+    caller then reruns the full validation for the rulebook's first error)."""
+    B, Hq, Tq, Tk = call.shape
+    Hkv, Dv = call.key.shape[1], call.value.shape[3]
+    G = Hq // Hkv
+    start = call.query_start
+    _check_float_array(call.query, "query")
+    query = _scaled_query(call, ct)  # (B, Hkv, G, Tq, D)
+    key = call.key.astype(ct, copy=False)  # (B, Hkv, Tk, D)
+    value = call.value.astype(ct, copy=False)  # (B, Hkv, Tk, Dv)
+    out = np.empty((B, Hkv, G, Tq, Dv), dtype=ct)
+    in_range = _scores_in_range(call, ct)
+    scanned = 0  # keys/values [0, scanned) are known to be finite
+
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        for t0 in range(0, Tq, block_size):  # one tile of query rows at a time
+            t1 = min(Tq, t0 + block_size)
+            m = np.full((B, Hkv, G, t1 - t0, 1), -np.inf, dtype=ct)  # running max
+            l = np.zeros((B, Hkv, G, t1 - t0, 1), dtype=ct)  # running sum of exp(s - m)
+            acc = np.zeros((B, Hkv, G, t1 - t0, Dv), dtype=ct)  # running sum of exp(s - m) v
+            # Causal: keys after the tile's last query position are seen by none of its rows.
+            last = min(Tk, start + t1) if call.is_causal else Tk
+            for j0 in _key_block_starts(last, block_size):
+                keys = slice(j0, min(j0 + block_size, last))
+                fresh = slice(scanned, keys.stop)  # first use of these keys: scan them
+                if fresh.stop > fresh.start:  # (each block right before its product reads it)
+                    _check_float_array(call.key[:, :, fresh], "key")
+                # Causal: query i sees key j0 iff j0 <= start + i; earlier rows skip the block.
+                i0 = min(t1, max(t0, j0 - start)) if call.is_causal else t0
+                rows, local = slice(i0, t1), slice(i0 - t0, t1 - t0)
+                k_t = key[:, :, None, keys].swapaxes(-1, -2)  # (B, Hkv, 1, D, nk)
+                s = np.matmul(query[:, :, :, rows], k_t)  # (B, Hkv, G, n, nk)
+                _mask_scores(s.reshape(B, Hq, t1 - i0, -1), call, ct, rows, keys, in_range)
+                if fresh.stop > fresh.start:
+                    _check_float_array(call.value[:, :, fresh], "value")
+                    scanned = fresh.stop
+                _online_softmax_step(m[:, :, :, local], l[:, :, :, local], acc[:, :, :, local],
+                                     s, value[:, :, None, keys])
+            # every row has a visible key (checked), so l >= 1
+            np.divide(acc, l, out=out[:, :, :, t0:t1])
+    if scanned < Tk:  # keys that no query sees are inputs too: the rule covers them
+        _check_float_array(call.key[:, :, scanned:], "key")
+        _check_float_array(call.value[:, :, scanned:], "value")
+    return out.reshape(B, Hq, Tq, Dv)
 
 
 def attention_weights(
@@ -76,16 +444,16 @@ def attention_weights(
         query row with no visible key and scaled scores that overflow. Inputs are not
         modified. Source: Vaswani et al. 2017, eq. 1.
     """
-    problem = check_attention_inputs(
-        query, key, attn_mask=attn_mask, is_causal=is_causal, query_start=query_start,
-        scale=scale, needs_value=False,
-    )
-    weights = _softmax(_masked_scores(problem), problem.visible).astype(problem.dtype)
-    return weights[0, 0] if problem.two_d else weights
+    call = _check_call(query, key, None, attn_mask=attn_mask, is_causal=is_causal,
+                       query_start=query_start, scale=scale, needs_value=False)
+    _check_rows(call)
+    weights = _dense_weights(call, compute_dtype(call.dtype)).astype(call.dtype)
+    return weights[0, 0] if call.two_d else weights
 
 
 def attention(
-    query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None
+    query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None,
+    block_size=None,
 ) -> np.ndarray:
     """Scaled dot-product attention ``softmax(scale * query @ key^T + mask) @ value``.
 
@@ -94,25 +462,46 @@ def attention(
         key: ``(B, Hkv, Tk, D)`` or ``(Tk, D)``, same dtype, ``Hq % Hkv == 0``.
         value: ``(B, Hkv, Tk, Dv)`` or ``(Tk, Dv)``, same dtype.
         attn_mask, is_causal, query_start, scale: as in :func:`attention_weights`.
+        block_size: ``None`` (default): the dense path, one ``(B, Hq, Tq, Tk)`` score array.
+            An int ``n >= 1``: tiles of ``n`` queries by ``n`` keys with an online softmax,
+            peak extra memory O(B Hq n (n + Dv)) (Milakov & Gimelshein 2018; Dao et al.
+            2022). Same rules; the result differs from the dense path by rounding only.
 
     Returns:
         ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``) in the input dtype (float16 is computed in
         float32).
 
     Raises:
-        oracle.rules.AttentionInputError for any broken rule (see :mod:`oracle.rules`).
-        Inputs are not modified. Source: Vaswani et al. 2017, eq. 1; GQA grouping from
-        Ainslie et al. 2023.
+        oracle.rules.AttentionInputError for any broken rule (see :mod:`oracle.rules`;
+        ``block_size`` by :func:`oracle.rules.check_block_size`). Inputs are not modified.
+        Source: Vaswani et al. 2017, eq. 1; GQA grouping from Ainslie et al. 2023.
     """
-    problem = check_attention_inputs(
-        query, key, value, attn_mask=attn_mask, is_causal=is_causal, query_start=query_start,
-        scale=scale,
-    )
-    ct = compute_dtype(problem.dtype)
-    B, Hq, Tq, _ = problem.query.shape
-    Hkv, G, Dv = problem.num_kv_heads, problem.group, problem.value.shape[3]
-    weights = _softmax(_masked_scores(problem), problem.visible)  # (B, Hq, Tq, Tk)
-    grouped = weights.reshape(B, Hkv, G, Tq, -1)  # (B, Hkv, G, Tq, Tk)
-    value = problem.value.astype(ct, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, Dv)
-    output = np.matmul(grouped, value).reshape(B, Hq, Tq, Dv).astype(problem.dtype)
-    return output[0, 0] if problem.two_d else output
+    block_size = check_block_size(block_size)
+    options = dict(attn_mask=attn_mask, is_causal=is_causal, query_start=query_start,
+                   scale=scale)
+    if block_size is None:
+        call = _check_call(query, key, value, **options)
+        _check_rows(call)
+        ct = compute_dtype(call.dtype)
+        B, Hq, Tq, Tk = call.shape
+        Hkv, Dv = call.key.shape[1], call.value.shape[3]
+        weights = _dense_weights(call, ct)  # (B, Hq, Tq, Tk)
+        grouped = weights.reshape(B, Hkv, Hq // Hkv, Tq, Tk)  # (B, Hkv, G, Tq, Tk)
+        value = call.value.astype(ct, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, Dv)
+        output = np.matmul(grouped, value).reshape(B, Hq, Tq, Dv)
+    else:
+        # Query, key and value are scanned for NaN/infinity block by block, as the blocked
+        # path reads them (one pass over K and V instead of two). Should any rule fail, the
+        # full validation reruns first, so the error is the rulebook's first broken rule.
+        try:
+            call = _check_call(query, key, value, **options, check_finite=False)
+            _check_rows(call, block_size)
+            output = _blocked_output(call, compute_dtype(call.dtype), block_size)
+            error = None
+        except AttentionInputError as exc:
+            error = exc
+        if error is not None:
+            _check_call(query, key, value, **options)
+            raise error
+    output = output.astype(call.dtype)
+    return output[0, 0] if call.two_d else output

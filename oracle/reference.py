@@ -7,10 +7,14 @@ This is the specification; readability beats speed. For every query row::
     o   = sum_j w_j * value_j
 
 (Vaswani et al. 2017, eq. 1.) Each binary64 input is converted exactly (a float is an integer
-times a power of two; no decimal round trip). The dot products are computed *exactly* in
-integer arithmetic and rounded once to 50 digits; the scale, ``exp``, the normalization and the
-weighted sum are computed at 50 significant digits inside ``mpmath.workdps(50)`` (a local
-context, never a global setting), with gmpy2 as mpmath's backend when installed.
+times a power of two; no decimal round trip). Both dot products, ``query . key_j`` and the
+weighted sum ``sum_j w_j value_j[c]`` of the 50-digit weights, are computed *exactly* in integer
+arithmetic (each vector converted to integers once) and rounded once to 50 digits: the result of
+``mpmath.fdot`` (exact products, exact sum, one rounding), which the weighted sum falls back to
+when its terms' exponents are more than twice the precision apart (``fdot`` then drops the far
+smaller terms instead of building huge integers). The scale, ``exp`` and the normalization are
+computed at 50 significant digits inside ``mpmath.workdps(50)`` (a local context, never a
+global setting), with gmpy2 as mpmath's backend when installed.
 
 Every function returns an :class:`OracleResult`: the 50-digit values (an object array of
 ``mpmath.mpf``) and their float64 values, each rounded to nearest from the 50-digit value.
@@ -19,7 +23,9 @@ Input rules are those of :mod:`oracle.rules`, applied by the same code as the im
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import mpmath
 import numpy as np
@@ -82,12 +88,51 @@ def _dyadic(x: float) -> tuple[int, int]:
     return numerator, denominator.bit_length() - 1
 
 
-def _exact_dot(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> mpmath.mpf:
+class ExactVector(NamedTuple):
+    """Finite numbers as integers over one power of two: ``x[d] == ints[d] / 2**shift``.
+
+    ``span``: bits between the lowest set bits of the smallest and the largest non-zero entry;
+    ``ints`` is None when the span exceeded the limit it was built with.
+    """
+
+    ints: list[int] | None
+    shift: int
+    span: int
+
+
+def _exact_vector(xs, max_span: int | None = None) -> ExactVector:
+    """Binary64 floats or finite ``mpf`` values as an :class:`ExactVector` (exact)."""
+    parts = []
+    for x in xs:
+        if isinstance(x, mpmath.mpf):
+            mantissa, exponent = x.man_exp  # x == mantissa * 2**exponent, mantissa odd or 0
+            parts.append((int(mantissa), -int(exponent)))
+        else:
+            parts.append(_dyadic(x))
+    shift = max(s for _, s in parts)
+    shifts = [s for n, s in parts if n]
+    span = max(shifts) - min(shifts) if shifts else 0
+    if max_span is not None and span > max_span:
+        return ExactVector(None, shift, span)
+    return ExactVector([n << (shift - s) for n, s in parts], shift, span)
+
+
+def _exact_dot(a: ExactVector, b: ExactVector) -> mpmath.mpf:
     """``sum_d a[d] * b[d]`` computed exactly, then rounded once to the working precision."""
-    terms = [(na * nb, sa + sb) for (na, sa), (nb, sb) in zip(a, b)]
-    shift = max(s for _, s in terms)
-    total = sum(n << (shift - s) for n, s in terms)
-    return mpmath.ldexp(mpmath.mpf(total), -shift)
+    total = sum(map(operator.mul, a.ints, b.ints))
+    return mpmath.ldexp(mpmath.mpf(total), -(a.shift + b.shift))
+
+
+def _weighted_sum(weights: list, weights_exact: ExactVector, values: list,
+                  values_exact: ExactVector) -> mpmath.mpf:
+    """``sum_j weights[j] * values[j]``: :func:`_exact_dot`, or ``mpmath.fdot`` (the same
+    value) when the terms span more than twice the precision (fdot then drops the far smaller
+    ones rather than summing integers of that many bits). ``weights_exact`` is built with
+    ``max_span=2 * prec``."""
+    if weights_exact.ints is not None and (
+            weights_exact.span + values_exact.span <= 2 * mpmath.mp.prec):
+        return _exact_dot(weights_exact, values_exact)
+    return mpmath.fdot(weights, values)
 
 
 def _scores(problem: AttentionProblem) -> np.ndarray:
@@ -96,9 +141,9 @@ def _scores(problem: AttentionProblem) -> np.ndarray:
     Tk = problem.key.shape[2]
     limit = mpmath.mpf(float(np.finfo(compute_dtype(problem.dtype)).max))
     scale = 1 / mpmath.sqrt(D) if problem.scale is None else mpmath.mpf(problem.scale)
-    query = [[[[_dyadic(x) for x in row] for row in head] for head in batch]
+    query = [[[_exact_vector(row) for row in head] for head in batch]
              for batch in problem.query.tolist()]
-    key = [[[[_dyadic(x) for x in row] for row in head] for head in batch]
+    key = [[[_exact_vector(row) for row in head] for head in batch]
            for batch in problem.key.tolist()]
     scores = np.empty((B, Hq, Tq, Tk), dtype=object)
     for b in range(B):
@@ -203,9 +248,12 @@ def attention_parts(query, key, value, *, attn_mask=None, is_causal=False, query
     problem = _check(query, key, value, attn_mask, is_causal, query_start, scale,
                      fully_masked_rows)
     B, Hq, Tq, _ = problem.query.shape
-    Tk, Dv = problem.value.shape[2], problem.value.shape[3]
-    values = problem.value.tolist()
+    Dv = problem.value.shape[3]
     with mpmath.workdps(DIGITS):
+        # value columns: values[b][kv_head][c] is (value[b, kv_head, j, c])_j, as mpf and exact
+        values = [[[([mpmath.mpf(x) for x in column], _exact_vector(column))
+                    for column in np.transpose(head).tolist()]
+                   for head in batch] for batch in problem.value.tolist()]
         scores = _scores(problem)
         weights = _weights(scores)
         output = np.empty((B, Hq, Tq, Dv), dtype=object)
@@ -213,11 +261,12 @@ def attention_parts(query, key, value, *, attn_mask=None, is_causal=False, query
             for h in range(Hq):
                 kv_head = h // problem.group
                 for i in range(Tq):
+                    row = list(weights[b, h, i])
+                    row_exact = _exact_vector(row, max_span=2 * mpmath.mp.prec)
                     for c in range(Dv):
-                        output[b, h, i, c] = mpmath.fsum(
-                            weights[b, h, i, j] * mpmath.mpf(values[b][kv_head][j][c])
-                            for j in range(Tk)
-                        )
+                        # sum_j w_j * value[j, c]: exact products, exact sum, rounded once
+                        output[b, h, i, c] = _weighted_sum(row, row_exact,
+                                                           *values[b][kv_head][c])
         return OracleParts(
             scores=_result(scores, problem.two_d),
             weights=_result(weights, problem.two_d),

@@ -189,6 +189,26 @@ def check_query_start(query_start, query_len: int, key_len: int) -> int | None:
     return start
 
 
+def check_block_size(block_size) -> int | None:
+    """``None`` (no blocking) or an ``int`` (not bool) >= 1: keys per block (a count).
+
+    Used by implementations with a blocked (online-softmax) path; the result does not depend
+    on it beyond rounding. Raises :class:`ShapeError` (a size, like :func:`check_positive_int`).
+    """
+    if block_size is None:
+        return None
+    if isinstance(block_size, (bool, np.bool_)) or not isinstance(
+        block_size, (numbers.Integral, np.integer)
+    ):
+        raise ShapeError(
+            f"block_size: {block_size!r} is not an int; it is the number of keys per block "
+            "(an int >= 1, or None for no blocking)"
+        )
+    if block_size < 1:
+        raise ShapeError(f"block_size: {int(block_size)} must be >= 1 (keys per block)")
+    return int(block_size)
+
+
 def check_is_causal(is_causal) -> bool:
     if not isinstance(is_causal, (bool, np.bool_)):
         raise AttentionInputError(f"is_causal: {is_causal!r} must be True or False")

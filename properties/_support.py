@@ -15,7 +15,10 @@ from .strategies import AttentionCase
 
 def for_subject(case, subject):
     """An explicit example (the seed documents' cases are float64) cast to the widest dtype
-    the subject declares, when it does not declare the case's dtype."""
+    the subject declares, when it does not declare the case's dtype; its ``block_size`` is
+    dropped for a subject without a blocked path."""
+    if case.block_size is not None and not subject.block_size:
+        case = case._replace(block_size=None)
     if subject.supports(case.dtype):
         return case
     dtype = max((np.dtype(d) for d in subject.dtypes), key=lambda d: d.itemsize)

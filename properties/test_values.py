@@ -41,6 +41,8 @@ def _cases(**kwargs):
 @example(case=LAB_DECODE)
 @example(case=QUICK_CAUSAL)
 @example(case=seed_batch_case())
+@example(case=LAB_CAUSAL._replace(block_size=1))  # blocked subjects: one key per block
+@example(case=LAB_CAUSAL._replace(block_size=2))  # and a last block shorter than the rest
 def test_output_matches_oracle(subject, case):
     """|output - oracle| <= the per-element forward error bound of properties.bounds.
 

@@ -1,0 +1,364 @@
+"""The blocked (online-softmax) path of impl.attention and the dense path's fast validation.
+
+``impl.attention(..., block_size=n)`` must agree with the dense path up to rounding for every
+block size, follow every rule of oracle/rules.py with the same errors, give hidden keys exactly
+zero weight, and never allocate a ``(Tq, Tk)``-sized array. The dense path (``block_size=None``)
+must stay bitwise equal to the reference formula it replaced (rules.check_attention_inputs,
+``_masked_scores``, ``_softmax``, ``weights @ value``), which ``mutants._common.Pipeline``
+mirrors.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import impl
+import oracle
+from impl.attention import _masked_scores, _softmax
+from oracle.rules import (
+    AttentionInputError,
+    ScoreOverflowError,
+    ShapeError,
+    check_attention_inputs,
+    check_block_size,
+    compute_dtype,
+)
+from oracle.tests.error_cases import CASE_IDS, build_cases
+
+DTYPES = (np.float16, np.float32, np.float64)
+
+
+def _random_call(rng, n):
+    """A random valid-or-invalid call: shapes, GQA, masks of several broadcast shapes (some
+    fully masking a row), causality with and without query_start, 2-D inputs."""
+    dtype = DTYPES[n % 3]
+    two_d = n % 7 == 0
+    B, Hkv, G = (1, 1, 1) if two_d else tuple(int(x) for x in rng.integers(1, 3, size=3))
+    Tq, Tk = int(rng.integers(1, 8)), int(rng.integers(1, 10))
+    D, Dv = (int(x) for x in rng.integers(1, 5, size=2))
+    Hq = Hkv * G
+    q = rng.normal(size=(B, Hq, Tq, D)).astype(dtype)
+    k = rng.normal(size=(B, Hkv, Tk, D)).astype(dtype) * (3 if n % 5 == 0 else 1)
+    v = rng.normal(size=(B, Hkv, Tk, Dv)).astype(dtype)
+    target = (B, Hq, Tq, Tk)
+    shapes = [(Tq, Tk), (B, 1, 1, Tk), (B, 1, Tq, Tk), target, (1, Tk), (Tq, 1), (1, Hq, 1, Tk)]
+    mask = None
+    kind = n % 4
+    if kind:
+        shape = shapes[int(rng.integers(len(shapes)))]
+        if two_d:
+            shape = shape[-2:]
+        density = (0.9, 0.6, 0.3)[int(rng.integers(3))]
+        if kind in (1, 2):
+            mask = rng.random(shape) < density
+        else:
+            mask = rng.normal(size=shape) * 3
+            mask[rng.random(shape) >= density] = -np.inf
+            mask = mask.astype(DTYPES[int(rng.integers(3))])
+    causal = bool(rng.integers(2)) and Tq <= Tk
+    start = None
+    if Tq <= Tk and rng.integers(2):
+        start = int(rng.integers(0, Tk - Tq + 1))
+    scale = None if rng.integers(3) else float(rng.uniform(0.05, 4))
+    if two_d:
+        q, k, v = q[0, 0], k[0, 0], v[0, 0]
+    return q, k, v, dict(attn_mask=mask, is_causal=causal, query_start=start, scale=scale)
+
+
+def _reference(q, k, v, **kw):
+    """The dense formula as it was written before the fast path: the rulebook's dense
+    visibility, then scores, softmax and weights @ value."""
+    problem = check_attention_inputs(q, k, v, **kw)
+    ct = compute_dtype(problem.dtype)
+    B, Hq, Tq, _ = problem.query.shape
+    Hkv, Dv = problem.num_kv_heads, problem.value.shape[3]
+    weights = _softmax(_masked_scores(problem), problem.visible)
+    grouped = weights.reshape(B, Hkv, problem.group, Tq, -1)
+    value = problem.value.astype(ct, copy=False)[:, :, None]
+    out = np.matmul(grouped, value).reshape(B, Hq, Tq, Dv).astype(problem.dtype)
+    return out[0, 0] if problem.two_d else out
+
+
+def _outcome(fn):
+    try:
+        return "ok", fn()
+    except AttentionInputError as exc:
+        return type(exc), str(exc)
+
+
+def _close(blocked, dense, value, dtype):
+    """|blocked - dense| <= a few dozen roundings of the compute dtype times max |v|, plus one
+    rounding of the output dtype (the two paths round differently)."""
+    eps_c = np.finfo(compute_dtype(dtype)).eps
+    eps_o = np.finfo(dtype).eps
+    vmax = float(np.abs(value.astype(np.float64)).max())
+    got, want = blocked.astype(np.float64), dense.astype(np.float64)
+    bound = 64 * eps_c * vmax + eps_o * np.abs(want) + np.finfo(dtype).smallest_subnormal
+    assert np.all(np.abs(got - want) <= bound), np.max(np.abs(got - want) - bound)
+
+
+def test_dense_path_is_bitwise_the_reference_formula():
+    """block_size=None: bitwise equal to the pre-fast-path formula, same errors (rules.py)."""
+    rng = np.random.default_rng(0)
+    checked = 0
+    for n in range(600):
+        q, k, v, kw = _random_call(rng, n)
+        want = _outcome(lambda: _reference(q, k, v, **kw))
+        got = _outcome(lambda: impl.attention(q, k, v, **kw))
+        if want[0] != "ok":
+            assert got == want, n
+            continue
+        assert got[0] == "ok" and got[1].dtype == want[1].dtype, n
+        np.testing.assert_array_equal(got[1], want[1])
+        weights = impl.attention_weights(q, k, **kw)
+        problem = check_attention_inputs(q, k, **kw, needs_value=False)
+        ref_w = _softmax(_masked_scores(problem), problem.visible).astype(problem.dtype)
+        np.testing.assert_array_equal(weights, ref_w[0, 0] if problem.two_d else ref_w)
+        checked += 1
+    assert checked > 300
+
+
+@pytest.mark.parametrize("block_size", [1, 2, 3, 4, 5, 7, 9, 10, 64, np.int64(2)])
+def test_blocked_equals_dense_within_rounding(block_size):
+    """Every block size (smaller than Tk, not dividing it, larger than Tk) gives the dense
+    result up to rounding, or raises exactly the dense path's error."""
+    rng = np.random.default_rng(int(block_size))
+    for n in range(250):
+        q, k, v, kw = _random_call(rng, n)
+        dense = _outcome(lambda: impl.attention(q, k, v, **kw))
+        blocked = _outcome(lambda: impl.attention(q, k, v, block_size=block_size, **kw))
+        if dense[0] != "ok":
+            assert blocked == dense, n
+            continue
+        assert blocked[0] == "ok", (n, blocked)
+        assert blocked[1].shape == dense[1].shape and blocked[1].dtype == dense[1].dtype
+        _close(blocked[1], dense[1], v, q.dtype)
+
+
+def test_blocked_matches_oracle_across_block_boundaries():
+    """Scores growing along the keys (the max moves to every new block) and shrinking: the
+    rescaling is exercised on every block; the result matches the 50-digit oracle."""
+    Tk = 11
+    key = np.arange(Tk, dtype=np.float64)[:, None] * np.array([[1.5, -0.25]])
+    query = np.array([[2.0, 1.0], [-1.0, 0.5], [0.3, -2.0]])
+    value = np.random.default_rng(3).normal(size=(Tk, 3))
+    want = oracle.attention(query, key, value).value
+    for key_order in (key, key[::-1].copy()):
+        want = oracle.attention(query, key_order, value).value
+        for block_size in range(1, Tk + 2):
+            got = impl.attention(query, key_order, value, block_size=block_size)
+            np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_blocked_float16_is_computed_in_float32(dtype):
+    """float16 inputs: the blocked result is the float32 computation rounded to float16."""
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.normal(size=s).astype(dtype) for s in ((2, 4, 6, 3), (2, 2, 9, 3), (2, 2, 9, 5)))
+    ct = compute_dtype(dtype)
+    for block_size in (1, 4, 9):
+        got = impl.attention(q, k, v, is_causal=True, block_size=block_size)
+        upcast = impl.attention(q.astype(ct), k.astype(ct), v.astype(ct), is_causal=True,
+                                block_size=block_size)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, upcast.astype(dtype))
+
+
+@pytest.mark.parametrize("index", range(len(CASE_IDS)), ids=CASE_IDS)
+@pytest.mark.parametrize("block_size", [1, 2, 100])
+def test_blocked_raises_the_rulebook_errors(index, block_size):
+    """Each rule violation of oracle/tests/error_cases.py raises the oracle's exact class and
+    message on the blocked path too, and leaves the inputs unchanged."""
+    case = build_cases()[index]
+    if case.func != "attention":
+        pytest.skip("attention_weights has no blocked path")
+    before = case.snapshot()
+    with pytest.raises(AttentionInputError) as expected:
+        case.call(oracle)
+    a = case.arrays
+    kw = dict(case.kwargs)
+    if "attn_mask" in a:
+        kw["attn_mask"] = a["attn_mask"]
+    with pytest.raises(AttentionInputError) as got:
+        impl.attention(a["query"], a["key"], a["value"], block_size=block_size, **kw)
+    assert type(got.value) is type(expected.value) is case.exc
+    assert str(got.value) == str(expected.value)
+    for name, array in case.arrays.items():
+        assert np.array_equal(array, before[name], equal_nan=True), name
+
+
+@pytest.mark.parametrize("bad", [0, -3, True, np.bool_(True), 2.0, "4", np.float64(3.0)])
+def test_block_size_rule(bad):
+    """block_size: an int >= 1 (not bool), else a ShapeError naming block_size (rules.py)."""
+    q = np.ones((2, 3))
+    with pytest.raises(ShapeError, match="block_size"):
+        impl.attention(q, q, q, block_size=bad)
+    with pytest.raises(ShapeError, match="block_size"):
+        check_block_size(bad)
+    assert check_block_size(None) is None
+    assert check_block_size(np.int32(3)) == 3 and type(check_block_size(np.int32(3))) is int
+
+
+def test_fully_masked_row_only_within_some_blocks_is_valid():
+    """A row hidden from every key of a block but not from all keys is valid; a row hidden
+    from every key raises the rulebook's FullyMaskedRowError with the dense path's message."""
+    rng = np.random.default_rng(9)
+    q, k, v = rng.normal(size=(4, 2)), rng.normal(size=(8, 2)), rng.normal(size=(8, 3))
+    mask = np.zeros((4, 8), dtype=bool)
+    mask[0, 7] = mask[1, 0] = mask[2, 3:5] = mask[3, :] = True
+    dense = impl.attention(q, k, v, attn_mask=mask)
+    for block_size in (1, 2, 3, 8):
+        _close(impl.attention(q, k, v, attn_mask=mask, block_size=block_size), dense, v,
+               np.float64)
+    mask[2] = False
+    want = _outcome(lambda: impl.attention(q, k, v, attn_mask=mask))
+    assert want[0].__name__ == "FullyMaskedRowError" and "query=2" in want[1]
+    for block_size in (1, 3, 8):
+        assert _outcome(lambda: impl.attention(q, k, v, attn_mask=mask,
+                                               block_size=block_size)) == want
+
+
+def test_hidden_keys_contribute_exactly_zero():
+    """Changing K/V at hidden positions (mask or causality) to huge values leaves the blocked
+    output bitwise unchanged; a hidden key whose score overflows is not an error."""
+    rng = np.random.default_rng(11)
+    q = rng.normal(size=(1, 2, 5, 4))
+    k, v = rng.normal(size=(1, 2, 9, 4)), rng.normal(size=(1, 2, 9, 3))
+    mask = np.ones((1, 1, 1, 9), dtype=bool)
+    mask[..., 2] = False
+    for block_size in (1, 2, 4, 9):
+        kw = dict(attn_mask=mask, is_causal=True, query_start=2, block_size=block_size)
+        base = impl.attention(q, k, v, **kw)
+        k2, v2 = k.copy(), v.copy()
+        k2[:, :, 2] = 1e300  # masked key: its score overflows, which is fine
+        v2[:, :, 2] = 1e300
+        k2[:, :, 7:] = -1e300  # causally hidden from every query (start 2 + 4 = 6)
+        v2[:, :, 7:] = 1e300
+        np.testing.assert_array_equal(impl.attention(q, k2, v2, **kw), base)
+
+
+def test_visible_score_overflow_raises_on_the_blocked_path():
+    """A visible scaled score beyond the compute dtype raises ScoreOverflowError in whichever
+    block it lies (rules.ScoreOverflowError), also behind a float mask."""
+    q = np.ones((2, 3), np.float32)
+    k = np.ones((6, 3), np.float32)
+    k[4] = 3e38
+    v = np.ones((6, 2), np.float32)
+    for block_size in (1, 2, 4, 6):
+        with pytest.raises(ScoreOverflowError):
+            impl.attention(q, k, v, block_size=block_size)
+        hide = np.zeros((2, 6), np.float32)
+        hide[:, 4] = -np.inf
+        out = impl.attention(q, k, v, attn_mask=hide, block_size=block_size)
+        np.testing.assert_array_equal(out, np.ones((2, 2), np.float32))
+
+
+def test_blocked_leaves_inputs_unchanged_and_accepts_views():
+    """Inputs (also non-contiguous views) are read only."""
+    rng = np.random.default_rng(13)
+    base = rng.normal(size=(1, 3, 10, 4)).astype(np.float32)
+    q = rng.normal(size=(1, 3, 4, 10)).astype(np.float32).swapaxes(-1, -2)  # (1, 3, 10, 4)
+    k, v = base[:, :1, ::2], base[:, 1:2, 1::2]  # (1, 1, 5, 4), strided views
+    mask = rng.normal(size=(10, 5)).astype(np.float16)
+    snapshot = [x.copy() for x in (base, q, mask)]
+    dense = impl.attention(q, k, v, attn_mask=mask)
+    for block_size in (1, 2, 3, 5):
+        _close(impl.attention(q, k, v, attn_mask=mask, block_size=block_size), dense, v,
+               np.float32)
+    for x, before in zip((base, q, mask), snapshot):
+        np.testing.assert_array_equal(x, before)
+
+
+def _peak_bytes(fn) -> int:
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        fn()
+        return tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_blocked_path_allocates_no_tq_by_tk_array():
+    """T=2048 causal with a key-padding mask and 2 heads: the blocked path's peak extra memory
+    (tracemalloc) stays well below one byte per (query, key) pair, i.e. it allocates neither
+    scores nor a visibility mask of shape (Tq, Tk) (it holds about 10 bytes per (query, key of
+    one block) pair of each head); the dense path needs several bytes per pair."""
+    T, D = 2048, 8
+    rng = np.random.default_rng(17)
+    q = rng.normal(size=(1, 2, T, D)).astype(np.float32)
+    k = rng.normal(size=(1, 2, T, D)).astype(np.float32)
+    v = rng.normal(size=(1, 2, T, D)).astype(np.float32)
+    padding = np.ones((1, 1, 1, T), dtype=bool)
+    padding[..., T // 2 : T // 2 + 7] = False
+    pairs = T * T
+    blocked = _peak_bytes(lambda: impl.attention(q, k, v, attn_mask=padding, is_causal=True,
+                                                 block_size=32))
+    dense = _peak_bytes(lambda: impl.attention(q, k, v, attn_mask=padding, is_causal=True))
+    assert blocked < pairs / 2, blocked
+    assert dense > 2 * 4 * pairs, dense  # 2 heads of float32 scores at least
+
+
+@pytest.mark.parametrize("block_size", [1, 3, 4, 100])
+def test_blocked_scans_every_input_for_nan_and_infinity(block_size):
+    """The blocked path scans query, key and value block by block: a NaN or infinity anywhere
+    (also in keys no query sees) raises NonFiniteInputError naming the first bad argument in
+    the rulebook's order, before any other error (rules.py)."""
+    rng = np.random.default_rng(19)
+    q = rng.normal(size=(1, 2, 3, 4))
+    k, v = rng.normal(size=(1, 1, 11, 4)), rng.normal(size=(1, 1, 11, 2))
+    kw = dict(is_causal=True, query_start=2, block_size=block_size)  # keys 5.. seen by no one
+    impl.attention(q, k, v, **kw)
+    for name, array in (("query", q), ("key", k), ("value", v)):
+        for index in ((0, 0, 0, 0), (0, 0, -1, -1), (0, 0, 4, 1), (0, 0, 7, 0)):
+            index = tuple(min(i, n - 1) if i >= 0 else i for i, n in zip(index, array.shape))
+            for bad in (np.nan, np.inf, -np.inf):
+                arrays = {"query": q.copy(), "key": k.copy(), "value": v.copy()}
+                arrays[name][index] = bad
+                args = (arrays["query"], arrays["key"], arrays["value"])
+                want = _outcome(lambda: oracle.attention(*args, is_causal=True, query_start=2))
+                got = _outcome(lambda: impl.attention(*args, **kw))
+                assert got == want and want[0].__name__ == "NonFiniteInputError", (name, index)
+    # Precedence: a NaN in a late key beats a NaN in an early value and a fully masked row.
+    k2, v2 = k.copy(), v.copy()
+    k2[0, 0, 9, 0] = np.nan
+    v2[0, 0, 0, 0] = np.nan
+    mask = np.ones((3, 11), dtype=bool)
+    mask[1] = False
+    want = _outcome(lambda: oracle.attention(q, k2, v2, attn_mask=mask))
+    assert want[0].__name__ == "NonFiniteInputError" and want[1].startswith("key")
+    assert _outcome(lambda: impl.attention(q, k2, v2, attn_mask=mask,
+                                           block_size=block_size)) == want
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_larger_problems_take_the_fast_paths_unchanged(dtype):
+    """At sizes where the scores dwarf the inputs the overflow scan is skipped when a bound
+    proves no score can overflow: the dense path stays bitwise the reference formula, the
+    blocked path agrees within rounding, and a real overflow is still detected."""
+    rng = np.random.default_rng(23)
+    q = rng.normal(size=(1, 4, 70, 8)).astype(dtype)
+    k = rng.normal(size=(1, 2, 90, 8)).astype(dtype)
+    v = rng.normal(size=(1, 2, 90, 5)).astype(dtype)
+    padding = rng.random((1, 1, 1, 90)) < 0.8
+    padding[..., :3] = True
+    bias = (rng.normal(size=(70, 90)) * 2).astype(dtype)
+    for kw in (dict(is_causal=True), dict(attn_mask=padding, is_causal=True, query_start=5),
+               dict(attn_mask=bias), dict(attn_mask=bias, scale=0.7)):
+        dense = impl.attention(q, k, v, **kw)
+        np.testing.assert_array_equal(dense, _reference(q, k, v, **kw))
+        for block_size in (16, 33, 128):
+            _close(impl.attention(q, k, v, block_size=block_size, **kw), dense, v, dtype)
+    big = k.copy()
+    big[0, 1, 40] = np.finfo(dtype).max / 2
+    q_big = q.copy()
+    q_big[0, 3, 50] = np.finfo(dtype).max / 4
+    # float16 is computed in float32, where float16 products cannot overflow: scale them up
+    scale = 1e36 if dtype == np.float16 else None
+    for block_size in (None, 16):
+        with pytest.raises(ScoreOverflowError):
+            impl.attention(q_big, big, v, scale=scale, block_size=block_size)

@@ -1,0 +1,57 @@
+"""Mutant: the blocked path's running sum is not rescaled when the running maximum grows.
+
+What is broken: in the online softmax (``block_size=n``) the running sum ``l`` keeps the terms
+``exp(s_j - m_old)`` of earlier key blocks after the maximum grew to ``m_new``; the running
+output *is* rescaled by ``exp(m_old - m_new)``, so only the normalizer is wrong. The output is
+finite and of the right shape but shrinks towards zero. With one block (``block_size=None``,
+``>= Tk``) or when the maximum never grows after the first block, the result is exactly impl's.
+Validation, masking and the dense path are impl's.
+
+Real-world mistake: ``l = l + rowsum(p)`` instead of ``l = exp(m_old - m_new) * l +
+rowsum(p)`` in a hand-written FlashAttention / online-softmax kernel (Milakov & Gimelshein 2018,
+alg. 3, line "d_j = d_{j-1} e^{m_{j-1} - m_j} + e^{x_j - m_j}").
+
+Expected to be killed by: test_output_matches_oracle (a blocked case whose row maximum sits in
+a later key block than the first) and test_key_permutation_invariance (the result depends on
+the key order: permuting the keys moves the maximum to another block). Only a few per cent of
+the drawn cases put the maximum after the first block, so the permutation property is listed as
+a second killer.
+"""
+
+import numpy as np
+
+from impl import KVCache, attention_weights, kv_cache_bytes
+from impl.attention import _blocked_output as _impl_blocked_output
+from impl.attention import attention as _impl_attention
+from impl.kv_cache import cached_attention as _impl_cached_attention
+from mutants import Mutant
+from mutants._common import rebind
+
+ATTNPROPS_CAPABILITIES = {"block_size": True}
+
+
+def _online_softmax_step(m, l, acc, s, value):
+    m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
+    shift = np.where(m_new == -np.inf, s.dtype.type(0), m_new)
+    alpha = np.exp(m - shift)
+    p = np.exp(np.subtract(s, shift, out=s), out=s)
+    l += p.sum(axis=-1, keepdims=True)  # FAULT: l is not multiplied by alpha first
+    acc *= alpha
+    acc += np.matmul(p, value)
+    m[...] = m_new
+
+
+_blocked_output = rebind(_impl_blocked_output, _online_softmax_step=_online_softmax_step)
+attention = rebind(_impl_attention, _blocked_output=_blocked_output)
+cached_attention = rebind(_impl_cached_attention, attention=attention)
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+
+MUTANT = Mutant(
+    name="online_softmax_sum_not_rescaled",
+    description="blocked online softmax: the running sum is not rescaled by exp(m_old - m_new) "
+    "when the maximum grows, so outputs are too small",
+    models="`l += rowsum(p)` instead of `l = l * exp(m_old - m_new) + rowsum(p)` in a "
+    "FlashAttention-style kernel",
+    killed_by=("test_output_matches_oracle", "test_key_permutation_invariance"),
+)

@@ -80,7 +80,7 @@ def _pytest_command(subject: str, junit: Path, tests: list[str] | None, jobs: in
 
 
 # "Falsifying example" up to Hypothesis 6.16x, "Failing example" in later releases
-_FALSIFYING = re.compile(r"(?:Falsifying|Failing) (?:explicit )?example: .*?\n\)", re.S)
+_FALSIFYING = re.compile(r"(?:Falsifying|Failing) (?:explicit )?example: .*?\n *\)", re.S)
 
 
 def _falsifying_example(text: str) -> str:

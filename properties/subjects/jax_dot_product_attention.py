@@ -38,6 +38,8 @@ from functools import partial
 import jax
 import numpy as np
 
+from oracle.rules import check_positive_int
+
 jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402  (after enabling x64)
@@ -146,10 +148,8 @@ def attention_weights(query, key, *, attn_mask=None, is_causal=False, query_star
                    query_start=query_start, scale=scale)
 
 
-def _check_size(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name}: {value!r} must be an int >= 1")
-    return int(value)
+# Sizes follow the rulebook's rule (an int >= 1, not bool; ShapeError is a ValueError).
+_check_size = check_positive_int
 
 
 class KVCache:

@@ -35,6 +35,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from oracle.rules import check_positive_int
+
 __version__ = torch.__version__
 
 ATTNPROPS_CAPABILITIES = {
@@ -169,10 +171,8 @@ def attention_weights(query, key, *, attn_mask=None, is_causal=False, query_star
     return to_numpy(out)
 
 
-def _check_size(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name}: {value!r} must be an int >= 1")
-    return int(value)
+# Sizes follow the rulebook's rule (an int >= 1, not bool; ShapeError is a ValueError).
+_check_size = check_positive_int
 
 
 class KVCache:

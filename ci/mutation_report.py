@@ -10,11 +10,21 @@ Phases, in order (as mutation tools do):
    ``Mutant.killed_by`` (in parallel across cores, one pytest process per mutant). It is
    *killed* when one of them fails with a :class:`properties.checks.PropertyViolation` (an
    ``AssertionError``): a wrong value, or a missing or wrong error. A failure by any other
-   exception (an import error, a crash in the suite) is an *error*, not a kill. A mutant whose
-   named properties all pass is run against the whole suite: if something else fails it is
-   reported as *wrong reason* (not a kill), else as *survived*. The run stops at the first
-   failing property (its shrinking is the expensive part); ``--full`` runs the whole suite
-   for every mutant, to list every property each one fails.
+   exception (an import error, a crash in the suite) is an *error*, not a kill.
+
+   Passes per mutant, each only if the one before did not kill it:
+
+   a. the named properties under ``--mutant-profile`` (default ``mutation``: the ``ci``
+      profile without the explicit ``@example`` cases), so a kill comes with Hypothesis's
+      *shrunk* counterexample, the minimal input that exposes the fault;
+   b. the named properties under ``--profile`` (``ci``: explicit examples on, among them
+      the source documents' cases); a kill here is marked "explicit example only";
+   c. the whole suite under ``--profile``: a failure elsewhere is *wrong reason* (not a
+      kill), no failure is *survived*.
+
+   Each pass stops at the first failing property (its shrinking is the expensive part);
+   ``--full`` runs the whole suite for every mutant instead, to list every property each one
+   fails.
 
 For each mutant the report gives the outcome, the properties that failed, the first failing
 property's shrunk falsifying example (Hypothesis's minimal input), the wall time and the
@@ -41,7 +51,7 @@ from pathlib import Path
 
 from .suite_runner import RunResult, PropertyFailure, run_suite
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: mutant_profile; per mutant profile and shrunk
 REFERENCE_SUBJECT = "impl"
 BROKEN_SUBJECT = "ci.broken_subject"
 
@@ -64,6 +74,8 @@ class MutantResult:
     message: str
     seconds: float
     examples_tried: int | None
+    profile: str  # the Hypothesis profile of the run that decided the outcome
+    shrunk: bool  # the counterexample was generated and shrunk (not an explicit @example)
 
 
 def _classify(run: RunResult, expected: set[str]) -> tuple[Outcome, list[PropertyFailure]]:
@@ -81,19 +93,29 @@ def _classify(run: RunResult, expected: set[str]) -> tuple[Outcome, list[Propert
     return Outcome.SURVIVED, []
 
 
-def run_mutant(name: str, workdir: Path, *, profile: str = "ci", full: bool = False) -> MutantResult:
-    """Run the suite against ``mutants.<name>`` and decide killed / survived / error."""
+def run_mutant(name: str, workdir: Path, *, profile: str = "ci",
+               mutant_profile: str = "mutation", full: bool = False) -> MutantResult:
+    """Run the suite against ``mutants.<name>`` and decide killed / survived / error, in the
+    passes described in the module docstring (``full``: one run of the whole suite under
+    ``profile``)."""
     from mutants import all_mutants
 
     mutant = all_mutants()[name]
     expected = set(mutant.killed_by)
+    subject = f"mutants.{name}"
     started = time.perf_counter()
-    run = run_suite(f"mutants.{name}", workdir, tests=None if full else list(mutant.killed_by),
-                    profile=profile, tag=name, maxfail=None if full else 1)
-    outcome, failures = _classify(run, expected)
-    if outcome is Outcome.SURVIVED and not full:
-        run = run_suite(f"mutants.{name}", workdir, profile=profile, tag=f"{name}-full")
+    if full:
+        passes = [(profile, None, None, name)]
+    else:
+        passes = [(mutant_profile, list(mutant.killed_by), 1, name)]
+        if profile != mutant_profile:
+            passes.append((profile, list(mutant.killed_by), 1, f"{name}-{profile}"))
+        passes.append((profile, None, None, f"{name}-full"))
+    for used, tests, maxfail, tag in passes:
+        run = run_suite(subject, workdir, tests=tests, profile=used, tag=tag, maxfail=maxfail)
         outcome, failures = _classify(run, expected)
+        if outcome is not Outcome.SURVIVED:
+            break
     first = failures[0] if failures else None
     return MutantResult(
         name=name,
@@ -105,7 +127,14 @@ def run_mutant(name: str, workdir: Path, *, profile: str = "ci", full: bool = Fa
         message=(first.message if first else run.output_tail[-400:] if outcome is Outcome.ERROR else ""),
         seconds=round(time.perf_counter() - started, 2),
         examples_tried=run.examples.get(first.test) if first else None,
+        profile=used,
+        shrunk=bool(first and first.falsifying_example.startswith(_GENERATED)),
     )
+
+
+# Hypothesis's heading of a generated (then shrunk) counterexample; an explicit @example's
+# reads "Falsifying explicit example" ("Failing ..." in later Hypothesis releases).
+_GENERATED = ("Falsifying example:", "Failing example:")
 
 
 def select(names: list[str], only: list[str] | None, shard: str | None) -> list[str]:
@@ -135,6 +164,9 @@ def _markdown(reference: RunResult | None, harness: RunResult | None,
     if harness is not None:
         seen = "failures seen" if harness.failures else "NO FAILURE SEEN"
         lines.append(f"- harness check (deliberately wrong subject): {seen}")
+    shrunk = sum(r.outcome is Outcome.KILLED and r.shrunk for r in results)
+    lines.append(f"- killed with a generated, shrunk counterexample: {shrunk}/{killed}; "
+                 f"by an explicit example only: {killed - shrunk}/{killed}")
     lines += [f"- total wall time: {seconds:.1f} s", "",
               "| mutant | outcome | failed properties | examples | time (s) | shrunk counterexample |",
               "| --- | --- | --- | --- | --- | --- |"]
@@ -170,6 +202,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shard", metavar="I/N", help="run shard I of N (1-based)")
     parser.add_argument("--profile", default=os.environ.get("HYPOTHESIS_PROFILE", "ci"),
                         help="Hypothesis profile (default: $HYPOTHESIS_PROFILE or ci)")
+    parser.add_argument("--mutant-profile", default=None,
+                        help="profile of each mutant's first pass (default: mutation, which is "
+                             "ci without explicit examples, when --profile is ci; else "
+                             "--profile)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                         help="mutants run in parallel (default: CPU count)")
     parser.add_argument("--full", action="store_true",
@@ -195,9 +231,11 @@ def run(args) -> int:
                             profile=args.profile)
         print(f"harness check: {'failures seen' if harness.failures else 'NO FAILURE SEEN'}",
               flush=True)
+    mutant_profile = args.mutant_profile or ("mutation" if args.profile == "ci" else args.profile)
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         results = list(pool.map(
-            lambda n: run_mutant(n, work, profile=args.profile, full=args.full), names))
+            lambda n: run_mutant(n, work, profile=args.profile, mutant_profile=mutant_profile,
+                                 full=args.full), names))
     for r in results:
         print(f"  {r.name:36s} {r.outcome.value:12s} {r.seconds:6.1f} s  "
               f"{', '.join(r.failed_properties)}", flush=True)
@@ -208,6 +246,7 @@ def run(args) -> int:
     report = {
         "schema_version": SCHEMA_VERSION,
         "profile": args.profile,
+        "mutant_profile": mutant_profile,
         "seconds": round(seconds, 2),
         "reference": None if reference is None else {
             "passed": reference.returncode == 0, "tests_run": reference.tests_run,

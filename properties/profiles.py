@@ -5,6 +5,10 @@ Selected by ``HYPOTHESIS_PROFILE`` (or ``--hypothesis-profile NAME``, or
 
 ``dev``       fast feedback while editing (few examples, example database on).
 ``ci``        reproducible (derandomized, no database) and large enough to kill every mutant.
+``mutation``  ``ci`` without the explicit ``@example`` cases: the mutation runner's first pass,
+              so a mutant is killed by a *generated* input and the report shows Hypothesis's
+              shrunk (minimal) counterexample, not a hand-written seed case. The runner falls
+              back to ``ci`` (explicit examples on) for a mutant this pass does not kill.
 ``thorough``  3x the ci examples, random (not derandomized): nightly runs, vary
               ``--hypothesis-seed``.
 
@@ -19,7 +23,7 @@ import os
 from hypothesis import HealthCheck, Phase, settings
 
 DEFAULT_PROFILE = "ci"
-PROFILES = ("dev", "ci", "thorough")
+PROFILES = ("dev", "ci", "mutation", "thorough")
 ORACLE_FRACTION = 2  # oracle-backed properties run 1/ORACLE_FRACTION of the examples
 
 _common = dict(
@@ -34,6 +38,8 @@ settings.register_profile("dev", max_examples=25, **_common)
 settings.register_profile("ci", max_examples=100, derandomize=True, database=None,
                           phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target,
                                   Phase.shrink], **_common)
+settings.register_profile("mutation", settings.get_profile("ci"),
+                          phases=[Phase.reuse, Phase.generate, Phase.target, Phase.shrink])
 settings.register_profile("thorough", max_examples=300, database=None, **_common)
 
 

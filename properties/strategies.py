@@ -101,13 +101,22 @@ def dims(draw, *, max_batch=2, max_kv_heads=2, max_group=3, max_len=6, max_dim=5
 
     Defaults: B in [1, 2], Hkv in [1, 2], G in [1, 3] (so MHA, MQA and GQA), Tq, Tk in
     [1, 6], D, Dv in [1, 5]. ``query_len`` fixes Tq. Shrinks towards all ones.
+
+    Tq is drawn equal to B about half the time (when B fits): with ``B == Tq`` a 2-D
+    ``(Tq, Tk)`` mask has the shape of PyTorch's ``(B, Tk)`` key-padding mask, and code that
+    dispatches on a mask's shape (``nn.MultiheadAttention`` takes both) reads one as the other.
+    Uniform sizes make that coincidence too rare (about 1 draw in 12) to be found reliably.
     """
     batch = draw(st.integers(1, max_batch))
     num_kv_heads = draw(st.integers(1, max_kv_heads))
     group = draw(st.integers(1, max_group))
     key_len = draw(st.integers(1, max_len))
     if query_len is None:
-        query_len = draw(st.integers(1, key_len if causal_ok else max_len))
+        longest = key_len if causal_ok else max_len
+        sizes = st.integers(1, longest)
+        if 1 < batch <= longest:
+            sizes = st.one_of(sizes, st.just(batch))
+        query_len = draw(sizes)
     head_dim = draw(st.integers(1, max_dim))
     value_dim = draw(st.integers(1, max_dim))
     return Dims(batch, num_kv_heads * group, num_kv_heads, query_len, key_len, head_dim,
@@ -157,16 +166,23 @@ def _visible_limit(d: Dims, is_causal: bool, start: int) -> np.ndarray:
 
 @st.composite
 def masks(draw, d: Dims, *, is_causal: bool, start: int, float_masks: bool = True,
-          layout: str | None = None, two_d: bool = False):
+          layouts: tuple[str, ...] = MASK_LAYOUTS, two_d: bool = False):
     """A mask leaving every query row at least one visible key; returns ``(mask, layout)``.
 
+    ``layouts``: the names in :data:`MASK_LAYOUTS` to draw from (2-D inputs only take
+    ``none``, ``(Tq, Tk)`` and ``other broadcastable`` among them).
     Bool masks: True = may attend. Float masks: finite biases in ``[-8, 8]`` (ALiBi-like) and
     ``-inf``. After drawing, each row gets one *anchor* key (drawn, so it shrinks to key 0)
     that is forced visible and causally allowed, so no row is fully masked.
     """
-    if layout is None:
-        choices = MASK_LAYOUTS if not two_d else ("none", "(Tq, Tk)", "other broadcastable")
-        layout = draw(st.sampled_from(choices))
+    unknown = set(layouts) - set(MASK_LAYOUTS)
+    if unknown:
+        raise ValueError(f"layouts: unknown mask layouts {sorted(unknown)}; known: {MASK_LAYOUTS}")
+    if two_d:
+        layouts = tuple(n for n in layouts if n in ("none", "(Tq, Tk)", "other broadcastable"))
+    if not layouts:
+        raise ValueError("layouts: no mask layout left to draw")
+    layout = draw(st.sampled_from(layouts))
     if layout == "none":
         return None, layout
     shape = draw(_mask_shape(layout, d))
@@ -198,6 +214,7 @@ def masks(draw, d: Dims, *, is_causal: bool, start: int, float_masks: bool = Tru
 @st.composite
 def attention_cases(draw, *, dtypes=ALL_DTYPES, magnitudes=MAGNITUDES, causal=None,
                     masks_allowed: bool = True, float_masks: bool = True,
+                    mask_layouts: tuple[str, ...] = MASK_LAYOUTS,
                     explicit_scale: bool = True, two_d: bool = False,
                     block_sizes: bool = False, d: Dims | None = None,
                     **dim_kwargs) -> AttentionCase:
@@ -208,6 +225,7 @@ def attention_cases(draw, *, dtypes=ALL_DTYPES, magnitudes=MAGNITUDES, causal=No
         magnitudes: value regimes (``unit``, ``ties``, ``large``).
         causal: force ``is_causal`` (None: drawn).
         masks_allowed / float_masks: allow masks / float additive masks.
+        mask_layouts: the :data:`MASK_LAYOUTS` to draw (``"none"`` among them for no mask).
         explicit_scale: allow ``scale`` in ``[0.05, 4]`` besides the default ``None``.
         two_d: draw 2-D ``(T, D)`` inputs.
         block_sizes: also draw ``block_size`` (None, or 1 .. Tk + 1: blocks smaller than Tk,
@@ -232,7 +250,8 @@ def attention_cases(draw, *, dtypes=ALL_DTYPES, magnitudes=MAGNITUDES, causal=No
     scale = draw(st.one_of(st.none(), st.floats(0.05, 4))) if explicit_scale else None
     if masks_allowed:
         attn_mask, layout = draw(masks(d, is_causal=is_causal, start=start,
-                                       float_masks=float_masks, two_d=two_d))
+                                       float_masks=float_masks, layouts=mask_layouts,
+                                       two_d=two_d))
     else:
         attn_mask, layout = None, "none"
     B, Hq, Hkv, Tq, Tk, D, Dv = d

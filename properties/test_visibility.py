@@ -23,7 +23,7 @@ from ._support import (
 from .checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
 from .plugin import current_subject
 from .profiles import oracle_examples
-from .strategies import subject_cases, values
+from .strategies import MASK_LAYOUTS, subject_cases, values
 
 SUBJECT = current_subject()
 
@@ -145,15 +145,24 @@ _B_EQUALS_TQ = case_from(np.zeros((2, 1, 2, 1)), np.zeros((2, 1, 2, 1)),
                          layout="(Tq, Tk) with B == Tq")
 
 
+# every layout that broadcasts (the per-head layout is already expanded), (Tq, Tk) first
+_BROADCAST_LAYOUTS = tuple(n for n in MASK_LAYOUTS if n not in ("none", "per-head (B, Hq, Tq, Tk)"))
+
+
+@pytest.mark.parametrize("layout", _BROADCAST_LAYOUTS)
 @oracle_examples()
-@given(case=subject_cases(SUBJECT, two_d=False))
-@example(case=_B_EQUALS_TQ)
-def test_broadcast_mask_equals_expanded(subject, case):
+@given(data=st.data())
+@example(data=None)
+def test_broadcast_mask_equals_expanded(subject, layout, data):
     """A mask of any broadcastable shape equals its fully expanded ``(B, Hq, Tq, Tk)`` copy
-    (quick reference: align every mask axis with [B, Hq, Tq, Tk]; the explicit example is a
-    (Tq, Tk) mask when B == Tq, the shape of a (B, Tk) key-padding mask)."""
+    (quick reference: align every mask axis with [B, Hq, Tq, Tk]). One test per layout, so
+    each gets the profile's examples. The explicit example (run under every layout id) is a
+    (Tq, Tk) mask when B == Tq, the shape of a (B, Tk) key-padding mask."""
+    if data is None:
+        case = _B_EQUALS_TQ
+    else:
+        case = data.draw(subject_cases(SUBJECT, two_d=False, mask_layouts=(layout,)), label="case")
     case = for_subject(case, subject)
-    assume(case.attn_mask is not None)
     B, Hq, Tq, _ = case.query.shape
     expanded = np.broadcast_to(case.attn_mask, (B, Hq, Tq, case.key.shape[2])).copy()
     assume(expanded.shape != case.attn_mask.shape)

@@ -22,6 +22,9 @@ DRAWS = settings(max_examples=200, derandomize=True, database=None, phases=[Phas
                  deadline=None)
 
 
+KEY_PADDING_SHAPED = "2-D mask, rows differ, B = Tq > 1 (the shape of a key-padding mask)"
+
+
 def _scores(case) -> np.ndarray:
     q = case.query.astype(np.float64)
     k = case.key.astype(np.float64)
@@ -81,6 +84,8 @@ def features(case) -> set[str]:
                 seen.add("-inf in float mask")
         if mask.ndim == 4 and mask.shape[0] > 1 and not (mask == mask[:1]).all():
             seen.add("mask differs per batch element")
+        if mask.ndim == 2 and B == mask.shape[0] == Tq > 1 and not (mask == mask[:1]).all():
+            seen.add(KEY_PADDING_SHAPED)
     for x in (q, k, v):
         if (x == 0).any():
             seen.add("exact zeros")
@@ -127,6 +132,21 @@ def test_attention_cases_cover_every_axis():
     collect_2d()
     missing = sorted(REQUIRED - set(seen))
     assert not missing, f"never drawn: {missing}; drawn: {dict(seen)}"
+
+
+def test_two_d_mask_layout_draws_batch_equal_to_query_len():
+    """The (Tq, Tk) layout that test_broadcast_mask_equals_expanded draws reaches B == Tq > 1
+    with rows that differ (the shape of a (B, Tk) key-padding mask) in at least 1 draw in 10
+    (35 of 200 when written; uniform sizes gave about 1 in 12 for B == Tq alone)."""
+    hits = []
+
+    @DRAWS
+    @given(case=attention_cases(two_d=False, mask_layouts=("(Tq, Tk)",)))
+    def collect(case):
+        hits.append(KEY_PADDING_SHAPED in features(case))
+
+    collect()
+    assert sum(hits) >= len(hits) // 10, f"{sum(hits)} of {len(hits)} draws"
 
 
 def test_valid_cases_never_have_fully_masked_rows():

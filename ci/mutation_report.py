@@ -171,7 +171,7 @@ def _markdown(reference: RunResult | None, harness: RunResult | None,
               "| mutant | outcome | failed properties | examples | time (s) | shrunk counterexample |",
               "| --- | --- | --- | --- | --- | --- |"]
     for r in results:
-        example = " ".join(r.falsifying_example.split())[:700].replace("|", "\\|")
+        example = " ".join(r.falsifying_example.split()).replace("|", "\\|")
         message = " ".join(r.message.split())[:160].replace("|", "\\|")
         cell = f"{message}<br>`{example}`" if example else message
         lines.append(f"| `{r.name}` | {r.outcome.value} | {', '.join(r.failed_properties) or '-'} "
@@ -221,6 +221,8 @@ def run(args) -> int:
     started = time.perf_counter()
     out = Path(args.out)
     work = out / "junit"
+    for stale in work.glob("*.xml"):  # one JUnit file per run; none left from an earlier one
+        stale.unlink()
     names = select(sorted(all_mutants()), args.only, args.shard)
     reference = harness = None
     if not args.skip_reference:

@@ -91,13 +91,29 @@ _FALSIFYING = re.compile(r"(?:Falsifying|Failing) (?:explicit )?example: .*?\n *
 
 
 def _falsifying_example(text: str) -> str:
-    """Hypothesis's ``Falsifying example: test(...)`` block, pytest's ``E`` prefixes removed."""
-    text = "\n".join(re.sub(r"^E {0,7}", "", line) for line in text.splitlines())
+    """Hypothesis's ``Falsifying example: test(...)`` block and its ``Draw N`` lines, with
+    pytest's ``E`` prefixes and the block's indentation (deeper when the failure was raised
+    in a nested call) removed."""
+    lines = [line[1:] if line.startswith("E") else line for line in text.splitlines()]
+    heads = [line for line in lines if re.match(r" *(?:Falsifying|Failing) ", line)]
+    indent = len(heads[0]) - len(heads[0].lstrip()) if heads else 0
+    text = "\n".join(line[indent:] if line[:indent].isspace() else line.lstrip()
+                     for line in lines)
     match = _FALSIFYING.search(text)
     if not match:
         return ""
-    draws = re.findall(r"^Draw \d+.*$", text[match.end():], flags=re.M)  # st.data() draws
-    return "\n".join([match.group(0).strip()] + draws)
+    # st.data() draws: "Draw N (label): value", a value's repr continuing on indented lines
+    draws, current = [], None
+    for line in text[match.end():].splitlines():
+        if re.match(r"Draw \d+", line):
+            current = [line]
+            draws.append(current)
+        elif current is not None and (not line.strip() or line[:1].isspace()):
+            if line.strip():
+                current.append(line)
+        else:
+            current = None
+    return "\n".join([match.group(0).strip()] + ["\n".join(d) for d in draws])
 
 
 def _violation_line(text: str) -> str:
@@ -130,7 +146,7 @@ def _parse_junit(path: Path) -> tuple[int, int, int, list[PropertyFailure]]:
                 test=case.get("name", "?").split("[")[0],
                 is_property_violation=violation,
                 message=_violation_line(text)[:400],
-                falsifying_example=_falsifying_example(node.text or "")[:1500],
+                falsifying_example=_falsifying_example(node.text or "")[:4000],
             ))
         node = case.find("skipped")
         if node is not None:

@@ -63,6 +63,19 @@ def test_falsifying_example_is_read_from_pytest_output():
             "E       Draw 1 (key order): [1, 0]\nE       other\n")
     assert _falsifying_example(text) == (
         "Falsifying example: test_x(\n    case=1,\n)\nDraw 1 (key order): [1, 0]")
+    # a drawn array's repr continues on indented lines, with blank lines between blocks
+    text = ("E       Falsifying example: test_x(\nE           data=data(...),\nE       )\n"
+            "E       Draw 1 (case): array([[[0.],\nE                [0.]]],\nE       \n"
+            "E              [[[1.]]])\nE       case: a note\nE       Draw 2 (n): 3\n")
+    assert _falsifying_example(text) == (
+        "Falsifying example: test_x(\n    data=data(...),\n)\n"
+        "Draw 1 (case): array([[[0.],\n         [0.]]],\n       [[[1.]]])\nDraw 2 (n): 3")
+    # raised in a nested call: pytest indents the whole block deeper
+    text = ("E           Falsifying example: test_x(\nE               kind='k',\nE           )\n"
+            "E           Draw 1 (invalid call): Bad(value=array([nan]))\nE           [k] note\n")
+    assert _falsifying_example(text) == (
+        "Falsifying example: test_x(\n    kind='k',\n)\nDraw 1 (invalid call): "
+        "Bad(value=array([nan]))")
 
 
 def test_every_mutant_declares_itself():

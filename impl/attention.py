@@ -28,32 +28,25 @@ Two paths compute :func:`attention`:
   ``(B, Hq, Tq, Tk)``. Same rules, same errors; results agree with the dense path up to
   rounding (within the suite's error bounds).
 
-Validation does not build a ``(B, Hq, Tq, Tk)`` visibility array either: :func:`_check_call`
-applies the rules of :func:`oracle.rules.check_attention_inputs` in the same order with the
-same messages (``impl/tests/test_blocked.py`` checks the parity), and the "fully masked row"
-rule is checked one key block at a time by :func:`_check_rows`.
+Validation does not build a ``(B, Hq, Tq, Tk)`` visibility array either: every rule but one
+is :func:`oracle.rules.check_attention_call` (the rulebook's array-free checks, shared with
+:func:`oracle.rules.check_attention_inputs`), and the "fully masked row" rule is checked one
+key block at a time by :func:`_check_rows` (``impl/tests/test_blocked.py`` checks that both
+paths raise what the rulebook raises).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
 from oracle.rules import (
-    FLOAT_DTYPES,
+    AttentionCall,
     AttentionInputError,
     AttentionProblem,
-    DtypeError,
     FullyMaskedRowError,
-    QueryStartError,
-    ShapeError,
-    _check_float_array,
+    check_attention_call,
     check_block_size,
-    check_is_causal,
-    check_mask,
-    check_query_start,
-    check_scale,
+    check_float_array,
     compute_dtype,
     raise_score_overflow,
 )
@@ -62,106 +55,7 @@ from oracle.rules import (
 _ROW_CHECK_ELEMENTS = 1 << 22
 
 
-class _Call(NamedTuple):
-    """A validated call: 4-D views of the caller's arrays and the rule-checked options.
-
-    ``mask`` is the caller's ``attn_mask`` as a 4-D view (leading axes of length 1 added),
-    NOT broadcast to ``(B, Hq, Tq, Tk)``; ``None`` without a mask. ``query_start`` is the
-    absolute position of the first query (``Tk - Tq`` when the caller passed None).
-    """
-
-    query: np.ndarray  # (B, Hq, Tq, D)
-    key: np.ndarray  # (B, Hkv, Tk, D)
-    value: np.ndarray | None  # (B, Hkv, Tk, Dv)
-    mask: np.ndarray | None  # 4-D, broadcastable to (B, Hq, Tq, Tk)
-    scale: float | None
-    query_start: int
-    is_causal: bool
-    two_d: bool
-    dtype: np.dtype
-
-    @property
-    def shape(self) -> tuple[int, int, int, int]:
-        """The score shape ``(B, Hq, Tq, Tk)``."""
-        B, Hq, Tq, _ = self.query.shape
-        return B, Hq, Tq, self.key.shape[2]
-
-    @property
-    def float_mask(self) -> bool:
-        return self.mask is not None and self.mask.dtype != np.bool_
-
-
-def _float_array(x, name: str, check_finite: bool) -> np.ndarray:
-    """:func:`oracle.rules._check_float_array` (dtype, size, finite); with ``check_finite``
-    False a float ndarray of non-zero size is returned unscanned: the caller then checks it
-    block by block (and reruns the full check before raising any error)."""
-    if not check_finite and isinstance(x, np.ndarray) and x.dtype in FLOAT_DTYPES and x.size:
-        return x
-    return _check_float_array(x, name)
-
-
-def _check_call(query, key, value, *, attn_mask, is_causal, query_start, scale,
-                needs_value=True, check_finite=True) -> _Call:
-    """The rules of :func:`oracle.rules.check_attention_inputs`, in its order and with its
-    messages, except the fully-masked-row rule (see :func:`_check_rows`), without building a
-    ``(B, Hq, Tq, Tk)`` array. ``check_finite=False`` skips the scan of query, key and value
-    for NaN/infinity (see :func:`_float_array`)."""
-    is_causal = check_is_causal(is_causal)
-    scale = check_scale(scale)
-    named = [("query", query), ("key", key)] + ([("value", value)] if needs_value else [])
-    arrays = {name: _float_array(x, name, check_finite) for name, x in named}
-    q, k = arrays["query"], arrays["key"]
-    v = arrays.get("value")
-    if q.ndim not in (2, 4):
-        raise ShapeError(
-            f"query: ndim {q.ndim} (shape {q.shape}); expected (B, Hq, Tq, D) or (T, D)"
-        )
-    for name, x in arrays.items():
-        if x.ndim != q.ndim:
-            raise ShapeError(
-                f"{name}: ndim {x.ndim} (shape {x.shape}) differs from query's ndim {q.ndim}"
-            )
-        if x.dtype != q.dtype:
-            raise DtypeError(
-                f"{name}: dtype {x.dtype} differs from query's {q.dtype}; cast them to one dtype"
-            )
-    two_d = q.ndim == 2
-    if two_d:
-        q, k = q[None, None], k[None, None]
-        v = None if v is None else v[None, None]
-    B, Hq, Tq, D = q.shape
-    _, Hkv, Tk, _ = k.shape
-    if k.shape[0] != B:
-        raise ShapeError(f"key: batch {k.shape[0]} differs from query's batch {B}")
-    if k.shape[3] != D:
-        raise ShapeError(f"key: head_dim {k.shape[3]} differs from query's head_dim {D}")
-    if Hq % Hkv:
-        raise ShapeError(
-            f"key: num_kv_heads={Hkv} must divide num_heads={Hq} (query head h reads K/V "
-            "head h // (Hq // Hkv))"
-        )
-    if v is not None:
-        if v.shape[0] != B:
-            raise ShapeError(f"value: batch {v.shape[0]} differs from query's batch {B}")
-        if v.shape[1] != Hkv:
-            raise ShapeError(f"value: num_kv_heads {v.shape[1]} differs from key's {Hkv}")
-        if v.shape[2] != Tk:
-            raise ShapeError(f"value: length {v.shape[2]} differs from key's length {Tk}")
-    start = check_query_start(query_start, Tq, Tk)
-    if start is None:
-        start = Tk - Tq
-        if is_causal and start < 0:
-            raise QueryStartError(
-                f"query_start: None means Tk - Tq = {start} < 0 (Tq={Tq} > Tk={Tk}); with "
-                "is_causal=True the first queries would see no key"
-            )
-    mask = check_mask(attn_mask, (Tq, Tk) if two_d else (B, Hq, Tq, Tk))
-    if mask is not None:
-        mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)  # a view: never copied
-    return _Call(q, k, v, mask, scale, start, is_causal, two_d, q.dtype)
-
-
-def _mask_block(call: _Call, rows: slice, keys: slice) -> np.ndarray | None:
+def _mask_block(call: AttentionCall, rows: slice, keys: slice) -> np.ndarray | None:
     """The mask entries of query rows ``rows`` and keys ``keys``: a view of the caller's mask,
     still broadcastable (axes of length 1 stay 1). ``None`` without a mask."""
     mask = call.mask
@@ -171,7 +65,7 @@ def _mask_block(call: _Call, rows: slice, keys: slice) -> np.ndarray | None:
                 keys if mask.shape[3] > 1 else slice(None)]
 
 
-def _causal_hidden(call: _Call, rows: slice, keys: slice) -> np.ndarray | None:
+def _causal_hidden(call: AttentionCall, rows: slice, keys: slice) -> np.ndarray | None:
     """Bool ``(r, keys)`` for the first ``r <= len(rows)`` rows of the block: True where
     causality hides key ``j`` from local query ``i`` (``j > query_start + i``). The rows after
     the first ``r`` see every key of the block. ``None`` when nothing in the block is hidden."""
@@ -186,7 +80,7 @@ def _causal_hidden(call: _Call, rows: slice, keys: slice) -> np.ndarray | None:
     return j > call.query_start + i
 
 
-def _visible_block(call: _Call, rows: slice, keys: slice) -> np.ndarray | bool:
+def _visible_block(call: AttentionCall, rows: slice, keys: slice) -> np.ndarray | bool:
     """Visibility of a block (mask AND causality), broadcastable to the block's shape."""
     visible = True
     mask = _mask_block(call, rows, keys)
@@ -199,7 +93,7 @@ def _visible_block(call: _Call, rows: slice, keys: slice) -> np.ndarray | bool:
     return visible
 
 
-def _check_rows(call: _Call, block_size: int | None = None) -> None:
+def _check_rows(call: AttentionCall, block_size: int | None = None) -> None:
     """The rulebook's "fully masked row" rule (same message), one key block at a time.
 
     Without a mask every row sees a key: key 0 is causally visible to every query because
@@ -230,7 +124,7 @@ def _check_rows(call: _Call, block_size: int | None = None) -> None:
         )
 
 
-def _scaled_query(call: _Call, ct: np.dtype) -> np.ndarray:
+def _scaled_query(call: AttentionCall, ct: np.dtype) -> np.ndarray:
     """``query * scale`` in the compute dtype, grouped ``(B, Hkv, G, Tq, D)``.
 
     The query is scaled before the product, so a dot product that only the scale brings back
@@ -243,7 +137,7 @@ def _scaled_query(call: _Call, ct: np.dtype) -> np.ndarray:
     return query.reshape(B, Hkv, Hq // Hkv, Tq, D)
 
 
-def _scores_in_range(call: _Call, ct: np.dtype) -> bool:
+def _scores_in_range(call: AttentionCall, ct: np.dtype) -> bool:
     """True when no visible scaled score plus mask entry can overflow ``ct``, so the per-block
     overflow scan can be skipped: ``|s_ij| <= scale * D * max|q| * max|k|``, plus the largest
     ``|mask|``, stays below half the dtype's maximum. Costs a few reductions over query and
@@ -262,7 +156,7 @@ def _scores_in_range(call: _Call, ct: np.dtype) -> bool:
     return bool(bound < 0.5 * float(np.finfo(ct).max))  # NaN compares False
 
 
-def _mask_scores(scores: np.ndarray, call: _Call, ct: np.dtype, rows: slice, keys: slice,
+def _mask_scores(scores: np.ndarray, call: AttentionCall, ct: np.dtype, rows: slice, keys: slice,
                  in_range: bool = False) -> None:
     """In place on ``scores`` ``(B, Hq, len(rows), len(keys))``: add the float mask, raise on
     a visible score that overflows (not scanned when ``in_range``, see
@@ -286,7 +180,7 @@ def _mask_scores(scores: np.ndarray, call: _Call, ct: np.dtype, rows: slice, key
         np.copyto(scores[:, :, : hidden.shape[0]], ct.type(-np.inf), where=hidden)
 
 
-def _dense_weights(call: _Call, ct: np.dtype) -> np.ndarray:
+def _dense_weights(call: AttentionCall, ct: np.dtype) -> np.ndarray:
     """Attention weights ``(B, Hq, Tq, Tk)`` in the compute dtype (the dense path)."""
     B, Hq, Tq, Tk = call.shape
     key = call.key.astype(ct, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, D)
@@ -368,7 +262,7 @@ def _online_softmax_step(m: np.ndarray, l: np.ndarray, acc: np.ndarray, s: np.nd
     m[...] = m_new
 
 
-def _blocked_output(call: _Call, ct: np.dtype, block_size: int) -> np.ndarray:
+def _blocked_output(call: AttentionCall, ct: np.dtype, block_size: int) -> np.ndarray:
     """``softmax(scores) @ value`` ``(B, Hq, Tq, Dv)`` in the compute dtype, in tiles of
     ``block_size`` queries by ``block_size`` keys with an online softmax (running max ``m``,
     running sum ``l`` per query row). Peak extra memory O(B Hq (block_size**2 + Tq Dv)).
@@ -381,7 +275,7 @@ def _blocked_output(call: _Call, ct: np.dtype, block_size: int) -> np.ndarray:
     Hkv, Dv = call.key.shape[1], call.value.shape[3]
     G = Hq // Hkv
     start = call.query_start
-    _check_float_array(call.query, "query")
+    check_float_array(call.query, "query")
     query = _scaled_query(call, ct)  # (B, Hkv, G, Tq, D)
     key = call.key.astype(ct, copy=False)  # (B, Hkv, Tk, D)
     value = call.value.astype(ct, copy=False)  # (B, Hkv, Tk, Dv)
@@ -401,7 +295,7 @@ def _blocked_output(call: _Call, ct: np.dtype, block_size: int) -> np.ndarray:
                 keys = slice(j0, min(j0 + block_size, last))
                 fresh = slice(scanned, keys.stop)  # first use of these keys: scan them
                 if fresh.stop > fresh.start:  # (each block right before its product reads it)
-                    _check_float_array(call.key[:, :, fresh], "key")
+                    check_float_array(call.key[:, :, fresh], "key")
                 # Causal: query i sees key j0 iff j0 <= start + i; earlier rows skip the block.
                 i0 = min(t1, max(t0, j0 - start)) if call.is_causal else t0
                 rows, local = slice(i0, t1), slice(i0 - t0, t1 - t0)
@@ -409,15 +303,15 @@ def _blocked_output(call: _Call, ct: np.dtype, block_size: int) -> np.ndarray:
                 s = np.matmul(query[:, :, :, rows], k_t)  # (B, Hkv, G, n, nk)
                 _mask_scores(s.reshape(B, Hq, t1 - i0, -1), call, ct, rows, keys, in_range)
                 if fresh.stop > fresh.start:
-                    _check_float_array(call.value[:, :, fresh], "value")
+                    check_float_array(call.value[:, :, fresh], "value")
                     scanned = fresh.stop
                 _online_softmax_step(m[:, :, :, local], l[:, :, :, local], acc[:, :, :, local],
                                      s, value[:, :, None, keys])
             # every row has a visible key (checked), so l >= 1
             np.divide(acc, l, out=out[:, :, :, t0:t1])
     if scanned < Tk:  # keys that no query sees are inputs too: the rule covers them
-        _check_float_array(call.key[:, :, scanned:], "key")
-        _check_float_array(call.value[:, :, scanned:], "value")
+        check_float_array(call.key[:, :, scanned:], "key")
+        check_float_array(call.value[:, :, scanned:], "value")
     return out.reshape(B, Hq, Tq, Dv)
 
 
@@ -444,8 +338,8 @@ def attention_weights(
         query row with no visible key and scaled scores that overflow. Inputs are not
         modified. Source: Vaswani et al. 2017, eq. 1.
     """
-    call = _check_call(query, key, None, attn_mask=attn_mask, is_causal=is_causal,
-                       query_start=query_start, scale=scale, needs_value=False)
+    call = check_attention_call(query, key, None, attn_mask=attn_mask, is_causal=is_causal,
+                                query_start=query_start, scale=scale, needs_value=False)
     _check_rows(call)
     weights = _dense_weights(call, compute_dtype(call.dtype)).astype(call.dtype)
     return weights[0, 0] if call.two_d else weights
@@ -480,7 +374,7 @@ def attention(
     options = dict(attn_mask=attn_mask, is_causal=is_causal, query_start=query_start,
                    scale=scale)
     if block_size is None:
-        call = _check_call(query, key, value, **options)
+        call = check_attention_call(query, key, value, **options)
         _check_rows(call)
         ct = compute_dtype(call.dtype)
         B, Hq, Tq, Tk = call.shape
@@ -494,14 +388,14 @@ def attention(
         # path reads them (one pass over K and V instead of two). Should any rule fail, the
         # full validation reruns first, so the error is the rulebook's first broken rule.
         try:
-            call = _check_call(query, key, value, **options, check_finite=False)
+            call = check_attention_call(query, key, value, **options, scan=False)
             _check_rows(call, block_size)
             output = _blocked_output(call, compute_dtype(call.dtype), block_size)
             error = None
         except AttentionInputError as exc:
             error = exc
         if error is not None:
-            _check_call(query, key, value, **options)
+            check_attention_call(query, key, value, **options)
             raise error
     output = output.astype(call.dtype)
     return output[0, 0] if call.two_d else output

@@ -23,8 +23,8 @@ from mutants._common import Pipeline, rebind
 from oracle import rules
 
 
-def _check_float_array(x, name):
-    """oracle.rules._check_float_array without its finiteness check."""
+def _check_float_array(x, name, *, scan=True):
+    """oracle.rules.check_float_array without its finiteness check."""
     x = rules._as_array(x, name)
     if x.dtype not in rules.FLOAT_DTYPES:
         raise rules.DtypeError(
@@ -38,9 +38,10 @@ def _check_float_array(x, name):
     return x
 
 
-# The rulebook's check_attention_inputs, calling the check above.
+# The rulebook's check_attention_inputs, its check_attention_call calling the check above.
+_check_attention_call = rebind(rules.check_attention_call, check_float_array=_check_float_array)
 _check_attention_inputs = rebind(rules.check_attention_inputs,
-                                 _check_float_array=_check_float_array)
+                                 check_attention_call=_check_attention_call)
 
 
 class _NoFiniteCheck(Pipeline):

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -142,7 +143,17 @@ def _as_array(x, name: str) -> np.ndarray:
         raise ShapeError(f"{name}: cannot be read as an array ({exc})") from None
 
 
-def _check_float_array(x, name: str) -> np.ndarray:
+def check_float_array(x, name: str, *, scan: bool = True) -> np.ndarray:
+    """``x`` as a float16/32/64 array of non-zero size whose entries are all finite.
+
+    ``scan=False`` skips the NaN/infinity pass for an ndarray already of a float dtype and
+    non-zero size (returned as is): for implementations that scan their inputs block by block
+    as they read them, and must then call this again with ``scan=True`` before raising.
+    Raises :class:`DtypeError`, :class:`ShapeError` (zero-size axis, unreadable input) or
+    :class:`NonFiniteInputError`, each naming ``name``.
+    """
+    if not scan and isinstance(x, np.ndarray) and x.dtype in FLOAT_DTYPES and x.size:
+        return x
     x = _as_array(x, name)
     if x.dtype not in FLOAT_DTYPES:
         raise DtypeError(
@@ -241,7 +252,39 @@ def check_mask(attn_mask, target: tuple[int, ...]) -> np.ndarray | None:
     return mask
 
 
-def check_attention_inputs(
+class AttentionCall(NamedTuple):
+    """A call that passed every rule except the fully-masked-row rule (which needs the
+    visibility of every row; see :func:`check_attention_inputs`).
+
+    Arrays are 4-D *views* of the caller's data (2-D inputs get two leading axes of length 1),
+    never copies. ``mask`` is the caller's ``attn_mask`` as a 4-D view (leading axes of length
+    1 added), NOT broadcast to ``(B, Hq, Tq, Tk)``; ``None`` without a mask. ``query_start`` is
+    the absolute position of the first query (``Tk - Tq`` when the caller passed None).
+    ``scale`` is None for the default ``1/sqrt(D)``.
+    """
+
+    query: np.ndarray  # (B, Hq, Tq, D)
+    key: np.ndarray  # (B, Hkv, Tk, D)
+    value: np.ndarray | None  # (B, Hkv, Tk, Dv); None when the call needs no value
+    mask: np.ndarray | None  # 4-D, broadcastable to (B, Hq, Tq, Tk)
+    scale: float | None
+    query_start: int
+    is_causal: bool
+    two_d: bool
+    dtype: np.dtype
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """The score shape ``(B, Hq, Tq, Tk)``."""
+        B, Hq, Tq, _ = self.query.shape
+        return B, Hq, Tq, self.key.shape[2]
+
+    @property
+    def float_mask(self) -> bool:
+        return self.mask is not None and self.mask.dtype != np.bool_
+
+
+def check_attention_call(
     query,
     key,
     value=None,
@@ -250,25 +293,23 @@ def check_attention_inputs(
     is_causal=False,
     query_start=None,
     scale=None,
-    fully_masked_rows: str = "raise",
     needs_value: bool = True,
-) -> AttentionProblem:
-    """Apply every rule to one attention call and return the validated problem.
+    scan: bool = True,
+) -> AttentionCall:
+    """Every rule except the fully-masked-row rule, in the order below, without building any
+    ``(B, Hq, Tq, Tk)`` array: ``is_causal``, ``scale``, then dtype/size/finiteness of query,
+    key (and value), ndim and dtype agreement, batch/head_dim/head grouping/length agreement,
+    ``query_start``, then ``attn_mask`` (dtype, broadcast shape, entries).
 
+    ``scan=False``: query, key and value are not scanned for NaN/infinity here (see
+    :func:`check_float_array`); the caller must scan them before using their values.
     Raises a subclass of :class:`AttentionInputError` naming the argument and the rule.
     Reads its inputs only.
     """
-    if fully_masked_rows not in FULLY_MASKED_ROW_CONVENTIONS:
-        raise AttentionInputError(
-            f"fully_masked_rows: {fully_masked_rows!r} must be one of "
-            f"{FULLY_MASKED_ROW_CONVENTIONS}"
-        )
     is_causal = check_is_causal(is_causal)
     scale = check_scale(scale)
     named = [("query", query), ("key", key)] + ([("value", value)] if needs_value else [])
-    arrays = {}
-    for name, x in named:
-        arrays[name] = _check_float_array(x, name)
+    arrays = {name: check_float_array(x, name, scan=scan) for name, x in named}
     q, k = arrays["query"], arrays["key"]
     v = arrays.get("value")
     if q.ndim not in (2, 4):
@@ -314,20 +355,52 @@ def check_attention_inputs(
                 f"query_start: None means Tk - Tq = {start} < 0 (Tq={Tq} > Tk={Tk}); with "
                 "is_causal=True the first queries would see no key"
             )
-    target = (B, Hq, Tq, Tk)
-    mask = check_mask(attn_mask, (Tq, Tk) if two_d else target)
+    mask = check_mask(attn_mask, (Tq, Tk) if two_d else (B, Hq, Tq, Tk))
+    if mask is not None:
+        mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)  # a view: never copied
+    return AttentionCall(q, k, v, mask, scale, start, is_causal, two_d, q.dtype)
+
+
+def check_attention_inputs(
+    query,
+    key,
+    value=None,
+    *,
+    attn_mask=None,
+    is_causal=False,
+    query_start=None,
+    scale=None,
+    fully_masked_rows: str = "raise",
+    needs_value: bool = True,
+) -> AttentionProblem:
+    """Apply every rule to one attention call and return the validated problem.
+
+    The rules of :func:`check_attention_call`, then the fully-masked-row rule on the dense
+    visibility (mask AND causality) under ``fully_masked_rows="raise"``.
+    Raises a subclass of :class:`AttentionInputError` naming the argument and the rule.
+    Reads its inputs only.
+    """
+    if fully_masked_rows not in FULLY_MASKED_ROW_CONVENTIONS:
+        raise AttentionInputError(
+            f"fully_masked_rows: {fully_masked_rows!r} must be one of "
+            f"{FULLY_MASKED_ROW_CONVENTIONS}"
+        )
+    call = check_attention_call(query, key, value, attn_mask=attn_mask, is_causal=is_causal,
+                                query_start=query_start, scale=scale, needs_value=needs_value)
+    target = call.shape  # (B, Hq, Tq, Tk)
+    Tq, Tk = target[2], target[3]
     visible = np.ones(target, dtype=bool)
     bias = None
-    if mask is not None:
-        if mask.dtype == np.bool_:
-            visible = visible & mask
+    if call.mask is not None:
+        if call.mask.dtype == np.bool_:
+            visible = visible & call.mask
         else:
-            bias = np.broadcast_to(mask, target)  # (B, Hq, Tq, Tk)
+            bias = np.broadcast_to(call.mask, target)  # (B, Hq, Tq, Tk)
             visible = visible & ~np.isneginf(bias)
-    if is_causal:
+    if call.is_causal:
         i = np.arange(Tq)[:, None]
         j = np.arange(Tk)[None, :]
-        visible = visible & (j <= start + i)
+        visible = visible & (j <= call.query_start + i)
     if fully_masked_rows == "raise":
         empty = ~visible.any(axis=-1)
         if empty.any():
@@ -339,16 +412,16 @@ def check_attention_inputs(
             )
     visible.setflags(write=False)
     return AttentionProblem(
-        query=q,
-        key=k,
-        value=v,
+        query=call.query,
+        key=call.key,
+        value=call.value,
         visible=visible,
         bias=bias,
-        scale=scale,
-        query_start=start,
-        is_causal=is_causal,
-        two_d=two_d,
-        dtype=q.dtype,
+        scale=call.scale,
+        query_start=call.query_start,
+        is_causal=call.is_causal,
+        two_d=call.two_d,
+        dtype=call.dtype,
     )
 
 
@@ -390,8 +463,8 @@ def check_cache_append(cache, key, value) -> tuple[np.ndarray, np.ndarray]:
 
     ``cache`` provides ``batch``, ``num_kv_heads``, ``head_dim``, ``value_dim`` and ``dtype``.
     """
-    key = _check_float_array(key, "key")
-    value = _check_float_array(value, "value")
+    key = check_float_array(key, "key")
+    value = check_float_array(value, "value")
     B, Hkv = cache.batch, cache.num_kv_heads
     for name, x, last in (("key", key, cache.head_dim), ("value", value, cache.value_dim)):
         if x.ndim != 4 or x.shape[:2] != (B, Hkv) or x.shape[3] != last:

@@ -38,7 +38,7 @@ from functools import partial
 import jax
 import numpy as np
 
-from oracle.rules import check_positive_int
+from oracle.rules import check_cache_append, check_cached_query, check_positive_int
 
 jax.config.update("jax_enable_x64", True)
 
@@ -195,16 +195,9 @@ class KVCache:
 
     def append(self, key, value) -> int:
         """Append ``key`` ``(B, Hkv, Tnew, D)`` and ``value`` ``(B, Hkv, Tnew, Dv)``; return the
-        length before the append. Raises ValueError (shape, dtype); the cache is unchanged."""
-        key, value = np.asarray(key), np.asarray(value)
-        for name, x, last in (("key", key, self.head_dim), ("value", value, self.value_dim)):
-            if x.ndim != 4 or x.shape[:2] != (self.batch, self.num_kv_heads) or x.shape[3] != last:
-                raise ValueError(f"{name}: shape {x.shape} does not fit the cache "
-                                 f"(batch={self.batch}, num_kv_heads={self.num_kv_heads}, Tnew, {last})")
-            if x.dtype != self.dtype:
-                raise ValueError(f"{name}: dtype {x.dtype} differs from the cache's {self.dtype}")
-        if key.shape[2] != value.shape[2]:
-            raise ValueError(f"value: length {value.shape[2]} differs from key's {key.shape[2]}")
+        length before the append. Raises oracle.rules.AttentionInputError (a ValueError: shape,
+        dtype, NaN or infinity; the rulebook's check_cache_append); the cache is unchanged."""
+        key, value = check_cache_append(self, key, value)  # the library has no cache rules
         start = len(self)
         keys = jnp.concatenate([self._keys, jnp.asarray(key.copy())], axis=2)
         values = jnp.concatenate([self._values, jnp.asarray(value.copy())], axis=2)
@@ -222,9 +215,7 @@ def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None,
     whatever the append or JAX raise; the cache is then exactly as before.
     """
     query = np.asarray(query)
-    if query.ndim != 4 or np.ndim(key) != 4 or query.shape[2] != np.shape(key)[2]:
-        raise ValueError(f"query {query.shape} and key {np.shape(key)}: cached_attention takes "
-                         "4-D inputs with one query per appended token")
+    check_cached_query(query, key)
     before = cache._keys, cache._values
     start = cache.append(key, value)
     try:

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from oracle.rules import check_positive_int
+from oracle.rules import check_cache_append, check_cached_query, check_positive_int
 
 __version__ = torch.__version__
 
@@ -226,17 +226,10 @@ class KVCache:
         Returns the length before the append (the absolute position of the first new token).
 
         Raises:
-            ValueError (shape, dtype); the cache is then unchanged.
+            oracle.rules.AttentionInputError (a ValueError: shape, dtype, NaN or infinity,
+            checked by the rulebook's check_cache_append); the cache is then unchanged.
         """
-        key, value = np.asarray(key), np.asarray(value)
-        for name, x, last in (("key", key, self.head_dim), ("value", value, self.value_dim)):
-            if x.ndim != 4 or x.shape[:2] != (self.batch, self.num_kv_heads) or x.shape[3] != last:
-                raise ValueError(f"{name}: shape {x.shape} does not fit the cache "
-                                 f"(batch={self.batch}, num_kv_heads={self.num_kv_heads}, Tnew, {last})")
-            if x.dtype != self.dtype:
-                raise ValueError(f"{name}: dtype {x.dtype} differs from the cache's {self.dtype}")
-        if key.shape[2] != value.shape[2]:
-            raise ValueError(f"value: length {value.shape[2]} differs from key's {key.shape[2]}")
+        key, value = check_cache_append(self, key, value)  # the library has no cache rules
         start = len(self)
         keys = torch.cat([self._keys, to_tensor(key)], dim=2)
         values = torch.cat([self._values, to_tensor(value)], dim=2)
@@ -265,9 +258,7 @@ def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None,
         or SDPA raise; the cache is then exactly as before.
     """
     query = np.asarray(query)
-    if query.ndim != 4 or np.ndim(key) != 4 or query.shape[2] != np.shape(key)[2]:
-        raise ValueError(f"query {query.shape} and key {np.shape(key)}: cached_attention takes "
-                         "4-D inputs with one query per appended token")
+    check_cached_query(query, key)
     before = cache._keys, cache._values
     start = cache.append(key, value)
     try:

@@ -49,7 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .suite_runner import RunResult, PropertyFailure, run_suite
+from .suite_runner import RunResult, PropertyFailure, is_explicit_example, run_suite
 
 SCHEMA_VERSION = 2  # 2: mutant_profile; per mutant profile and shrunk
 REFERENCE_SUBJECT = "impl"
@@ -128,13 +128,9 @@ def run_mutant(name: str, workdir: Path, *, profile: str = "ci",
         seconds=round(time.perf_counter() - started, 2),
         examples_tried=run.examples.get(first.test) if first else None,
         profile=used,
-        shrunk=bool(first and first.falsifying_example.startswith(_GENERATED)),
+        shrunk=bool(first and first.falsifying_example
+                    and not is_explicit_example(first.falsifying_example)),
     )
-
-
-# Hypothesis's heading of a generated (then shrunk) counterexample; an explicit @example's
-# reads "Falsifying explicit example" ("Failing ..." in later Hypothesis releases).
-_GENERATED = ("Falsifying example:", "Failing example:")
 
 
 def select(names: list[str], only: list[str] | None, shard: str | None) -> list[str]:
@@ -164,9 +160,14 @@ def _markdown(reference: RunResult | None, harness: RunResult | None,
     if harness is not None:
         seen = "failures seen" if harness.failures else "NO FAILURE SEEN"
         lines.append(f"- harness check (deliberately wrong subject): {seen}")
-    shrunk = sum(r.outcome is Outcome.KILLED and r.shrunk for r in results)
+    kills = [r for r in results if r.outcome is Outcome.KILLED]
+    shrunk = sum(r.shrunk for r in kills)
+    explicit = sum(is_explicit_example(r.falsifying_example) for r in kills)
+    unread = len(kills) - shrunk - explicit
     lines.append(f"- killed with a generated, shrunk counterexample: {shrunk}/{killed}; "
-                 f"by an explicit example only: {killed - shrunk}/{killed}")
+                 f"by an explicit example only: {explicit}/{killed}"
+                 + (f"; counterexample not found in pytest's output: {unread}/{killed}"
+                    if unread else ""))
     lines += [f"- total wall time: {seconds:.1f} s", "",
               "| mutant | outcome | failed properties | examples | time (s) | shrunk counterexample |",
               "| --- | --- | --- | --- | --- | --- |"]

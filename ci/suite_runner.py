@@ -86,8 +86,16 @@ def _pytest_command(subject: str, junit: Path, tests: list[str] | None, jobs: in
     return cmd
 
 
-# "Falsifying example" up to Hypothesis 6.16x, "Failing example" in later releases
-_FALSIFYING = re.compile(r"(?:Falsifying|Failing) (?:explicit )?example: .*?\n *\)", re.S)
+# Hypothesis's heading of a counterexample: "Falsifying example: test(" (6.155, the pinned
+# release), "Failing test case: test(" (6.170); an explicit @example's says "explicit example".
+_FALSIFYING = re.compile(
+    r"(?:Falsifying|Failing) (?:explicit example|example|test case): .*?\n *\)", re.S)
+
+
+def is_explicit_example(example: str) -> bool:
+    """True when ``example`` (as returned by :func:`_falsifying_example`) is a hand-written
+    ``@example`` case, not a generated (and shrunk) one."""
+    return "explicit example" in example.split("\n", 1)[0]
 
 
 def _falsifying_example(text: str) -> str:
@@ -159,7 +167,9 @@ def _parse_junit(path: Path) -> tuple[int, int, int, list[PropertyFailure]]:
 
 
 _STATS_TEST = re.compile(r"^\S*::(test_\w+).*:$")
-_STATS_GENERATE = re.compile(r"(\d+) passing examples?, (\d+) failing examples?")
+# "3 passing examples, 6 failing examples" (6.155); "3 passing, 6 failing, and 1 invalid test
+# cases" (6.170)
+_STATS_GENERATE = re.compile(r"(\d+) passing(?: examples?)?, (\d+) failing")
 
 
 def _parse_statistics(output: str) -> dict[str, int]:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from ci.mutation_report import Outcome, _classify, run_mutant, select
-from ci.suite_runner import RunResult, PropertyFailure, _falsifying_example
+from ci.suite_runner import (RunResult, PropertyFailure, _falsifying_example, _parse_statistics,
+                             is_explicit_example)
 from mutants import all_mutants
 
 
@@ -21,7 +22,7 @@ def test_source_document_mutants_are_killed(name, tmp_path):
     assert result.outcome is Outcome.KILLED, result
     assert set(result.failed_properties) & set(all_mutants()[name].killed_by)
     assert result.profile == "mutation" and result.shrunk, result
-    assert result.falsifying_example.startswith("Falsifying example:"), result
+    assert result.falsifying_example.startswith(("Falsifying example:", "Failing test case:"))
 
 
 def _run(*failures: PropertyFailure, rc: int = 1) -> RunResult:
@@ -76,6 +77,24 @@ def test_falsifying_example_is_read_from_pytest_output():
     assert _falsifying_example(text) == (
         "Falsifying example: test_x(\n    kind='k',\n)\nDraw 1 (invalid call): "
         "Bad(value=array([nan]))")
+
+
+def test_counterexample_and_statistics_formats_of_hypothesis_releases():
+    """Both the pinned Hypothesis (6.155: "Falsifying example", "N passing examples") and
+    later releases (6.170: "Failing test case", "N passing, M failing, and K invalid test
+    cases") are read; an explicit @example is told apart from a generated one."""
+    new = "E       Failing test case: test_x(\nE           case=1,\nE       )\n"
+    assert _falsifying_example(new) == "Failing test case: test_x(\n    case=1,\n)"
+    assert not is_explicit_example(_falsifying_example(new))
+    for head in ("Falsifying explicit example", "Failing explicit example"):
+        example = _falsifying_example(f"E       {head}: test_x(\nE           case=1,\nE       )\n")
+        assert example.startswith(head) and is_explicit_example(example)
+    for stats in ("    - 3 passing examples, 6 failing examples, 1 invalid example",
+                  "    - 3 passing, 6 failing, and 1 invalid test cases"):
+        output = ("properties/test_values.py::test_x:\n\n  - during generate phase (0.2 s):\n"
+                  f"{stats}\n  - during shrink phase (0.4 s):\n    - 3 passing, 4 failing, and 44 "
+                  "invalid test cases\n")
+        assert _parse_statistics(output) == {"test_x": 9}, stats
 
 
 def test_every_mutant_declares_itself():

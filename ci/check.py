@@ -11,6 +11,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from properties.profiles import PROFILES
+
 from .suite_runner import run_suite
 
 
@@ -18,11 +20,25 @@ def add_arguments(parser) -> None:
     parser.add_argument("--impl", default=os.environ.get("ATTN_IMPL", "impl"), metavar="MODULE",
                         help="subject module (default: $ATTN_IMPL or impl)")
     parser.add_argument("--profile", default=os.environ.get("HYPOTHESIS_PROFILE", "ci"),
-                        choices=("dev", "ci", "thorough"), help="Hypothesis profile (default ci)")
+                        help=f"Hypothesis profile, one of {', '.join(PROFILES)} (default: "
+                             "$HYPOTHESIS_PROFILE or ci)")
     parser.add_argument("--jobs", default="auto", help="pytest-xdist workers (default auto)")
 
 
+def validate_profiles(*names: str) -> None:
+    """Exit with a one-line message naming a profile that :mod:`properties.profiles` lacks
+    (checked before any pytest run, which would otherwise fail with a traceback)."""
+    for name in names:
+        if name not in PROFILES:
+            raise SystemExit(f"attnprops: Hypothesis profile {name!r} is unknown; use one of "
+                             f"{', '.join(PROFILES)} (see --help)")
+
+
 def run(args) -> int:
+    validate_profiles(args.profile)
+    if not args.impl.strip():
+        raise SystemExit("attnprops check: --impl (or $ATTN_IMPL) is empty; name the subject "
+                         "module, e.g. --impl impl")
     jobs = (os.cpu_count() or 1) if args.jobs == "auto" else int(args.jobs)
     with tempfile.TemporaryDirectory() as tmp:
         result = run_suite(args.impl, Path(tmp), jobs=jobs, profile=args.profile, tag="check")

@@ -21,7 +21,11 @@ SUBCOMMANDS = {
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="attnprops", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="attnprops",
+        description="attnprops: an executable specification of transformer attention (a "
+                    "50-digit oracle, Hypothesis properties, mutants). Run a subcommand with "
+                    "--help for its options.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)

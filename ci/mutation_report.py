@@ -49,6 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .check import validate_profiles
 from .suite_runner import RunResult, PropertyFailure, is_explicit_example, run_suite
 
 SCHEMA_VERSION = 2  # 2: mutant_profile; per mutant profile and shrunk
@@ -220,7 +221,11 @@ def run(args) -> int:
     from mutants import all_mutants
 
     started = time.perf_counter()
+    mutant_profile = args.mutant_profile or ("mutation" if args.profile == "ci" else args.profile)
+    validate_profiles(args.profile, mutant_profile)
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise SystemExit(f"attnprops mutants: --out {out} exists and is not a folder")
     work = out / "junit"
     for stale in work.glob("*.xml"):  # one JUnit file per run; none left from an earlier one
         stale.unlink()
@@ -234,7 +239,6 @@ def run(args) -> int:
                             profile=args.profile)
         print(f"harness check: {'failures seen' if harness.failures else 'NO FAILURE SEEN'}",
               flush=True)
-    mutant_profile = args.mutant_profile or ("mutation" if args.profile == "ci" else args.profile)
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         results = list(pool.map(
             lambda n: run_mutant(n, work, profile=args.profile, mutant_profile=mutant_profile,

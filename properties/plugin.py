@@ -70,10 +70,15 @@ def pytest_configure(config):
         "requires(*capabilities): skip unless the subject declares these capabilities",
     )
     if config.getoption("hypothesis_profile", None) is None:
-        _STATE["profile"] = load_profile()
+        try:
+            _STATE["profile"] = load_profile()
+        except ValueError as exc:
+            raise pytest.UsageError(f"attnprops: {exc}") from None
     else:
         _STATE["profile"] = config.getoption("hypothesis_profile")
-    name = config.getoption("--attn-impl") or os.environ.get(ENV_VAR) or "impl"
+    name = config.getoption("--attn-impl")
+    if name is None:
+        name = os.environ.get(ENV_VAR, "impl")
     # Exported so the subject is the same in xdist workers and in subprocesses.
     os.environ[ENV_VAR] = name
     try:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -106,7 +107,15 @@ def load_subject(name: str | None = None) -> Subject:
         SubjectError: the module cannot be imported, lacks ``attention``, or its
             ``ATTNPROPS_CAPABILITIES`` has unknown keys or invalid values.
     """
-    name = name or os.environ.get(ENV_VAR) or DEFAULT_SUBJECT
+    if name is None:
+        name = os.environ.get(ENV_VAR, DEFAULT_SUBJECT)
+    if not name.strip():
+        raise SubjectError(
+            f"the attention subject's name is empty; pass a module with --attn-impl MODULE or "
+            f"{ENV_VAR}=MODULE (unset {ENV_VAR} for the default, {DEFAULT_SUBJECT!r})"
+        )
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())  # a module in the current folder, as `python -m pytest`
     try:
         module = importlib.import_module(name)
     except Exception as exc:

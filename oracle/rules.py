@@ -135,8 +135,18 @@ class AttentionProblem:
 
 
 def _as_array(x, name: str) -> np.ndarray:
-    if isinstance(x, np.ndarray):
+    """``x`` as a plain ndarray: an ndarray as is, a subclass (``np.matrix``) viewed as a plain
+    ndarray, anything else through ``np.asarray``. Masked arrays are refused: dropping their
+    mask would silently attend to entries the caller meant to hide."""
+    if type(x) is np.ndarray:
         return x
+    if isinstance(x, np.ma.MaskedArray):
+        raise DtypeError(
+            f"{name}: masked arrays are not supported (their mask would be ignored); pass a "
+            "plain array and hide keys with attn_mask"
+        )
+    if isinstance(x, np.ndarray):
+        return x.view(np.ndarray)
     try:
         return np.asarray(x)
     except Exception as exc:  # ragged lists and the like
@@ -152,7 +162,7 @@ def check_float_array(x, name: str, *, scan: bool = True) -> np.ndarray:
     Raises :class:`DtypeError`, :class:`ShapeError` (zero-size axis, unreadable input) or
     :class:`NonFiniteInputError`, each naming ``name``.
     """
-    if not scan and isinstance(x, np.ndarray) and x.dtype in FLOAT_DTYPES and x.size:
+    if not scan and type(x) is np.ndarray and x.dtype in FLOAT_DTYPES and x.size:
         return x
     x = _as_array(x, name)
     if x.dtype not in FLOAT_DTYPES:

@@ -76,7 +76,8 @@ def assert_within(*, out, expected, bound, what: str, case=None) -> None:
     message = (
         f"{what}: {int(bad.sum())} of {bad.size} elements outside the bound; "
         f"max abs diff {np.where(np.isnan(diff), np.inf, diff).max():.3g}, "
-        f"max rel diff {np.where(bad, np.nan_to_num(rel, nan=np.inf), 0).max():.3g}\n"
+        f"max rel diff {np.where(bad, np.where(np.isnan(rel), np.inf, rel), 0).max():.3g}"
+        f"{' (a wanted value is 0)' if (bad & (wanted == 0) & (diff > 0)).any() else ''}\n"
         f"  worst points (index => got != wanted (bound)):\n{_worst(worst, got, wanted, bound)}"
     )
     if case is not None:

@@ -7,7 +7,7 @@ import pytest
 
 import impl
 import oracle
-from oracle.rules import AttentionInputError
+from oracle.rules import AttentionInputError, DtypeError
 from oracle.tests.error_cases import CASE_IDS, build_cases
 
 MODULES = {"impl": impl, "oracle": oracle}
@@ -65,3 +65,35 @@ def test_valid_edge_values_are_accepted(module_name):
     module.attention(q, k, v, attn_mask=np.array([True, False, True]))
     module.attention(q, k, v, attn_mask=np.array([0.0, -np.inf, -1e300], dtype=np.float64))
     module.attention(q, k, v, attn_mask=np.zeros((1, 3), np.float16))
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+@pytest.mark.parametrize("block_size", [None, 1])
+def test_ndarray_subclasses_are_read_as_plain_arrays_and_masked_arrays_refused(block_size):
+    """np.matrix inputs give exactly the plain-array result (a plain ndarray, not a matrix);
+    a masked array, for any argument or a cache append, raises DtypeError naming it (its mask
+    would otherwise be dropped silently). Found by a newcomer's attack: np.matrix made impl
+    fail inside NumPy and corrupt the heap."""
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((3, 2)) for _ in range(3))
+    kwargs = {} if block_size is None else {"block_size": block_size}
+    plain = impl.attention(q, k, v, **kwargs)
+    got = impl.attention(np.asmatrix(q), np.asmatrix(k), np.asmatrix(v), **kwargs)
+    assert type(got) is np.ndarray
+    np.testing.assert_array_equal(got, plain)
+    np.testing.assert_array_equal(
+        oracle.attention(np.asmatrix(q), np.asmatrix(k), np.asmatrix(v)).value,
+        oracle.attention(q, k, v).value)
+    masked = np.ma.masked_array(q, mask=np.eye(3, 2, dtype=bool))
+    for name, args, options in (("query", (masked, k, v), {}), ("key", (q, masked, v), {}),
+                                ("value", (q, k, masked), {}),
+                                ("attn_mask", (q, k, v),
+                                 {"attn_mask": np.ma.masked_array(np.ones((3, 3), bool))})):
+        for module in (impl, oracle):
+            extra = kwargs if module is impl else {}
+            with pytest.raises(DtypeError, match=f"^{name}: masked arrays"):
+                module.attention(*args, **options, **extra)
+    cache = impl.KVCache(1, 1, 2)
+    with pytest.raises(DtypeError, match="^key: masked arrays"):
+        cache.append(np.ma.masked_array(np.ones((1, 1, 1, 2))), np.ones((1, 1, 1, 2)))
+    assert len(cache) == 0

@@ -315,6 +315,46 @@ def _blocked_output(call: AttentionCall, ct: np.dtype, block_size: int) -> np.nd
     return out.reshape(B, Hq, Tq, Dv)
 
 
+def _dense_output(call: AttentionCall, ct: np.dtype) -> np.ndarray:
+    """``softmax(scores) @ value`` ``(B, Hq, Tq, Dv)`` in the compute dtype ``ct``, from the
+    whole ``(B, Hq, Tq, Tk)`` weight array; query heads grouped by a reshape (never repeated)."""
+    B, Hq, Tq, Tk = call.shape
+    Hkv, Dv = call.key.shape[1], call.value.shape[3]
+    weights = _dense_weights(call, ct)  # (B, Hq, Tq, Tk)
+    grouped = weights.reshape(B, Hkv, Hq // Hkv, Tq, Tk)  # (B, Hkv, G, Tq, Tk)
+    value = call.value.astype(ct, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, Dv)
+    with np.errstate(over="ignore", invalid="ignore"):  # non-finite: see _rescaled_output
+        return np.matmul(grouped, value).reshape(B, Hq, Tq, Dv)
+
+
+def _rescaled_output(call: AttentionCall, ct: np.dtype, block_size: int | None) -> np.ndarray:
+    """The output recomputed with ``value`` scaled by ``2**-k``, for calls whose output came
+    out non-finite although every input is finite.
+
+    Each output is a convex combination of values, so ``|output| <= max|value|`` always fits
+    the dtype; but with values near the dtype's maximum the sums on the way overflow: the
+    blocked path's running sum of ``exp(s - m) * v`` over up to ``Tk`` terms before dividing,
+    and the dense path's ``weights @ value`` when the rounded weights sum to slightly more
+    than 1. Scaling by a power of two is exact (barring values that become subnormal, which
+    are below ``2**(k - 1022)`` in float64); ``k`` leaves room for ``Tk`` terms. The result is
+    scaled back and clipped to ``[-max|value|, max|value|]``, which contains every exact
+    output, so rounding at the top of the range cannot produce infinity.
+    """
+    value = call.value.astype(ct, copy=False)
+    vmax = np.abs(value).max()
+    Tk = call.shape[3]
+    k = max(1, int(np.ceil(np.log2(float(vmax)))) + int(np.ceil(np.log2(Tk + 1))) + 1
+            - int(np.finfo(ct).maxexp))
+    scaled = call._replace(value=np.ldexp(value, -k).astype(ct, copy=False))
+    if block_size is None:
+        output = _dense_output(scaled, ct)
+    else:
+        output = _blocked_output(scaled, ct, block_size)
+    with np.errstate(over="ignore"):
+        output = np.ldexp(output, k).astype(ct, copy=False)
+    return np.clip(output, -vmax, vmax)
+
+
 def attention_weights(
     query, key, *, attn_mask=None, is_causal=False, query_start=None, scale=None
 ) -> np.ndarray:
@@ -363,7 +403,9 @@ def attention(
 
     Returns:
         ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``) in the input dtype (float16 is computed in
-        float32).
+        float32); always finite: should values near the dtype's maximum make a sum on the way
+        overflow, the output is recomputed with the values scaled by a power of two
+        (:func:`_rescaled_output`).
 
     Raises:
         oracle.rules.AttentionInputError for any broken rule (see :mod:`oracle.rules`;
@@ -376,13 +418,7 @@ def attention(
     if block_size is None:
         call = check_attention_call(query, key, value, **options)
         _check_rows(call)
-        ct = compute_dtype(call.dtype)
-        B, Hq, Tq, Tk = call.shape
-        Hkv, Dv = call.key.shape[1], call.value.shape[3]
-        weights = _dense_weights(call, ct)  # (B, Hq, Tq, Tk)
-        grouped = weights.reshape(B, Hkv, Hq // Hkv, Tq, Tk)  # (B, Hkv, G, Tq, Tk)
-        value = call.value.astype(ct, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, Dv)
-        output = np.matmul(grouped, value).reshape(B, Hq, Tq, Dv)
+        output = _dense_output(call, compute_dtype(call.dtype))
     else:
         # Query, key and value are scanned for NaN/infinity block by block, as the blocked
         # path reads them (one pass over K and V instead of two). Should any rule fail, the
@@ -397,5 +433,7 @@ def attention(
         if error is not None:
             check_attention_call(query, key, value, **options)
             raise error
+    if not np.isfinite(output).all():  # values near the dtype's max: see _rescaled_output
+        output = _rescaled_output(call, compute_dtype(call.dtype), block_size)
     output = output.astype(call.dtype)
     return output[0, 0] if call.two_d else output

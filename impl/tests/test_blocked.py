@@ -362,3 +362,24 @@ def test_larger_problems_take_the_fast_paths_unchanged(dtype):
     for block_size in (None, 16):
         with pytest.raises(ScoreOverflowError):
             impl.attention(q_big, big, v, scale=scale, block_size=block_size)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("block_size", [None, 1, 2, 3])
+def test_values_near_the_dtype_maximum_give_the_finite_oracle_output(dtype, block_size):
+    """Every output is a convex combination of values, so it fits the dtype; values near the
+    maximum used to overflow on the way (blocked: the running sum before dividing gave inf,
+    and inf - inf gave NaN; dense: weights summing to 1 + ulp times max gave inf). Found by a
+    newcomer's attack; now the output is recomputed with scaled values (_rescaled_output)."""
+    big = float(np.finfo(dtype).max)
+    q = np.zeros((1, 1, 2, 1), dtype)
+    cases = [np.array([0.95, 0.95]) * big, np.array([0.95, 0.95, -0.95, -0.95]) * big,
+             np.full(11, big), np.array([big, -big, big / 2, 1.0, -3.0])]
+    for values in cases:
+        v = values.astype(dtype).reshape(1, 1, -1, 1)
+        k = np.zeros((1, 1, v.shape[2], 1), dtype)
+        out = impl.attention(q, k, v, block_size=block_size)
+        wanted = oracle.attention(q, k, v).value.astype(dtype)
+        assert np.isfinite(out).all(), (values, out)
+        np.testing.assert_allclose(out, wanted, rtol=4 * np.finfo(dtype).eps,
+                                   atol=4 * np.finfo(dtype).eps * big)

@@ -2,7 +2,8 @@
 
 ``python -m benchmarks._suite_profile --subject impl --out FILE [--maxfail N] [TEST_NAME ...]``
 runs the property suite (or only the named properties, in that order, as the mutation runner
-does) in this process, single-threaded, in the ``ci`` profile, and writes a JSON summary:
+does) in this process, single-threaded, in the ``--profile`` Hypothesis profile (default
+``ci``; the mutation runner's first pass uses ``mutation``), and writes a JSON summary:
 
 - per Hypothesis phase (explicit examples, reuse, generate, shrink): test cases, seconds spent
   drawing inputs (Hypothesis generation, from its observability timings), running the test

@@ -87,12 +87,13 @@ def read_report(path: Path) -> dict | None:
     }
 
 
-def profile(subject: str, tests: list[str], maxfail: int = 0) -> dict:
+def profile(subject: str, tests: list[str], maxfail: int = 0, hypothesis_profile: str = "ci") -> dict:
     """Run :mod:`benchmarks._suite_profile` in a fresh process; return its summary."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "profile.json"
         command = [sys.executable, "-m", "benchmarks._suite_profile", "--subject", subject,
-                   "--out", str(out), f"--maxfail={maxfail}", *tests]
+                   "--out", str(out), f"--maxfail={maxfail}",
+                   f"--profile={hypothesis_profile}", *tests]
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
         proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
         if not out.exists():
@@ -182,7 +183,8 @@ def run(args, previous: dict | None = None) -> tuple[list[Row], dict]:
         from mutants import all_mutants
 
         killed_by = list(all_mutants()[mutant].killed_by)
-    prof_m = profile(f"mutants.{mutant}", killed_by, maxfail=1)  # as `attnprops mutants`
+    # as the first pass of `attnprops mutants`: its named properties, no explicit examples
+    prof_m = profile(f"mutants.{mutant}", killed_by, maxfail=1, hypothesis_profile="mutation")
     details["profile_mutant"] = prof_m
     if "error" not in prof_m:
         phases = prof_m["phases"]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from ._support import (
     LAB_CAUSAL,
@@ -124,15 +125,54 @@ def test_output_within_visible_value_range(subject, case):
                        what="attention")
     out = four_d(assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype,
                                     what="output")).astype(np.float64)
-    group = visible.shape[1] // four_d(case.value).shape[1]
-    v = repeat_kv(four_d(case.value).astype(np.float64), group)[:, :, None]  # (B,Hq,1,Tk,Dv)
-    seen = visible[..., None]  # (B, Hq, Tq, Tk, 1)
-    low = np.where(seen, v, np.inf).min(axis=3)  # (B, Hq, Tq, Dv)
-    high = np.where(seen, v, -np.inf).max(axis=3)
+    low, high = _visible_value_range(case, visible, case.value)  # (B, Hq, Tq, Dv) each
     # Distance outside [low, high] against the bound; clip is exact (it returns out, low or
     # high), so no rounding of the test's own (a centre/half-width form rounds at |v| ~ 16).
     assert_within(out=out, expected=np.clip(out, low, high), bound=four_d(bounds.output),
                   what="output inside the visible values' range", case=case)
+
+
+def _visible_value_range(case, visible: np.ndarray, value: np.ndarray):
+    """Per output element, [min, max] of the values its row sees: ``(B, Hq, Tq, Dv)`` each."""
+    group = visible.shape[1] // four_d(value).shape[1]
+    v = repeat_kv(four_d(value).astype(np.float64), group)[:, :, None]  # (B,Hq,1,Tk,Dv)
+    seen = visible[..., None]  # (B, Hq, Tq, Tk, 1)
+    return np.where(seen, v, np.inf).min(axis=3), np.where(seen, v, -np.inf).max(axis=3)
+
+
+# Fractions of the dtype's largest finite value for the value entries below.
+_NEAR_MAX = (1.0, -1.0, 0.9375, -0.75, 0.5)
+
+
+@given(case=_cases(), data=st.data())
+def test_values_near_the_dtype_maximum_give_a_finite_output(subject, case, data):
+    """Values of magnitude up to the dtype's maximum still give a finite output inside the
+    visible values' range: each output is a convex combination of values, so it always fits
+    the dtype. An implementation that sums ``exp(s - m) * v`` before dividing (an online
+    softmax's running output), or whose rounded weights sum past 1, overflows on the way
+    and returns inf, or NaN from ``inf - inf`` (the project rule: never NaN). Slack: the
+    range widened by ``(Tk + 2) * eps * max|v|`` (a dot product of Tk terms, Higham 2002,
+    ch. 3, plus the final rounding)."""
+    case = for_subject(case, subject)
+    big = float(np.finfo(case.dtype).max)
+    fractions = data.draw(hnp.arrays(np.float64, case.value.shape,
+                                     elements=st.sampled_from(_NEAR_MAX)),
+                          label="value / dtype max")
+    value = (fractions * big).astype(case.dtype)
+    case = case._replace(value=value)
+    out = call_subject(subject.attention, case.query, case.key, case.value,
+                       **case.subject_kwargs(), what="attention")
+    out = four_d(np.asarray(out)).astype(np.float64)
+    if not np.isfinite(out).all():
+        fail(f"values near the dtype's maximum ({case.dtype}, max {big:.4g}): "
+             f"{int((~np.isfinite(out)).sum())} of {out.size} output elements are inf or NaN"
+             f"\n  call: {case.describe()}")
+    low, high = _visible_value_range(case, visibility(case), value)
+    Tk = four_d(case.key).shape[2]
+    slack = np.full(out.shape, (Tk + 2) * float(np.finfo(case.dtype).eps) * big)
+    assert_within(out=out, expected=np.clip(out, low, high), bound=slack,
+                  what="output inside the visible values' range (values near the dtype max)",
+                  case=case)
 
 
 @given(case=_cases(masks_allowed=False), data=st.data())

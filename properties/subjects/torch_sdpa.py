@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from oracle.rules import check_cache_append, check_cached_query, check_positive_int
 
 __version__ = torch.__version__
+ATTNPROPS_EXPECTED_FAILURES = "torch_sdpa.xfail.txt"  # known deviations, docs/findings.md
 
 ATTNPROPS_CAPABILITIES = {
     "dtypes": ("float16", "float32", "float64"),

@@ -13,6 +13,7 @@ import numpy as np
 from oracle.rules import (
     check_cache_append,
     check_cache_config,
+    check_cache_instance,
     check_cached_query,
     check_positive_int,
     kv_cache_bytes,
@@ -122,6 +123,7 @@ def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None, scale
         oracle.rules.AttentionInputError; the append is rolled back and the cache is exactly
         as before the call.
     """
+    check_cache_instance(cache, KVCache)
     check_cached_query(query, key)
     snapshot = cache._snapshot()
     start = cache.append(key, value)

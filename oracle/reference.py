@@ -35,6 +35,7 @@ from .rules import (
     check_attention_inputs,
     check_cache_append,
     check_cache_config,
+    check_cache_instance,
     check_cached_query,
     compute_dtype,
     kv_cache_bytes,
@@ -319,6 +320,7 @@ def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None, scale
 
     Shapes as ``impl.cached_attention``. On any error the append is undone.
     """
+    check_cache_instance(cache, KVCache)
     check_cached_query(query, key)
     blocks = list(cache._blocks)
     start = cache.append(key, value)

@@ -491,6 +491,17 @@ def check_cache_append(cache, key, value) -> tuple[np.ndarray, np.ndarray]:
     return key, value
 
 
+def check_cache_instance(cache, cache_class: type) -> None:
+    """``cached_attention``'s ``cache`` must be the implementation's own ``KVCache`` (or a
+    subclass): another object has none of its internals to append to or roll back.
+    Raises :class:`AttentionInputError` naming ``cache``."""
+    if not isinstance(cache, cache_class):
+        raise AttentionInputError(
+            f"cache: {type(cache).__name__} is not a {cache_class.__module__}."
+            f"{cache_class.__qualname__}; create one with KVCache(batch, num_kv_heads, head_dim)"
+        )
+
+
 def check_cached_query(query, key) -> None:
     """``cached_attention``: the query block must be 4-D with one query per new key."""
     q = _as_array(query, "query")

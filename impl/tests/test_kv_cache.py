@@ -290,3 +290,17 @@ def test_failed_cached_attention_rolls_back(module_name, capacity, name, exc, ar
     assert_array_equal(cache.keys[:, :, -1], 1.0)
     value = getattr(out, "value", out)
     assert value.shape == (B, HQ, 1, DV)
+
+
+def test_cached_attention_refuses_a_foreign_cache():
+    """A cache that is not the module's own KVCache is refused with an error naming `cache`
+    (it used to fail with AttributeError on a private method); the real cache is untouched."""
+    from oracle.rules import AttentionInputError
+
+    q = k = v = np.zeros((1, 1, 1, 2))
+    for module, foreign in ((impl, "x"), (impl, oracle.KVCache(1, 1, 2)),
+                            (oracle, impl.KVCache(1, 1, 2)), (oracle, None)):
+        with pytest.raises(AttentionInputError, match="^cache: .* is not a .*KVCache"):
+            module.cached_attention(q, k, v, foreign)
+        if hasattr(foreign, "keys"):
+            assert len(foreign) == 0

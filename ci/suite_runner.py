@@ -25,6 +25,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from properties.plugin import FAST_START
+
 REPO = Path(__file__).resolve().parent.parent
 PROPERTIES = REPO / "properties"
 
@@ -73,15 +75,13 @@ def _pytest_command(subject: str, junit: Path, tests: list[str] | None, jobs: in
                     profile: str, maxfail: int | None = None) -> list[str]:
     targets = [str(PROPERTIES)] if not tests else node_ids(tests)
     cmd = [
-        sys.executable, "-m", "pytest", *targets, "-q", "-p", "no:cacheprovider", "--assert=plain",
+        sys.executable, "-m", "pytest", *targets, "-q", "-p", "no:cacheprovider", *FAST_START,
         f"--ignore={PROPERTIES / 'meta_tests'}",
         "-o", "addopts=", "-p", "properties.plugin", "--attn-impl", subject,
         f"--junitxml={junit}", "--hypothesis-show-statistics", f"--hypothesis-profile={profile}",
         "-o", "junit_family=xunit2",
     ]
-    # Plugins the run does not use, each a fraction of a second at start-up or exit (the
-    # unraisable-exception check runs gc.collect five times at exit): ~0.3 s of a 1.6 s start.
-    cmd += ["-p", "no:unraisableexception", "-p", "no:benchmark"]
+    cmd += ["-p", "no:benchmark"]  # a plugin some environments have; unused here
     cmd += ["-n", str(jobs)] if jobs > 1 else ["-p", "no:xdist"]
     if maxfail:
         cmd += [f"--maxfail={maxfail}"]

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from properties.plugin import FAST_START
+
 import properties
 from properties.plugin import ExpectedFailure, read_expected_failures
 
@@ -60,7 +62,7 @@ def demo(pytester, monkeypatch):
 
     def run(*args, subject="tiny_subject"):
         return pytester.runpytest_subprocess(
-            "-p", "properties.plugin", "-p", "no:cacheprovider", "--attn-impl", subject,
+            "-p", "properties.plugin", "-p", "no:cacheprovider", *FAST_START, "--attn-impl", subject,
             "-rxXfE", *args)
 
     return run

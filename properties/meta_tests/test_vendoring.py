@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import properties
+from properties.plugin import FAST_START
 
 SUITE_ROOT = Path(properties.__file__).resolve().parent.parent
 
@@ -111,7 +112,7 @@ def test_vendored_copy_runs_without_this_repository(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(BOOTSTRAP), str(SUITE_ROOT),
          "tests/properties", "--attn-impl", "my_attention", "-k", TESTS,
-         "-p", "no:cacheprovider", "-rs"],
+         "-p", "no:cacheprovider", *FAST_START, "-rs"],
         cwd=project, env=env, capture_output=True, text=True, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]

@@ -329,7 +329,8 @@ def _dense_output(call: AttentionCall, ct: np.dtype) -> np.ndarray:
 
 def _rescaled_output(call: AttentionCall, ct: np.dtype, block_size: int | None) -> np.ndarray:
     """The output recomputed with ``value`` scaled by ``2**-k``, for calls whose output came
-    out non-finite although every input is finite.
+    out non-finite although every input is finite; the caller takes from it only the elements
+    that came out non-finite.
 
     Each output is a convex combination of values, so ``|output| <= max|value|`` always fits
     the dtype; but with values near the dtype's maximum the sums on the way overflow: the
@@ -339,6 +340,13 @@ def _rescaled_output(call: AttentionCall, ct: np.dtype, block_size: int | None) 
     are below ``2**(k - 1022)`` in float64); ``k`` leaves room for ``Tk`` terms. The result is
     scaled back and clipped to ``[-max|value|, max|value|]``, which contains every exact
     output, so rounding at the top of the range cannot produce infinity.
+
+    Only the non-finite elements are replaced: an element overflows only when its own column
+    of values reaches near the maximum, so the scaling costs it nothing (values ``2**k``
+    below the maximum and smaller contribute at most ``2**(k - 1074)`` of error), whereas an
+    element whose visible values are all tiny would lose digits to the subnormal range
+    (``5e-324`` scaled by ``2**-k`` is 0). Overflow on the way never comes back finite
+    (``inf`` stays ``inf`` or turns into NaN), so every finite element is already right.
     """
     value = call.value.astype(ct, copy=False)
     vmax = np.abs(value).max()
@@ -433,7 +441,9 @@ def attention(
         if error is not None:
             check_attention_call(query, key, value, **options)
             raise error
-    if not np.isfinite(output).all():  # values near the dtype's max: see _rescaled_output
-        output = _rescaled_output(call, compute_dtype(call.dtype), block_size)
+    finite = np.isfinite(output)
+    if not finite.all():  # values near the dtype's max: see _rescaled_output
+        output = np.where(finite, output,
+                          _rescaled_output(call, compute_dtype(call.dtype), block_size))
     output = output.astype(call.dtype)
     return output[0, 0] if call.two_d else output

@@ -124,7 +124,7 @@ def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None, scale
         as before the call.
     """
     check_cache_instance(cache, KVCache)
-    check_cached_query(query, key)
+    check_cached_query(query, key, cache)
     snapshot = cache._snapshot()
     start = cache.append(key, value)
     try:

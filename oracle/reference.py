@@ -321,7 +321,7 @@ def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None, scale
     Shapes as ``impl.cached_attention``. On any error the append is undone.
     """
     check_cache_instance(cache, KVCache)
-    check_cached_query(query, key)
+    check_cached_query(query, key, cache)
     blocks = list(cache._blocks)
     start = cache.append(key, value)
     try:

@@ -502,12 +502,16 @@ def check_cache_instance(cache, cache_class: type) -> None:
         )
 
 
-def check_cached_query(query, key) -> None:
-    """``cached_attention``: the query block must be 4-D with one query per new key."""
+def check_cached_query(query, key, cache=None) -> None:
+    """``cached_attention``: the query block must be 4-D with one query per new key and, when
+    ``cache`` (anything with a ``dtype``) is given, of the cache's dtype (else the error would
+    blame the cached keys)."""
     q = _as_array(query, "query")
     k = _as_array(key, "key")
     if q.ndim != 4:
         raise ShapeError(f"query: ndim {q.ndim} (shape {q.shape}); expected (B, Hq, Tnew, D)")
+    if cache is not None and q.dtype in FLOAT_DTYPES and q.dtype != cache.dtype:
+        raise DtypeError(f"query: dtype {q.dtype} differs from the cache's {cache.dtype}")
     if k.ndim == 4 and q.shape[2] != k.shape[2]:
         raise ShapeError(
             f"query: {q.shape[2]} positions but {k.shape[2]} new keys; cached_attention "

@@ -383,3 +383,28 @@ def test_values_near_the_dtype_maximum_give_the_finite_oracle_output(dtype, bloc
         assert np.isfinite(out).all(), (values, out)
         np.testing.assert_allclose(out, wanted, rtol=4 * np.finfo(dtype).eps,
                                    atol=4 * np.finfo(dtype).eps * big)
+
+
+@pytest.mark.parametrize("block_size", [None, 1, 2, 3, 5])
+def test_overflow_rescaling_leaves_elements_that_did_not_overflow_alone(block_size):
+    """Elements whose own values are tiny keep their exact result when other elements of the
+    call overflow and are recomputed with scaled values (found by an attack: scaling the
+    whole call turned a row's only visible value 5e-324 into 0, and broke the error bound of
+    a float32 row of tiny values next to rows at float32 max)."""
+    big = np.finfo(np.float64).max
+    q, k = np.zeros((2, 1)), np.zeros((3, 1))
+    v = np.array([[5e-324], [big], [big]])
+    mask = np.array([[True, False, False], [False, True, True]])
+    out = impl.attention(q, k, v, attn_mask=mask, block_size=block_size)
+    assert out[0, 0] == 5e-324 and out[1, 0] == big  # one visible key: exactly its value
+
+    tiny32, max32 = np.finfo(np.float32).tiny, np.finfo(np.float32).max
+    q, k = np.zeros((2, 1), np.float32), np.zeros((64, 1), np.float32)
+    v = np.zeros((64, 1), np.float32)
+    v[0], v[-2:] = 1.7 * tiny32, max32
+    mask = np.zeros((2, 64), bool)
+    mask[0, :-2] = mask[1, -2:] = True
+    out = impl.attention(q, k, v, attn_mask=mask, block_size=block_size)
+    wanted = oracle.attention(q, k, v, attn_mask=mask).value
+    np.testing.assert_allclose(out, wanted.astype(np.float32), rtol=4 * np.finfo(np.float32).eps,
+                               atol=0)

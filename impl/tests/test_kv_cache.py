@@ -252,7 +252,7 @@ BAD_CACHED_CALLS = [
      dict(attn_mask=np.zeros((1, HQ, 1, 3), bool))),
     ("query-head-dim", ShapeError, "key", dict(query=np.zeros((B, HQ, 1, D + 1)))),
     ("query-nan", NonFiniteInputError, "query", dict(query=np.full((B, HQ, 1, D), np.nan))),
-    ("query-dtype", DtypeError, "key", dict(query=np.zeros((B, HQ, 1, D), np.float32))),
+    ("query-dtype", DtypeError, "query", dict(query=np.zeros((B, HQ, 1, D), np.float32))),
     ("query-3-heads", ShapeError, "num_kv_heads", dict(query=np.zeros((B, 3, 1, D)))),
     ("query-batch", ShapeError, "key", dict(query=np.zeros((2, HQ, 1, D)))),
     ("query-positions", ShapeError, "query", dict(query=np.zeros((B, HQ, 2, D)))),
@@ -304,3 +304,16 @@ def test_cached_attention_refuses_a_foreign_cache():
             module.cached_attention(q, k, v, foreign)
         if hasattr(foreign, "keys"):
             assert len(foreign) == 0
+
+
+def test_cached_query_of_another_dtype_than_the_cache_is_blamed_on_the_query():
+    """A float32 query on a float64 cache: the error names `query` (it used to name `key`,
+    the cached keys the caller passed correctly); impl and oracle agree, the cache is kept."""
+    from oracle.rules import DtypeError
+
+    for module in (impl, oracle):
+        cache = module.KVCache(1, 1, 2)
+        with pytest.raises(DtypeError, match="^query: dtype float32 differs from the cache's"):
+            module.cached_attention(np.zeros((1, 1, 1, 2), np.float32), np.zeros((1, 1, 1, 2)),
+                                    np.zeros((1, 1, 1, 2)), cache)
+        assert len(cache) == 0

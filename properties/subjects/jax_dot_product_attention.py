@@ -215,7 +215,7 @@ def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None,
     whatever the append or JAX raise; the cache is then exactly as before.
     """
     query = np.asarray(query)
-    check_cached_query(query, key)
+    check_cached_query(query, key, cache)
     before = cache._keys, cache._values
     start = cache.append(key, value)
     try:

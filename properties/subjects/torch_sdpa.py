@@ -259,7 +259,7 @@ def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None,
         or SDPA raise; the cache is then exactly as before.
     """
     query = np.asarray(query)
-    check_cached_query(query, key)
+    check_cached_query(query, key, cache)
     before = cache._keys, cache._values
     start = cache.append(key, value)
     try:

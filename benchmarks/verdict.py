@@ -87,7 +87,8 @@ def read_report(path: Path) -> dict | None:
     }
 
 
-def profile(subject: str, tests: list[str], maxfail: int = 0, hypothesis_profile: str = "ci") -> dict:
+def profile(subject: str, tests: list[str], maxfail: int = 0,
+            hypothesis_profile: str = "ci") -> dict:
     """Run :mod:`benchmarks._suite_profile` in a fresh process; return its summary."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "profile.json"

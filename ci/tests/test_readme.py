@@ -33,7 +33,8 @@ def test_readme_adapter_passes_the_suite(tmp_path, monkeypatch):
     env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
                HYPOTHESIS_PROFILE="dev")
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", str(REPO / "properties"), "-p", "no:cacheprovider", *FAST_START,
+        [sys.executable, "-m", "pytest", str(REPO / "properties"), "-p", "no:cacheprovider",
+         *FAST_START,
          "--attn-impl", "my_adapter", "-k",
          "test_output_matches_oracle or test_hidden_keys_do_not_change_output or "
          "test_seed_examples or test_kv_cache_bytes_formula"],

@@ -62,7 +62,8 @@ def demo(pytester, monkeypatch):
 
     def run(*args, subject="tiny_subject"):
         return pytester.runpytest_subprocess(
-            "-p", "properties.plugin", "-p", "no:cacheprovider", *FAST_START, "--attn-impl", subject,
+            "-p", "properties.plugin", "-p", "no:cacheprovider", *FAST_START,
+            "--attn-impl", subject,
             "-rxXfE", *args)
 
     return run

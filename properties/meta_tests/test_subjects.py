@@ -200,7 +200,8 @@ def test_suite_kills_naive_causal():
     env.pop("ATTN_XFAIL", None)
     props = SUITE_ROOT / "properties"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *FAST_START, "-o", "addopts=",
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *FAST_START,
+         "-o", "addopts=",
          "-p", "properties.plugin", "--attn-impl", "properties.subjects.torch_sdpa_naive_causal",
          str(props / "test_seed_examples.py"), str(props / "test_kv_cache.py"),
          "-k", "test_seed_examples or test_lab_decode_through_cache"],

@@ -38,7 +38,8 @@ from functools import partial
 import jax
 import numpy as np
 
-from oracle.rules import check_cache_append, check_cached_query, check_positive_int
+from oracle.rules import (check_cache_append, check_cache_config, check_cached_query,
+                          check_positive_int)
 
 jax.config.update("jax_enable_x64", True)
 
@@ -148,10 +149,6 @@ def attention_weights(query, key, *, attn_mask=None, is_causal=False, query_star
                    query_start=query_start, scale=scale)
 
 
-# Sizes follow the rulebook's rule (an int >= 1, not bool; ShapeError is a ValueError).
-_check_size = check_positive_int
-
-
 class KVCache:
     """A per-layer K/V cache of jax arrays ``(B, Hkv, T, D)`` / ``(B, Hkv, T, Dv)``.
 
@@ -160,15 +157,13 @@ class KVCache:
         dtype: float32 or float64; appended arrays must match it.
 
     ``keys``/``values`` are read-only NumPy arrays; ``append`` copies (``jnp.concatenate``)
-    and is atomic. Holds ``Hkv`` heads. Raises ValueError for bad sizes, shapes or dtypes.
+    and is atomic. Holds ``Hkv`` heads. Raises oracle.rules.AttentionInputError (a
+    ValueError) for bad sizes, shapes or dtypes (the rulebook's cache checks, as impl's).
     """
 
     def __init__(self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64):
-        self.batch = _check_size(batch, "batch")
-        self.num_kv_heads = _check_size(num_kv_heads, "num_kv_heads")
-        self.head_dim = _check_size(head_dim, "head_dim")
-        self.value_dim = self.head_dim if value_dim is None else _check_size(value_dim, "value_dim")
-        self.dtype = np.dtype(dtype)
+        self.batch, self.num_kv_heads, self.head_dim, self.value_dim, self.dtype = (
+            check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype))
         self._keys = jnp.zeros((self.batch, self.num_kv_heads, 0, self.head_dim), self.dtype)
         self._values = jnp.zeros((self.batch, self.num_kv_heads, 0, self.value_dim), self.dtype)
 
@@ -230,7 +225,7 @@ def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) 
     """``2 * layers * batch * tokens * Hkv * head_dim * itemsize`` bytes, with the itemsize
     of ``jnp.dtype(dtype)``. Raises ValueError for a size that is not an int >= 1.
     Source: Pope et al. 2022, "Efficiently Scaling Transformer Inference"."""
-    sizes = [_check_size(v, n) for n, v in (("num_layers", num_layers), ("batch", batch),
+    sizes = [check_positive_int(v, n) for n, v in (("num_layers", num_layers), ("batch", batch),
                                             ("tokens", tokens), ("num_kv_heads", num_kv_heads),
                                             ("head_dim", head_dim))]
     total = 2 * jnp.dtype(dtype).itemsize

@@ -35,7 +35,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from oracle.rules import check_cache_append, check_cached_query, check_positive_int
+from oracle.rules import (check_cache_append, check_cache_config, check_cached_query,
+                          check_positive_int)
 
 __version__ = torch.__version__
 ATTNPROPS_EXPECTED_FAILURES = "torch_sdpa.xfail.txt"  # known deviations, docs/findings.md
@@ -172,10 +173,6 @@ def attention_weights(query, key, *, attn_mask=None, is_causal=False, query_star
     return to_numpy(out)
 
 
-# Sizes follow the rulebook's rule (an int >= 1, not bool; ShapeError is a ValueError).
-_check_size = check_positive_int
-
-
 class KVCache:
     """A per-layer K/V cache of torch tensors ``(B, Hkv, T, D)`` / ``(B, Hkv, T, Dv)``.
 
@@ -188,15 +185,13 @@ class KVCache:
     copies (``torch.cat`` allocates) and is atomic. Holds ``Hkv`` heads, never ``Hq``.
 
     Raises:
-        ValueError for bad sizes, TypeError for an unsupported dtype.
+        oracle.rules.AttentionInputError (a ValueError) for bad sizes or a dtype other than
+        float16/32/64: the rulebook's check_cache_config, as impl's cache.
     """
 
     def __init__(self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64):
-        self.batch = _check_size(batch, "batch")
-        self.num_kv_heads = _check_size(num_kv_heads, "num_kv_heads")
-        self.head_dim = _check_size(head_dim, "head_dim")
-        self.value_dim = self.head_dim if value_dim is None else _check_size(value_dim, "value_dim")
-        self.dtype = np.dtype(dtype)
+        self.batch, self.num_kv_heads, self.head_dim, self.value_dim, self.dtype = (
+            check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype))
         tdtype = _torch_dtype(self.dtype)
         self._keys = torch.empty((self.batch, self.num_kv_heads, 0, self.head_dim), dtype=tdtype)
         self._values = torch.empty((self.batch, self.num_kv_heads, 0, self.value_dim),
@@ -278,7 +273,7 @@ def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) 
     Raises ValueError for a size that is not an int >= 1, TypeError for another dtype.
     Source: Pope et al. 2022, "Efficiently Scaling Transformer Inference" (the 2 is K and V).
     """
-    sizes = [_check_size(v, n) for n, v in (("num_layers", num_layers), ("batch", batch),
+    sizes = [check_positive_int(v, n) for n, v in (("num_layers", num_layers), ("batch", batch),
                                             ("tokens", tokens), ("num_kv_heads", num_kv_heads),
                                             ("head_dim", head_dim))]
     total = 2 * torch.empty((), dtype=_torch_dtype(dtype)).element_size()

@@ -178,6 +178,12 @@ def check_float_array(x, name: str, *, scan: bool = True) -> np.ndarray:
     return x
 
 
+def _is_int(x) -> bool:
+    """An integer (Python or NumPy) that is not a bool: what the count and position rules
+    accept."""
+    return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
 def check_scale(scale) -> float | None:
     """``None`` (meaning ``1/sqrt(D)``) or a finite real number > 0, returned as a float."""
     if scale is None:
@@ -194,9 +200,7 @@ def check_query_start(query_start, query_len: int, key_len: int) -> int | None:
     """``None`` or an int in ``[0, key_len - query_len]`` (positions, not bytes)."""
     if query_start is None:
         return None
-    if isinstance(query_start, (bool, np.bool_)) or not isinstance(
-        query_start, (numbers.Integral, np.integer)
-    ):
+    if not _is_int(query_start):
         raise QueryStartError(
             f"query_start: {query_start!r} is not an int; it is the absolute position of the "
             "first query"
@@ -218,9 +222,7 @@ def check_block_size(block_size) -> int | None:
     """
     if block_size is None:
         return None
-    if isinstance(block_size, (bool, np.bool_)) or not isinstance(
-        block_size, (numbers.Integral, np.integer)
-    ):
+    if not _is_int(block_size):
         raise ShapeError(
             f"block_size: {block_size!r} is not an int; it is the number of keys per block "
             "(an int >= 1, or None for no blocking)"
@@ -446,7 +448,7 @@ def raise_score_overflow(problem: AttentionProblem) -> None:
 
 def check_positive_int(value, name: str) -> int:
     """An ``int`` (not bool) >= 1, as used for sizes (counts, not bytes)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
+    if not _is_int(value):
         raise ShapeError(f"{name}: {value!r} must be an int >= 1")
     if value < 1:
         raise ShapeError(f"{name}: {value} must be >= 1")

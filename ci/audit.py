@@ -304,21 +304,17 @@ def _impl_scores(query, key, **kwargs) -> np.ndarray:
     """The implementation's scaled (and masked) scores.
 
     ``impl`` has no public scores function, so this uses the code path its ``attention`` and
-    ``attention_weights`` use: :func:`oracle.rules.check_attention_inputs` then
-    ``impl.attention._masked_scores`` (``-inf`` where hidden). Prefers a public
-    ``impl.attention_scores`` if one is added.
+    ``attention_weights`` use on their dense path: ``impl.attention._attention_scores``
+    (validation, then ``-inf`` where hidden). Prefers a public ``impl.attention_scores`` if
+    one is added.
     """
     import impl
 
     public = getattr(impl, "attention_scores", None)
     if callable(public):
         return np.asarray(public(query, key, **kwargs))
-    from oracle.rules import check_attention_inputs
-
     module = importlib.import_module("impl.attention")
-    problem = check_attention_inputs(query, key, needs_value=False, **kwargs)
-    scores = module._masked_scores(problem)
-    return scores[0, 0] if problem.two_d else scores
+    return module._attention_scores(query, key, **kwargs)
 
 
 def audit_example(audit: Audit) -> None:

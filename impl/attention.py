@@ -42,7 +42,6 @@ import numpy as np
 from oracle.rules import (
     AttentionCall,
     AttentionInputError,
-    AttentionProblem,
     FullyMaskedRowError,
     check_attention_call,
     check_block_size,
@@ -180,14 +179,22 @@ def _mask_scores(scores: np.ndarray, call: AttentionCall, ct: np.dtype, rows: sl
         np.copyto(scores[:, :, : hidden.shape[0]], ct.type(-np.inf), where=hidden)
 
 
-def _dense_weights(call: AttentionCall, ct: np.dtype) -> np.ndarray:
-    """Attention weights ``(B, Hq, Tq, Tk)`` in the compute dtype (the dense path)."""
+def _dense_scores(call: AttentionCall, ct: np.dtype) -> np.ndarray:
+    """Scaled scores plus float mask, ``-inf`` where a key is hidden: ``(B, Hq, Tq, Tk)`` in
+    the compute dtype (the dense path, before its softmax). Raises ScoreOverflowError when a
+    visible score overflows."""
     B, Hq, Tq, Tk = call.shape
     key = call.key.astype(ct, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, D)
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         scores = np.matmul(_scaled_query(call, ct), key.swapaxes(-1, -2))  # (B, Hkv, G, Tq, Tk)
     scores = scores.reshape(B, Hq, Tq, Tk)
     _mask_scores(scores, call, ct, slice(0, Tq), slice(0, Tk), _scores_in_range(call, ct))
+    return scores
+
+
+def _dense_weights(call: AttentionCall, ct: np.dtype) -> np.ndarray:
+    """Attention weights ``(B, Hq, Tq, Tk)`` in the compute dtype (the dense path)."""
+    scores = _dense_scores(call, ct)
     # Softmax along keys, in place: every row has a visible (finite) score, so the row max is
     # finite and exp(-inf - max) == 0 for hidden keys.
     with np.errstate(under="ignore"):
@@ -197,42 +204,6 @@ def _dense_weights(call: AttentionCall, ct: np.dtype) -> np.ndarray:
         total = scores.sum(axis=-1, keepdims=True)
         np.divide(scores, total, out=scores)
     return scores
-
-
-def _masked_scores(problem: AttentionProblem) -> np.ndarray:
-    """Scaled scores plus float mask, ``-inf`` where not visible. ``(B, Hq, Tq, Tk)``.
-
-    The reference form of the dense path's scores for an :class:`oracle.rules.AttentionProblem`
-    (its dense ``visible``); ``ci.audit`` reads impl's scores through it. Same values as
-    :func:`_dense_weights` computes before its softmax."""
-    ct = compute_dtype(problem.dtype)
-    B, Hq, Tq, D = problem.query.shape
-    Hkv, Tk, G = problem.num_kv_heads, problem.key.shape[2], problem.group
-    scale = 1.0 / np.sqrt(D) if problem.scale is None else problem.scale
-    key = problem.key.astype(ct, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, D)
-    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        query = problem.query.astype(ct, copy=False) * ct.type(scale)  # (B, Hq, Tq, D)
-        query = query.reshape(B, Hkv, G, Tq, D)  # (B, Hkv, G, Tq, D)
-        scores = np.matmul(query, key.swapaxes(-1, -2))  # (B, Hkv, G, Tq, Tk)
-        scores = scores.reshape(B, Hq, Tq, Tk)  # (B, Hq, Tq, Tk)
-        if problem.bias is not None:
-            scores = scores + problem.bias.astype(ct, copy=False)
-        scores = np.where(problem.visible, scores, ct.type(-np.inf))
-    if not np.isfinite(scores[problem.visible]).all():
-        raise_score_overflow(problem)
-    return scores
-
-
-def _softmax(scores: np.ndarray, visible: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis with max subtraction; rows with no visible key give zeros.
-
-    The reference form of the dense path's in-place softmax (used by :mod:`mutants`)."""
-    has_key = visible.any(axis=-1, keepdims=True)  # (B, Hq, Tq, 1)
-    row_max = np.where(has_key, scores.max(axis=-1, keepdims=True), 0)
-    with np.errstate(invalid="ignore"):
-        exp = np.exp(scores - row_max)  # exp(-inf) == 0 for hidden keys
-    total = exp.sum(axis=-1, keepdims=True)
-    return exp / np.where(has_key, total, 1)
 
 
 def _key_block_starts(stop: int, block_size: int) -> range:
@@ -361,6 +332,18 @@ def _rescaled_output(call: AttentionCall, ct: np.dtype, block_size: int | None) 
     with np.errstate(over="ignore"):
         output = np.ldexp(output, k).astype(ct, copy=False)
     return np.clip(output, -vmax, vmax)
+
+
+def _attention_scores(query, key, *, attn_mask=None, is_causal=False, query_start=None,
+                      scale=None) -> np.ndarray:
+    """The dense path's masked scores (``-inf`` where hidden) for one call, after the same
+    validation as :func:`attention_weights`: ``(B, Hq, Tq, Tk)`` or ``(Tq, Tk)`` in the
+    compute dtype. Not public API: ``ci.audit`` prints impl's scores through it."""
+    call = check_attention_call(query, key, None, attn_mask=attn_mask, is_causal=is_causal,
+                                query_start=query_start, scale=scale, needs_value=False)
+    _check_rows(call)
+    scores = _dense_scores(call, compute_dtype(call.dtype))
+    return scores[0, 0] if call.two_d else scores
 
 
 def attention_weights(

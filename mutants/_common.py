@@ -129,7 +129,8 @@ class Pipeline:
         return np.where(visible, scores, ct.type(-np.inf))
 
     def softmax(self, scores: np.ndarray, visible: np.ndarray) -> np.ndarray:
-        """impl's ``_softmax``: over the keys, max subtracted, rows with no visible key 0."""
+        """Softmax over the keys, max subtracted, rows with no visible key 0 (impl's dense
+        path does the same in place)."""
         has_key = visible.any(axis=-1, keepdims=True)  # (B, Hq, Tq, 1)
         row_max = np.where(has_key, scores.max(axis=-1, keepdims=True), 0)
         with np.errstate(invalid="ignore"):

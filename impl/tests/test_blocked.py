@@ -4,8 +4,8 @@
 block size, follow every rule of oracle/rules.py with the same errors, give hidden keys exactly
 zero weight, and never allocate a ``(Tq, Tk)``-sized array. The dense path (``block_size=None``)
 must stay bitwise equal to the reference formula it replaced (rules.check_attention_inputs,
-``_masked_scores``, ``_softmax``, ``weights @ value``), which ``mutants._common.Pipeline``
-mirrors.
+masked scores, max-subtracted softmax, ``weights @ value``), kept step by step in
+``mutants._common.Pipeline``.
 """
 
 from __future__ import annotations
@@ -17,12 +17,11 @@ import pytest
 
 import impl
 import oracle
-from impl.attention import _masked_scores, _softmax
+from mutants._common import Pipeline
 from oracle.rules import (
     AttentionInputError,
     ScoreOverflowError,
     ShapeError,
-    check_attention_inputs,
     check_block_size,
     compute_dtype,
 )
@@ -70,16 +69,9 @@ def _random_call(rng, n):
 
 def _reference(q, k, v, **kw):
     """The dense formula as it was written before the fast path: the rulebook's dense
-    visibility, then scores, softmax and weights @ value."""
-    problem = check_attention_inputs(q, k, v, **kw)
-    ct = compute_dtype(problem.dtype)
-    B, Hq, Tq, _ = problem.query.shape
-    Hkv, Dv = problem.num_kv_heads, problem.value.shape[3]
-    weights = _softmax(_masked_scores(problem), problem.visible)
-    grouped = weights.reshape(B, Hkv, problem.group, Tq, -1)
-    value = problem.value.astype(ct, copy=False)[:, :, None]
-    out = np.matmul(grouped, value).reshape(B, Hq, Tq, Dv).astype(problem.dtype)
-    return out[0, 0] if problem.two_d else out
+    visibility, then scores, softmax and weights @ value (``mutants._common.Pipeline``, the
+    step-by-step copy the mutants are built from)."""
+    return Pipeline().attention(q, k, v, **kw)
 
 
 def _outcome(fn):
@@ -114,9 +106,7 @@ def test_dense_path_is_bitwise_the_reference_formula():
         assert got[0] == "ok" and got[1].dtype == want[1].dtype, n
         np.testing.assert_array_equal(got[1], want[1])
         weights = impl.attention_weights(q, k, **kw)
-        problem = check_attention_inputs(q, k, **kw, needs_value=False)
-        ref_w = _softmax(_masked_scores(problem), problem.visible).astype(problem.dtype)
-        np.testing.assert_array_equal(weights, ref_w[0, 0] if problem.two_d else ref_w)
+        np.testing.assert_array_equal(weights, Pipeline().attention_weights(q, k, **kw))
         checked += 1
     assert checked > 300
 

@@ -1,0 +1,255 @@
+"""Reference attention in ball arithmetic (python-flint's ``arb``): the oracle for large cases.
+
+The 50-digit oracle (:mod:`oracle.reference`) is the specification, a Python loop per score:
+seconds at ``T = 256``. This backend computes the same formula (Vaswani et al. 2017, eq. 1)::
+
+    s_j = scale * (query . key_j)  (+ attn_mask_j)                  j visible
+    w_j = exp(x_j) / sum_k exp(x_k),  x_j = s_j - s_m  (m: a visible key of largest score)
+    o   = sum_j w_j * value_j
+
+in interval ("ball") arithmetic, where every number is a midpoint and a radius that provably
+encloses the exact value (Johansson 2017, "Arb: efficient arbitrary-precision midpoint-radius
+interval arithmetic", IEEE Trans. Computers 66(8)). The dot products and the weighted sums are
+``arb_mat`` products, in C; only ``exp`` runs once per visible score in Python.
+
+Exactness. Binary64 (and float16/float32) inputs enter exactly. At the working precision
+(:data:`PRECISION` bits to start) the dot products of binary64 numbers with exponents in the
+usual range are exact (radius 0), and ``x_j = scale * (dot_j - dot_m) + (b_j - b_m)`` is an
+exact 0 for a key tied with the maximum, so ``exp(x_j) == 1`` exactly, as in the 50-digit
+oracle. Each returned float64 is the **correctly rounded** value of the exact result (round to
+nearest, ties to even): it is returned only when both ends of its ball round to the same
+float64. Where they do not, the whole call is recomputed with twice the precision, up to
+:data:`MAX_PRECISION` bits; a value still unresolved then (an exact result on a rounding
+boundary that the balls cannot prove, e.g. the midpoint of two floats reached through an
+irrational scale) raises :class:`ReferenceUnresolvedError`, never a guess. The rulebook's
+score-overflow rule is decided the same way (a ball straddling the dtype's maximum is
+refined).
+
+Rows. ``rows=`` computes only the listed query rows (every row by default), so a property can
+check a kernel-sized call on the rows at its tile boundaries at a cost proportional to
+``len(rows) * Tk``; the rules (shapes, dtypes, finiteness, masks, fully masked rows) are still
+applied to the whole call by :func:`oracle.rules.check_attention_inputs`, and the overflow
+rule to every row that could break it (a float64 bound on |s_j| decides which).
+
+Checked against the 50-digit oracle, bit for bit, by ``oracle/tests/test_ball.py``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from flint import arb, arb_mat, ctx
+
+from .rules import AttentionProblem, check_attention_inputs, compute_dtype, raise_score_overflow
+
+PRECISION = 256  # bits to start with
+MAX_PRECISION = 8192  # bits; past this an unresolved value raises
+
+__all__ = ["MAX_PRECISION", "PRECISION", "BallParts", "BallResult", "ReferenceUnresolvedError",
+           "attention", "attention_parts", "attention_weights"]
+
+
+class ReferenceUnresolvedError(ArithmeticError):
+    """A value's ball still straddles a float64 rounding boundary at :data:`MAX_PRECISION`."""
+
+
+class _Unresolved(Exception):
+    """Internal: refine the precision and recompute."""
+
+
+class BallResult(NamedTuple):
+    """``value``: float64 array, each element the exact result correctly rounded (the same
+    attribute as :class:`oracle.OracleResult`, so :mod:`properties.bounds` reads either)."""
+
+    value: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.value.shape
+
+
+class BallParts(NamedTuple):
+    """Scores (``-inf`` where hidden), weights and output of the query rows ``rows``:
+    ``(B, Hq, len(rows), Tk)``, ``(B, Hq, len(rows), Tk)``, ``(B, Hq, len(rows), Dv)`` (2-D
+    inputs: without the two leading axes). ``output`` is None without a value."""
+
+    scores: BallResult
+    weights: BallResult
+    output: BallResult | None
+    rows: tuple[int, ...]
+
+
+def _to_float(x: arb) -> float:
+    """Ball ``x`` correctly rounded to float64; raises _Unresolved when the two ends of the
+    ball round to different float64s. A ball that rounds to zero gives ``+0.0`` (as the
+    50-digit oracle's exact zeros; a zero's sign is unknowable when the ball contains 0)."""
+    low = float(x.lower())
+    if low != float(x.upper()):
+        raise _Unresolved
+    return low + 0.0  # -0.0 + 0.0 == +0.0
+
+
+def _matrix(x: np.ndarray) -> arb_mat:
+    """``(m, n)`` float array as an exact ``arb_mat``."""
+    m, n = x.shape
+    return arb_mat(m, n, x.astype(np.float64).ravel().tolist())
+
+
+def _score_bound(problem: AttentionProblem) -> np.ndarray:
+    """Float64 ``(B, Hq, Tq, Tk)`` upper bounds on ``|s_j|``: ``scale * sum_d |q_d| |k_jd| +
+    |b_j|``, inflated by ``1 + 4 (D + 3) 2**-53`` for its own rounding (Higham 2002, eq. 3.5:
+    at most ``gamma(D + 3)`` relative; inf on overflow)."""
+    B, Hq, Tq, D = problem.query.shape
+    scale = 1 / np.sqrt(D) if problem.scale is None else problem.scale
+    key = np.abs(problem.key.astype(np.float64))  # (B, Hkv, Tk, D)
+    query = np.abs(problem.query.astype(np.float64)).reshape(B, key.shape[1], problem.group,
+                                                             Tq, D)
+    with np.errstate(over="ignore", invalid="ignore"):
+        bound = np.matmul(query, key[:, :, None].swapaxes(-1, -2)).reshape(B, Hq, Tq, -1)
+        bound = bound * (scale * (1 + 4 * (D + 3) * 2.0**-53))
+        if problem.bias is not None:
+            bound = bound + np.where(np.isneginf(problem.bias), 0.0, np.abs(problem.bias))
+    return bound
+
+
+def _estimates(problem: AttentionProblem) -> np.ndarray:
+    """Float64 ``(B, Hq, Tq, Tk)`` estimates of the scores, ``-inf`` where hidden: only used
+    to pick which visible key's score is subtracted (any choice gives the exact softmax; the
+    largest keeps the exponentials at most about 1)."""
+    B, Hq, Tq, D = problem.query.shape
+    Hkv = problem.key.shape[1]
+    query = problem.query.astype(np.float64).reshape(B, Hkv, problem.group, Tq, D)
+    key = problem.key.astype(np.float64)[:, :, None]
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = np.matmul(query, key.swapaxes(-1, -2)).reshape(B, Hq, Tq, -1)
+        if problem.bias is not None:
+            s = s + np.where(np.isneginf(problem.bias), 0.0, problem.bias)
+    return np.where(problem.visible, np.nan_to_num(s, nan=0.0), -np.inf)
+
+
+def _parts(problem: AttentionProblem, rows: tuple[int, ...], rows_out: tuple[int, ...],
+           risky: np.ndarray, estimates: np.ndarray):
+    """The balls of the computation at the current precision, correctly rounded to float64,
+    for ``rows_out`` (``rows``: every row computed, ``rows_out`` plus the rows whose scores
+    may overflow, ``risky[b, h, i]``). Raises _Unresolved to refine."""
+    B, Hq, _, D = problem.query.shape
+    Tk = problem.key.shape[2]
+    Dv = 0 if problem.value is None else problem.value.shape[3]
+    limit = float(np.finfo(compute_dtype(problem.dtype)).max)
+    scale = arb(D).rsqrt() if problem.scale is None else arb(problem.scale)
+    r = len(rows)
+    keep = [n for n, i in enumerate(rows) if i in set(rows_out)]
+    scores = np.full((B, Hq, len(keep), Tk), -np.inf)
+    weights = np.zeros((B, Hq, len(keep), Tk))
+    output = np.zeros((B, Hq, len(keep), Dv))
+    zero = arb(0)
+    for b in range(B):
+        for g in range(problem.key.shape[1]):
+            key_t = _matrix(problem.key[b, g]).transpose()  # (D, Tk)
+            value = None if problem.value is None else _matrix(problem.value[b, g])  # (Tk, Dv)
+            for h in range(g * problem.group, (g + 1) * problem.group):
+                dots = (_matrix(problem.query[b, h, list(rows)]) * key_t).entries()  # exact
+                w_entries = [zero] * (r * Tk)
+                for n, i in enumerate(rows):
+                    visible = np.flatnonzero(problem.visible[b, h, i]).tolist()
+                    if not visible:  # only under fully_masked_rows="zeros": weights 0
+                        continue
+                    d = dots[n * Tk:(n + 1) * Tk]
+                    m = int(np.argmax(estimates[b, h, i]))
+                    bias = problem.bias
+                    if bias is None:
+                        s = [scale * d[j] for j in visible]
+                        x = [scale * (d[j] - d[m]) for j in visible]
+                    else:
+                        b_row = [arb(float(bias[b, h, i, j])) for j in visible]
+                        b_m = arb(float(bias[b, h, i, m]))
+                        s = [scale * d[j] + b_j for j, b_j in zip(visible, b_row)]
+                        x = [scale * (d[j] - d[m]) + (b_j - b_m)
+                             for j, b_j in zip(visible, b_row)]
+                    if risky[b, h, i]:  # the rulebook's score-overflow rule, decided exactly
+                        for score in s:
+                            if score.abs_upper() > limit:
+                                if score.abs_lower() > limit:
+                                    raise_score_overflow(problem)
+                                raise _Unresolved
+                    exps = [t.exp() for t in x]
+                    total = sum(exps[1:], exps[0])
+                    w = [e / total for e in exps]
+                    for j, w_j in zip(visible, w):
+                        w_entries[n * Tk + j] = w_j
+                    if i in rows_out:
+                        k = keep.index(n)
+                        scores[b, h, k, visible] = [_to_float(t) for t in s]
+                        weights[b, h, k, visible] = [_to_float(t) for t in w]
+                if value is not None:
+                    out = (arb_mat(r, Tk, w_entries) * value).entries()  # (r, Dv)
+                    for k, n in enumerate(keep):
+                        output[b, h, k] = [_to_float(t) for t in out[n * Dv:(n + 1) * Dv]]
+    return scores, weights, output
+
+
+def attention_parts(query, key, value=None, *, attn_mask=None, is_causal=False,
+                    query_start=None, scale=None, fully_masked_rows="raise", rows=None,
+                    precision: int = PRECISION) -> BallParts:
+    """Scores, weights and output of one attention call, each correctly rounded to float64.
+
+    Args:
+        query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; key ``(B, Hkv, Tk, D)`` or ``(Tk, D)``; value
+            ``(B, Hkv, Tk, Dv)`` or ``(Tk, Dv)`` or None (then no output); float16, float32 or
+            float64, one dtype. ``attn_mask``, ``is_causal``, ``query_start``, ``scale`` and
+            ``fully_masked_rows`` as in :func:`oracle.attention` (the rules of
+            :mod:`oracle.rules`).
+        rows: the local query rows to compute (ints in ``[0, Tq)``, any order, repeats
+            dropped); None for every row. Results keep the sorted order.
+        precision: bits to start with (doubled until every value is resolved).
+
+    Returns:
+        :class:`BallParts` over the sorted rows.
+
+    Raises:
+        oracle.rules.AttentionInputError for a broken rule, as the 50-digit oracle (the
+        score-overflow rule on every row that could break it); ValueError for a row out of
+        range; ReferenceUnresolvedError (see the module docstring).
+    """
+    problem = check_attention_inputs(query, key, value, attn_mask=attn_mask,
+                                     is_causal=is_causal, query_start=query_start, scale=scale,
+                                     fully_masked_rows=fully_masked_rows,
+                                     needs_value=value is not None)
+    Tq = problem.query.shape[2]
+    wanted = tuple(range(Tq)) if rows is None else tuple(sorted({int(i) for i in rows}))
+    if any(not 0 <= i < Tq for i in wanted):
+        raise ValueError(f"rows: every row must lie in [0, Tq={Tq}); got {rows}")
+    # The overflow rule is checked on every row whose float64 bound reaches half the
+    # dtype's maximum: those rows are computed too (exactly), even when not asked for.
+    limit = float(np.finfo(compute_dtype(problem.dtype)).max)
+    risky = (~(_score_bound(problem) <= 0.5 * limit) & problem.visible).any(axis=-1)
+    computed = tuple(sorted(set(wanted) | set(np.flatnonzero(risky.any(axis=(0, 1))).tolist())))
+    estimates = _estimates(problem)
+    bits = precision
+    while True:
+        try:
+            with ctx.workprec(bits):
+                s, w, o = _parts(problem, computed, wanted, risky, estimates)
+            break
+        except _Unresolved:
+            if bits >= MAX_PRECISION:
+                raise ReferenceUnresolvedError(
+                    f"a value's ball straddles a float64 rounding boundary at {bits} bits"
+                ) from None
+            bits *= 2
+    cut = (lambda x: BallResult(x[0, 0])) if problem.two_d else BallResult
+    return BallParts(cut(s), cut(w), None if problem.value is None else cut(o), wanted)
+
+
+def attention(query, key, value, **kwargs) -> np.ndarray:
+    """The output ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``), each element the exact attention
+    output correctly rounded to float64. Arguments, rules and errors as
+    :func:`attention_parts`."""
+    return attention_parts(query, key, value, **kwargs).output.value
+
+
+def attention_weights(query, key, **kwargs) -> np.ndarray:
+    """The weights ``(B, Hq, Tq, Tk)`` (or ``(Tq, Tk)``), correctly rounded to float64;
+    hidden keys exactly 0. Arguments, rules and errors as :func:`attention_parts`."""
+    return attention_parts(query, key, None, **kwargs).weights.value

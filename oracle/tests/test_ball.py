@@ -1,0 +1,156 @@
+"""The ball-arithmetic reference (oracle.ball) against the 50-digit oracle: bit for bit.
+
+Both round the exact result to nearest, so on every case they must return the same float64
+scores, weights and output, and raise the same errors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import oracle
+from oracle import ball
+from oracle.rules import AttentionInputError, ScoreOverflowError, compute_dtype
+
+# Value regimes. "spread" mixes exponents from subnormal to 1e4: dot products whose terms
+# span thousands of bits. Not much larger: the 50-digit oracle rounds each score to 50 digits
+# before subtracting the row maximum, so scores of 1e30 leave its weights only about 20
+# correct digits, and a float64 result near a rounding boundary may then differ from the
+# correctly rounded one (the ball reference subtracts exact dot products instead).
+ELEMENTS = {
+    "unit": lambda width: st.floats(-4, 4, width=width),
+    "ties": lambda width: st.sampled_from([0.0, 0.5, -0.5, 1.0, -1.0, 2.0]),
+    "spread": lambda width: st.floats(-1e4, 1e4, width=width),
+}
+
+
+@st.composite
+def calls(draw):
+    """``(query, key, value, kwargs)``: small calls of every kind, 4-D or 2-D."""
+    B, Hkv, G = draw(st.integers(1, 2)), draw(st.integers(1, 2)), draw(st.integers(1, 3))
+    Tq, Tk, D, Dv = (draw(st.integers(1, 5)) for _ in range(4))
+    dtype = draw(st.sampled_from([np.float64, np.float32, np.float16]))
+    elements = ELEMENTS[draw(st.sampled_from(sorted(ELEMENTS)))](np.dtype(dtype).itemsize * 8)
+    q = draw(hnp.arrays(dtype, (B, Hkv * G, Tq, D), elements=elements))
+    k = draw(hnp.arrays(dtype, (B, Hkv, Tk, D), elements=elements))
+    v = draw(hnp.arrays(dtype, (B, Hkv, Tk, Dv), elements=elements))
+    is_causal = draw(st.booleans()) and Tq <= Tk
+    kwargs = dict(is_causal=is_causal, scale=draw(st.one_of(st.none(), st.floats(0.05, 4))),
+                  query_start=draw(st.one_of(st.none(), st.integers(0, max(0, Tk - Tq))))
+                  if Tq <= Tk else None,
+                  fully_masked_rows=draw(st.sampled_from(["raise", "zeros"])))
+    mask_kind = draw(st.sampled_from(["none", "bool", "float"]))
+    if mask_kind == "bool":
+        kwargs["attn_mask"] = draw(hnp.arrays(np.bool_, (B, 1, Tq, Tk)))
+    elif mask_kind == "float":
+        bias = st.one_of(st.just(-np.inf), st.floats(-8, 8))
+        kwargs["attn_mask"] = draw(hnp.arrays(np.float64, (Tq, Tk), elements=bias))
+    if draw(st.booleans()) and B == Hkv == G == 1:
+        q, k, v = q[0, 0], k[0, 0], v[0, 0]
+        if mask_kind == "bool":
+            kwargs["attn_mask"] = kwargs["attn_mask"][0, 0]
+    return q, k, v, kwargs
+
+
+def _outcome(function, *args, **kwargs):
+    try:
+        return function(*args, **kwargs), None
+    except AttentionInputError as exc:
+        return None, (type(exc), str(exc))
+
+
+@settings(max_examples=150)
+@given(call=calls())
+def test_ball_reference_equals_the_50_digit_oracle_bit_for_bit(call):
+    """Scores, weights and output are the 50-digit oracle's float64s, bit for bit (both are
+    the exact values correctly rounded), or both raise the same error with the same message."""
+    q, k, v, kwargs = call
+    expected, expected_error = _outcome(oracle.attention_parts, q, k, v, **kwargs)
+    got, got_error = _outcome(ball.attention_parts, q, k, v, **kwargs)
+    assert got_error == expected_error
+    if expected is None:
+        return
+    for part in ("scores", "weights", "output"):
+        want, have = getattr(expected, part).value, getattr(got, part).value
+        assert have.dtype == np.float64 and have.shape == want.shape, part
+        np.testing.assert_array_equal(have, want, err_msg=part, strict=True)
+        nonzero = want != 0  # a zero's sign: see oracle.ball._to_float
+        assert (np.signbit(have) == np.signbit(want))[nonzero].all(), part
+
+
+@settings(max_examples=40)
+@given(call=calls(), data=st.data())
+def test_rows_are_the_same_rows_of_the_whole_call(call, data):
+    """``rows=`` returns exactly those rows of the whole call, sorted, repeats dropped."""
+    q, k, v, kwargs = call
+    whole, error = _outcome(ball.attention_parts, q, k, v, **kwargs)
+    if error is not None:
+        return
+    Tq = q.shape[-2]
+    rows = data.draw(st.lists(st.integers(0, Tq - 1), min_size=1, max_size=4), label="rows")
+    some = ball.attention_parts(q, k, v, rows=rows, **kwargs)
+    kept = sorted(set(rows))
+    assert some.rows == tuple(kept)
+    for part in ("scores", "weights", "output"):
+        np.testing.assert_array_equal(getattr(some, part).value,
+                                      getattr(whole, part).value[..., kept, :], err_msg=part)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize("factor", [1e-3, 0.999999, 1.0, 1.000001, 1e3])
+def test_overflow_rule_agrees_with_the_50_digit_oracle(dtype, factor):
+    """Scores just below, at and past the compute dtype's maximum raise (or not) as in the
+    50-digit oracle, with the same error and message."""
+    limit = float(np.finfo(compute_dtype(np.dtype(dtype))).max)
+    big = min(np.sqrt(limit) * factor, float(np.finfo(dtype).max))
+    q = np.array([[big, 1.0], [1.0, -big]], dtype=dtype)
+    k = np.array([[big, 2.0], [0.5, big]], dtype=dtype)
+    with np.errstate(over="ignore"):
+        expected = _outcome(oracle.attention_parts, q, k, k, scale=1.0)
+    got = _outcome(ball.attention_parts, q, k, k, scale=1.0)
+    assert got[1] == expected[1]
+    if expected[0] is not None:
+        np.testing.assert_array_equal(got[0].output.value, expected[0].output.value)
+
+
+def test_overflow_rule_applies_to_rows_not_asked_for():
+    """A score overflowing float64 in row 1 raises even when only row 0 is asked for (the
+    rule is on the whole call, as in the 50-digit oracle)."""
+    q = np.array([[1.0, 0.0], [1e300, 0.0]])
+    k = np.array([[1e300, 0.0], [1.0, 1.0]])
+    with pytest.raises(ScoreOverflowError):
+        ball.attention_parts(q, k, k, rows=[0])
+
+
+def test_rows_out_of_range_raise():
+    q = np.ones((3, 2))
+    with pytest.raises(ValueError, match=r"rows: every row must lie in \[0, Tq=3\)"):
+        ball.attention_parts(q, q, q, rows=[3])
+
+
+def test_ties_are_exact():
+    """Two identical keys under an irrational scale (D=3) get weights exactly 1/2 each, and
+    the output is exactly the mean of their values, which here is the midpoint between two
+    adjacent floats no rounded weight could produce: 1 + 2**-53 rounds (ties to even) to 1."""
+    q = np.array([[0.3, 0.7, 0.1]])
+    k = np.array([[0.2, 0.5, 0.9], [0.2, 0.5, 0.9]])
+    v = np.array([[1.0], [1.0 + 2.0**-52]])
+    parts = ball.attention_parts(q, k, v)
+    assert parts.weights.value.tolist() == [[0.5, 0.5]]
+    assert parts.output.value.tolist() == [[1.0]]
+    assert oracle.attention(q, k, v).value.tolist() == [[1.0]]
+
+
+def test_inputs_not_modified():
+    rng = np.random.default_rng(3)
+    q, k, v = rng.standard_normal((1, 2, 4, 3)), rng.standard_normal((1, 1, 6, 3)), rng.standard_normal((1, 1, 6, 2))
+    mask = rng.random((4, 6)) < 0.7
+    mask[:, 0] = True
+    copies = [x.copy() for x in (q, k, v, mask)]
+    ball.attention_parts(q, k, v, attn_mask=mask, is_causal=True, rows=[1, 3])
+    for before, after in zip(copies, (q, k, v, mask)):
+        np.testing.assert_array_equal(before, after)

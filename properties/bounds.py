@@ -58,11 +58,22 @@ def unit_roundoff(dtype) -> float:
 
 
 def gamma(n: int, u: float) -> float:
-    return n * u / (1 - n * u)
+    """Higham's ``gamma_n = n u / (1 - n u)``, defined for ``n u < 1``; ``inf`` beyond (no
+    accuracy can be demanded of ``n`` roundings: float16's ``u = 2**-11`` at ``n >= 2048``)."""
+    return n * u / (1 - n * u) if n * u < 1 else np.inf
 
 
 def _four_d(x: np.ndarray) -> np.ndarray:
     return x[None, None] if x.ndim == 2 else x
+
+
+def _grouped_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` with ``a`` ``(B, Hq, m, k)`` and ``b`` ``(B, Hkv, k, n)``: query head ``h``
+    takes K/V head ``h // (Hq // Hkv)``, without repeating ``b`` (memory at kernel sizes)."""
+    B, Hq, m, k = a.shape
+    Hkv = b.shape[1]
+    out = np.matmul(a.reshape(B, Hkv, Hq // Hkv, m, k), b[:, :, None])
+    return out.reshape(B, Hq, m, b.shape[-1])
 
 
 def attention_bounds(case, parts) -> Bounds:
@@ -76,11 +87,9 @@ def attention_bounds(case, parts) -> Bounds:
     key = _four_d(case.key).astype(np.float64)  # (B, Hkv, Tk, D)
     value = None if case.value is None else _four_d(case.value).astype(np.float64)
     B, Hq, Tq, D = query.shape
-    Hkv, Tk = key.shape[1], key.shape[2]
-    group = Hq // Hkv
+    Tk = key.shape[2]
     scale = 1 / np.sqrt(D) if case.scale is None else case.scale
-    key_rep = np.repeat(np.abs(key), group, axis=1)  # (B, Hq, Tk, D)  test-side only
-    abs_qk = scale * np.abs(query) @ key_rep.swapaxes(-1, -2)  # (B, Hq, Tq, Tk)
+    abs_qk = _grouped_matmul(scale * np.abs(query), np.abs(key).swapaxes(-1, -2))  # (B,Hq,Tq,Tk)
     scores = _four_d(parts.scores.value)
     weights = _four_d(parts.weights.value)
     visible = np.isfinite(scores)
@@ -105,15 +114,71 @@ def attention_bounds(case, parts) -> Bounds:
     bound_w = np.where(visible, np.minimum(bound_w, 1.0), 0.0)
     bound_o = None
     if value is not None:
-        v_rep = np.abs(np.repeat(value, group, axis=1))  # (B, Hq, Tk, Dv)
+        abs_v = np.abs(value)  # (B, Hkv, Tk, Dv)
         out = np.abs(_four_d(parts.output.value))
-        bound_o = (
-            bound_w @ v_rep
-            + gamma(Tk + 2, u) * (weights + bound_w) @ v_rep
-            + (u + U64) * out
-            + (Tk + 2) * tiny
-        )
+        with np.errstate(invalid="ignore"):  # inf * 0 where gamma is inf: no bound
+            bound_o = (
+                _grouped_matmul(bound_w, abs_v)
+                + gamma(Tk + 2, u) * _grouped_matmul(weights + bound_w, abs_v)
+                + (u + U64) * out
+                + (Tk + 2) * tiny
+            )
+        bound_o = np.where(np.isnan(bound_o), np.inf, bound_o)
     if case.query.ndim == 2:
         bound_w = bound_w[0, 0]
         bound_o = None if bound_o is None else bound_o[0, 0]
     return Bounds(weights=bound_w, output=bound_o)
+
+
+def agreement_bounds(case, visible: np.ndarray) -> np.ndarray:
+    """Per-element bounds ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``) on ``|o^_c - o_c|`` that need
+    no exact values: an upper bound of :func:`attention_bounds`'s output bound, for kernel-sized
+    calls whose properties compare two computations of one exact result (each within its bound,
+    so they agree within twice this) without running a reference.
+
+    ``visible``: bool ``(B, Hq, Tq, Tk)`` (the rulebook's visibility). Per query row, with
+    ``A_j = scale sum_d |q_d k_jd|``, ``S = max_j (A_j + |b_j|)`` and ``V_c = max_j |v_jc|``
+    (``j`` visible; ``V_c`` over all keys, a further upper bound)::
+
+        |s_j| <= A_j + |b_j| <= S,   |x_j| = |s_j - m| <= 2 S,   sum_j w_j |v_jc| <= V_c
+        eta_j <= E = gamma(D + 5) max_j A_j + u (S + max_j |b_j|) + 4 u S + 2 u (Tk + 1)
+        eta_j + eta_bar <= 2 E   (eta_bar = log sum_k w_k e^{eta_k} <= max_k eta_k)
+        R = e^{2E} (1 + gamma(Tk + 1)) (1 + u) - 1    (bounds the ratio of item 2 above)
+
+    so the weighted-sum bound of item 3 is at most::
+
+        [R + U64 + gamma(Tk + 2) (1 + R + U64) + u + U64] V_c + (Tk + 2) tiny (1 + 2 Tk V_c)
+
+    evaluated in float64 and multiplied by ``1 + 2**-40``, which covers the rounding of this
+    evaluation itself (fewer than 100 operations, each within ``2**-53`` relative; ``exp``
+    within 1 ulp). Looser than the per-element bound (maxima instead of weighted sums): it
+    catches wrong keys, blocks and rescalings, not last-digit errors.
+    """
+    dtype = case.query.dtype
+    u = unit_roundoff(dtype)
+    tiny = float(np.finfo(dtype).smallest_subnormal)
+    query = _four_d(case.query).astype(np.float64)  # (B, Hq, Tq, D)
+    key = _four_d(case.key).astype(np.float64)  # (B, Hkv, Tk, D)
+    value = _four_d(case.value).astype(np.float64)  # (B, Hkv, Tk, Dv)
+    B, Hq, Tq, D = query.shape
+    Hkv, Tk = key.shape[1], key.shape[2]
+    group = Hq // Hkv
+    scale = 1 / np.sqrt(D) if case.scale is None else case.scale
+    with np.errstate(over="ignore", invalid="ignore"):
+        a = _grouped_matmul(scale * np.abs(query), np.abs(key).swapaxes(-1, -2))  # A_j
+        bias = np.zeros(1)
+        if case.attn_mask is not None and case.attn_mask.dtype != np.bool_:
+            mask = case.attn_mask.astype(np.float64)
+            bias = np.where(np.isfinite(mask), np.abs(mask), 0.0)
+            bias = _four_d(bias) if bias.ndim == 2 else bias
+        a_max = np.where(visible, a, 0.0).max(axis=-1)  # (B, Hq, Tq)
+        b_max = np.broadcast_to(np.where(visible, bias, 0.0), visible.shape).max(axis=-1)
+        s_max = np.where(visible, a + bias, 0.0).max(axis=-1)
+        e = gamma(D + 5, u) * a_max + u * (s_max + b_max) + 4 * u * s_max + 2 * u * (Tk + 1)
+        r = np.expm1(2 * e) * (1 + gamma(Tk + 1, u)) * (1 + u) + gamma(Tk + 1, u) * (1 + u) + u
+        factor = r + U64 + gamma(Tk + 2, u) * (1 + r + U64) + u + U64  # (B, Hq, Tq)
+        v_max = np.repeat(np.abs(value).max(axis=2), group, axis=1)[:, :, None]  # (B,Hq,1,Dv)
+        bound = (factor[..., None] * v_max
+                 + (Tk + 2) * tiny * (1 + 2 * Tk * v_max)) * (1 + 2.0**-40)
+    bound = np.where(np.isnan(bound), np.inf, bound)
+    return bound[0, 0] if case.query.ndim == 2 else bound

@@ -13,7 +13,9 @@ Selected by ``HYPOTHESIS_PROFILE`` (or ``--hypothesis-profile NAME``, or
               ``--hypothesis-seed``.
 
 Oracle-backed properties run :func:`oracle_examples` examples: the profile's count scaled down
-(the 50-digit oracle costs milliseconds per case), never below 10.
+(the 50-digit oracle costs milliseconds per case), never below 10. Kernel-sized properties
+(``properties/test_kernel_sizes.py``) run :func:`kernel_examples`: a sixteenth, never below 3 (each
+case costs tenths of a second; their sizes, not their number, are what they spend).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from hypothesis import HealthCheck, Phase, settings
 DEFAULT_PROFILE = "ci"
 PROFILES = ("dev", "ci", "mutation", "thorough")
 ORACLE_FRACTION = 2  # oracle-backed properties run 1/ORACLE_FRACTION of the examples
+KERNEL_FRACTION = 16  # kernel-sized properties run 1/KERNEL_FRACTION of the examples
 
 _common = dict(
     deadline=None,
@@ -55,3 +58,9 @@ def load_profile(name: str | None = None) -> str:
 def oracle_examples() -> settings:
     """Settings for an oracle-backed property: the current profile's count, scaled down."""
     return settings(max_examples=max(10, settings.default.max_examples // ORACLE_FRACTION))
+
+
+def kernel_examples() -> settings:
+    """Settings for a kernel-sized property: the current profile's count over
+    :data:`KERNEL_FRACTION`, at least 3."""
+    return settings(max_examples=max(3, settings.default.max_examples // KERNEL_FRACTION))

@@ -18,7 +18,10 @@ from oracle.rules import AttentionInputError, check_attention_inputs
 from properties.invalid import INVALID_KINDS, fully_masked_cases, invalid_cases
 from properties.strategies import MASK_LAYOUTS, attention_cases
 
-DRAWS = settings(max_examples=200, derandomize=True, database=None, phases=[Phase.generate],
+# 300, not 200: derandomized draws depend on the constants of every imported local module
+# (Hypothesis 6.155), and with the kernel-sized modules collected, 200 draws missed the
+# (1, 1, Tq, Tk) mask layout entirely.
+DRAWS = settings(max_examples=300, derandomize=True, database=None, phases=[Phase.generate],
                  deadline=None)
 
 
@@ -115,7 +118,7 @@ REQUIRED = {
 
 
 def test_attention_cases_cover_every_axis():
-    """Over 260 draws (4-D and 2-D), every feature in REQUIRED occurs at least once."""
+    """Over 360 draws (4-D and 2-D), every feature in REQUIRED occurs at least once."""
     seen: Counter = Counter()
 
     @DRAWS

@@ -1,0 +1,199 @@
+"""Kernel-sized attention calls: sizes at tile boundaries, values from a seed.
+
+A :class:`KernelSpec` is what Hypothesis draws and shrinks: sizes (from
+:mod:`properties.sizes`), causality and ``query_start``, a mask kind, dtype, value regime,
+scale, and a seed; :meth:`KernelSpec.build` turns it into an
+:class:`~properties.strategies.AttentionCase` with NumPy's ``default_rng(seed)``. Drawing
+thousands of elements one by one would cost Hypothesis seconds per case; a seed costs nothing,
+and the counterexample reads as sizes (``KernelSpec(..., key_len=129, head_dim=64, ...)``).
+Shrinking then acts on the sizes (towards the smallest tile boundary that still fails, see
+:mod:`properties.sizes`), the flags and the seed, not on single elements.
+
+Shape kinds drawn (shape legend as in :mod:`properties.strategies`):
+
+``prefill``  ``Tq = Tk`` (self-attention), causal or not.
+``decode``   ``Tq`` in 1..4 (speculative decoding drafts) against ``Tk`` up to the profile's
+             decode length (flash-decoding's split-KV regime), causal at ``Tk - Tq``.
+``chunk``    chunked prefill: ``Tq < Tk``, causal with the default ``Tk - Tq``, 0 or a drawn
+             ``query_start`` (a boundary size: at, one past or one short of a tile multiple,
+             or anywhere).
+``cross``    ``Tq != Tk`` either way, not causal.
+
+Masks: ``none``; ``key padding`` ``(B, 1, 1, Tk)`` bool, the first ``L_b`` keys of batch ``b``
+visible with ``L_b`` itself a boundary size; ``random bool`` ``(Tq, Tk)`` at density 1/2 with
+key 0 always visible; ``alibi`` a float ``(1, Hq, Tq, Tk)`` bias ``-slope_h |i + start - j|``
+(Press et al. 2022), for subjects that take float masks. Key 0 is visible to every query in
+every kind (causally too, since ``query_start >= 0``), so no row is fully masked.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from hypothesis import strategies as st
+
+from .sizes import TILES, boundary_sizes, head_dims, limits
+from .strategies import AttentionCase
+
+SHAPE_KINDS = ("prefill", "decode", "chunk", "cross")
+MASK_KINDS = ("none", "key padding", "random bool", "alibi")
+GROUPS = (1, 2, 4, 8, 3)  # query heads per K/V head (shrinks to 1: MHA)
+
+
+class KernelSpec(NamedTuple):
+    """A kernel-sized attention call, drawn by :func:`kernel_specs`; see the module doc."""
+
+    shape: str
+    batch: int
+    num_heads: int
+    num_kv_heads: int
+    query_len: int
+    key_len: int
+    head_dim: int
+    value_dim: int
+    is_causal: bool
+    query_start: int | None
+    mask: str
+    dtype: str
+    magnitude: str
+    scale: float | None
+    seed: int
+    padding: tuple[int, ...] = ()  # key padding: visible keys per batch element
+    block_size: int | None = None
+
+    def build(self) -> AttentionCase:
+        """The call as an AttentionCase (arrays from ``default_rng(seed)``)."""
+        rng = np.random.default_rng(self.seed)
+        B, Hq, Hkv = self.batch, self.num_heads, self.num_kv_heads
+        Tq, Tk, D, Dv = self.query_len, self.key_len, self.head_dim, self.value_dim
+        query = _values(rng, (B, Hq, Tq, D), self.dtype, self.magnitude)
+        key = _values(rng, (B, Hkv, Tk, D), self.dtype, self.magnitude)
+        value = _values(rng, (B, Hkv, Tk, Dv), self.dtype, self.magnitude)
+        return AttentionCase(query, key, value, self.attn_mask(rng), self.is_causal,
+                             self.query_start, self.scale, self.mask, self.magnitude,
+                             self.block_size)
+
+    def attn_mask(self, rng: np.random.Generator | None = None) -> np.ndarray | None:
+        """The mask of :attr:`mask` (``random bool`` draws from ``rng``)."""
+        B, Hq, Tq, Tk = self.batch, self.num_heads, self.query_len, self.key_len
+        if self.mask == "none":
+            return None
+        if self.mask == "key padding":
+            return (np.arange(Tk) < np.array(self.padding)[:, None])[:, None, None, :]
+        if self.mask == "random bool":
+            rng = np.random.default_rng(self.seed + 1) if rng is None else rng
+            mask = rng.random((Tq, Tk)) < 0.5
+            mask[:, 0] = True
+            return mask
+        if self.mask == "alibi":
+            start = Tk - Tq if self.query_start is None else self.query_start
+            slopes = 2.0 ** (-8.0 * np.arange(1, Hq + 1) / Hq)  # Press et al. 2022
+            distance = np.abs(start + np.arange(Tq)[:, None] - np.arange(Tk)[None, :])
+            return (-slopes[:, None, None] * distance)[None]  # (1, Hq, Tq, Tk)
+        raise ValueError(f"mask: unknown kind {self.mask!r}; known: {MASK_KINDS}")
+
+
+def _values(rng: np.random.Generator, shape, dtype: str, magnitude: str) -> np.ndarray:
+    """Entries of a regime: ``unit`` standard normal, ``ties`` a coarse grid (exact ties and
+    zeros), ``large`` uniform in [-200, 200] (scores far beyond ``exp``'s range)."""
+    if magnitude == "ties":
+        x = rng.choice(np.array([0.0, 0.5, -0.5, 1.0, -1.0, 2.0]), size=shape)
+    elif magnitude == "large":
+        x = rng.uniform(-200, 200, size=shape)
+    else:
+        x = rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+@st.composite
+def kernel_specs(draw, *, dtypes=("float16", "float32", "float64"), float_masks: bool = True,
+                 shapes=SHAPE_KINDS, masks: bool = True, block_sizes: bool = False,
+                 max_len: int | None = None, max_decode_len: int | None = None,
+                 max_scores: int | None = None) -> KernelSpec:
+    """A :class:`KernelSpec` within the profile's :func:`~properties.sizes.limits` (or the
+    ``max_*`` given). ``dtypes`` shrinks towards its last entry; ``block_sizes`` also draws
+    a ``block_size`` (a boundary size up to ``Tk + 1``) for subjects with a blocked path.
+    Shrinks towards ``prefill``, ``B = Hkv = G = 1``, tiny or tile-boundary lengths, head
+    dim 64, no mask, float64, ``unit`` values, seed 0."""
+    lim = limits()
+    max_len = max_len or lim.max_len
+    max_decode_len = max_decode_len or lim.max_decode_len
+    max_scores = max_scores or lim.max_scores
+    shape = draw(st.sampled_from(shapes))
+    is_causal = draw(st.booleans())
+    query_start = None
+    if shape == "prefill":
+        Tk = draw(boundary_sizes(max_len), label="key_len")
+        Tq = Tk
+    elif shape == "decode":
+        Tk = draw(boundary_sizes(max_decode_len), label="key_len")
+        Tq = draw(st.integers(1, min(4, Tk)), label="query_len")
+        is_causal = True
+    elif shape == "chunk":
+        Tk = draw(boundary_sizes(max_len, min_size=2), label="key_len")
+        Tq = draw(boundary_sizes(Tk - 1), label="query_len")
+        is_causal = True
+        # a start at, or one off, a tile multiple puts a tile's last row at a tile edge
+        starts = [st.none(), st.just(0)] + ([boundary_sizes(Tk - Tq)] if Tk > Tq else [])
+        query_start = draw(st.one_of(starts), label="query_start")
+    else:
+        Tq = draw(boundary_sizes(max_len), label="query_len")
+        Tk = draw(boundary_sizes(max_len), label="key_len")
+        is_causal = False
+    room = max(1, max_scores // (Tq * Tk))  # B * Hq allowed by the score budget
+    batch = draw(st.integers(1, max(1, min(2, room))), label="batch")
+    num_kv_heads = draw(st.integers(1, max(1, min(2, room // batch))), label="num_kv_heads")
+    groups = [g for g in GROUPS if batch * num_kv_heads * g <= room] or [1]
+    group = draw(st.sampled_from(groups), label="group")
+    # The reference reads every key and value of each (batch, K/V head): keep that in budget.
+    max_dim = max(1, min(256, lim.max_kv // (2 * batch * num_kv_heads * Tk)))
+    head_dim = draw(head_dims(max_dim), label="head_dim")
+    value_dim = draw(st.one_of(st.just(head_dim), head_dims(max_dim)), label="value_dim")
+    kinds = [m for m in MASK_KINDS if masks and (float_masks or m != "alibi")] or ["none"]
+    mask = draw(st.sampled_from(kinds), label="mask")
+    padding = ()
+    if mask == "key padding":
+        padding = tuple(draw(st.lists(boundary_sizes(Tk), min_size=batch, max_size=batch),
+                             label="key padding lengths"))
+    dtype = draw(st.sampled_from(tuple(reversed(dtypes))), label="dtype")
+    magnitude = draw(st.sampled_from(("unit", "ties", "large")), label="values")
+    scale = draw(st.one_of(st.none(), st.sampled_from([0.125, 0.3, 1.0, 2.0])), label="scale")
+    seed = draw(st.integers(0, 2**32 - 1), label="seed")
+    block_size = None
+    if block_sizes:
+        # at least 16 (or Tk + 1): blocks of a few keys cost seconds at these sizes, and
+        # the small-case properties draw those
+        block_size = draw(st.one_of(st.none(), boundary_sizes(Tk + 1, min_size=min(Tk + 1, 16))),
+                          label="block_size")
+    return KernelSpec(shape, batch, num_kv_heads * group, num_kv_heads, Tq, Tk, head_dim,
+                      value_dim, is_causal, query_start, mask, dtype, magnitude, scale, seed,
+                      padding, block_size)
+
+
+def subject_kernel_specs(subject, **kwargs):
+    """:func:`kernel_specs` restricted to what ``subject`` declares it supports."""
+    kwargs.setdefault("dtypes", subject.dtypes)
+    kwargs.setdefault("float_masks", subject.float_masks)
+    kwargs.setdefault("block_sizes", subject.block_size)
+    return kernel_specs(**kwargs)
+
+
+def boundary_rows(case: AttentionCase, *, limit: int = 24) -> list[int]:
+    """Query rows where tiled kernels go wrong, at most ``limit`` of them: the first and last
+    rows; rows at and next to a query-tile edge (``k t - 1``, ``k t``); rows whose causally
+    visible keys end at or just past a key-tile edge (``query_start + i + 1`` equal to ``k t``
+    or ``k t + 1``); larger tiles first (they are also edges of the smaller ones)."""
+    Tq, Tk = case.query.shape[-2], case.key.shape[-2]
+    start = Tk - Tq if case.query_start is None else case.query_start
+    rows = [0, Tq - 1]
+    for t in sorted(TILES, reverse=True):
+        for k in range(1, max(Tq, Tk) // t + 2):
+            rows += [k * t - 1, k * t]
+            if case.is_causal:
+                rows += [k * t - 1 - start, k * t - start]
+    picked = []
+    for i in rows:
+        if 0 <= i < Tq and i not in picked:
+            picked.append(i)
+    return sorted(picked[:limit])

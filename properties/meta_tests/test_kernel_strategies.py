@@ -1,0 +1,94 @@
+"""The kernel-sized strategies reach tile boundaries, stay in budget and shrink to a boundary."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import find, given, settings
+from hypothesis import strategies as st
+
+from properties.kernel_cases import KernelSpec, boundary_rows, kernel_specs
+from properties.sizes import LEN_ENV_VAR, LIMITS, TILES, boundary_sizes, limits, primes_up_to
+
+
+def test_boundary_rows_reach_tile_edges():
+    """First and last rows, query-tile edges and (causal) the rows whose visible keys end at
+    a key-tile edge are among the reference rows; never more than the limit."""
+    spec = KernelSpec("chunk", 1, 1, 1, 300, 1000, 8, 8, True, 77, "none", "float64", "unit",
+                      None, 0)
+    rows = boundary_rows(spec.build(), limit=100)
+    for row in (0, 299, 255, 256, 127, 128, 256 - 1 - 77, 256 - 77, 128 - 77):
+        assert row in rows, (row, rows)
+    assert len(boundary_rows(spec.build(), limit=5)) == 5
+
+
+def test_sizes_hit_tile_multiples_and_their_neighbours():
+    """Over 400 draws, sizes land on k*t-1, k*t and k*t+1 for every tile t, on primes, and
+    on tiny sizes; none leaves the range."""
+    seen = []
+
+    @settings(max_examples=400, derandomize=True, database=None)
+    @given(n=boundary_sizes(1100))
+    def draw(n):
+        seen.append(n)
+
+    draw()
+    assert all(1 <= n <= 1100 for n in seen)
+    for t in TILES:
+        for off in (-1, 0, 1):
+            assert any(n % t == off % t and n > 8 for n in seen), (t, off)
+    primes = set(primes_up_to(1100))
+    assert sum(n in primes and n > 8 for n in seen) >= 20
+    assert sum(n <= 8 for n in seen) >= 5
+
+
+@pytest.mark.parametrize("threshold, tile", [(128, 64), (512, 256), (64, 16)])
+def test_failing_size_shrinks_to_one_past_the_boundary(threshold, tile):
+    """A fault at lengths past ``threshold`` that are not multiples of ``tile`` shrinks to
+    the smallest such length, one past the boundary: ``threshold + 1``."""
+    found = find(boundary_sizes(1100), lambda n: n > threshold and n % tile != 0,
+                 settings=settings(max_examples=2000, database=None))
+    assert found == threshold + 1
+
+
+def test_specs_stay_within_the_budget():
+    """Every drawn spec keeps B*Hq*Tq*Tk and B*Hkv*Tk*(D+Dv) within the profile's limits,
+    builds arrays of its sizes, and leaves every query row a visible key."""
+    lim = limits("ci")
+    kinds = set()
+
+    @settings(max_examples=150, derandomize=True, database=None)
+    @given(spec=kernel_specs())
+    def check(spec):
+        kinds.add(spec.shape)
+        assert spec.batch * spec.num_heads * spec.query_len * spec.key_len <= max(
+            lim.max_scores, spec.query_len * spec.key_len)
+        assert spec.batch * spec.num_kv_heads * spec.key_len * (spec.head_dim + spec.value_dim) \
+            <= max(lim.max_kv, 2 * spec.batch * spec.num_kv_heads * spec.key_len)
+        case = spec.build()
+        assert case.query.shape == (spec.batch, spec.num_heads, spec.query_len, spec.head_dim)
+        assert case.value.shape[-1] == spec.value_dim and case.dtype == np.dtype(spec.dtype)
+        if case.attn_mask is not None and case.attn_mask.dtype == np.bool_:
+            assert np.broadcast_to(case.attn_mask, case.query.shape[:3] + (spec.key_len,))[
+                ..., 0].all()
+
+    check()
+    assert kinds == {"prefill", "decode", "chunk", "cross"}
+
+
+def test_env_var_raises_the_limits(monkeypatch):
+    monkeypatch.setenv(LEN_ENV_VAR, "4096")
+    raised = limits("ci")
+    assert raised.max_len == 4096 and raised.max_scores > 10 * LIMITS["ci"].max_scores
+    monkeypatch.setenv(LEN_ENV_VAR, "ten")
+    with pytest.raises(ValueError, match=f"{LEN_ENV_VAR}='ten'"):
+        limits("ci")
+
+
+def test_small_limit_still_draws(monkeypatch):
+    """boundary_sizes works below the smallest tile (no tile multiple fits)."""
+    values = [find(boundary_sizes(5), lambda n: n >= k) for k in (1, 5)]
+    assert values == [1, 5]
+    with pytest.raises(ValueError, match="min_size=3, max_size=2"):
+        boundary_sizes(2, min_size=3)
+    assert st.integers  # hypothesis strategies still importable

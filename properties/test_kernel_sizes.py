@@ -1,0 +1,188 @@
+"""Properties at kernel sizes: tile boundaries, long decodes, chunked prefill, growing caches.
+
+Sizes come from :mod:`properties.sizes` (mostly at and around multiples of 16-256, primes,
+head dims 59-256, GQA groups up to 8) and values from a seed (:mod:`properties.kernel_cases`).
+Values are judged by the ball-arithmetic reference (:mod:`oracle.ball`) on the query rows at
+tile boundaries (:func:`~properties.kernel_cases.boundary_rows`) with the per-element bounds of
+:func:`properties.bounds.attention_bounds`; structural laws compare two calls of the subject
+on every row, within twice :func:`properties.bounds.agreement_bounds` (no reference needed).
+
+Shape legend: query (B, Hq, Tq, D), key (B, Hkv, Tk, D), value (B, Hkv, Tk, Dv),
+output (B, Hq, Tq, Dv).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, note
+from hypothesis import strategies as st
+
+from oracle import ball
+
+from ._support import repeat_kv, visibility
+from .bounds import agreement_bounds, attention_bounds
+from .checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
+from .kernel_cases import SHAPE_KINDS, boundary_rows, subject_kernel_specs
+from .plugin import current_subject
+from .profiles import kernel_examples
+from .sizes import boundary_sizes, limits
+
+SUBJECT = current_subject()
+
+
+def _attend(subject, case, what="attention"):
+    out = call_subject(subject.attention, case.query, case.key, case.value,
+                       **case.subject_kwargs(), what=what)
+    return assert_shape_dtype(out=out, shape=case.query.shape[:3] + case.value.shape[3:],
+                              dtype=case.dtype, what=what)
+
+
+def _rows_of(case, rows: list[int]):
+    """``case`` restricted to query rows ``rows`` for the bounds (query and the mask's query
+    axis; visibility comes from the reference's scores)."""
+    mask = case.attn_mask
+    Tq = case.query.shape[2]
+    if mask is not None and mask.ndim >= 2 and mask.shape[-2] == Tq:
+        mask = mask[..., rows, :]
+    return case._replace(query=case.query[:, :, rows], attn_mask=mask)
+
+
+def _agree(case, a, b, *, what):
+    """Two computations of one exact output agree within twice the agreement bound."""
+    with np.errstate(over="ignore"):  # a bound past the float64 range is no bound: inf
+        bound = 2 * agreement_bounds(case, visibility(case))
+    assert_within(out=a, expected=b, bound=bound, what=what, case=case)
+
+
+@pytest.mark.parametrize("shape", SHAPE_KINDS)
+@kernel_examples()
+@given(data=st.data())
+def test_kernel_sized_output_matches_reference(subject, shape, data):
+    """At kernel sizes, every output row at a tile boundary (first and last rows, query-tile
+    edges, rows whose visible keys end at a key-tile edge) is within the per-element bound of
+    the exact result (ball arithmetic, correctly rounded): a dropped last key block, a
+    split-KV merge without its ``exp(m_i - m)`` rescale, a wrong causal tile or a lost head
+    dim chunk all move these rows. Law and bound as test_output_matches_oracle. One test per
+    shape kind (prefill, decode, chunk, cross), so that each kernel regime gets its examples."""
+    spec = data.draw(subject_kernel_specs(SUBJECT, shapes=(shape,)), label="spec")
+    case = spec.build()
+    note(f"case: {case.describe()}")
+    B, Hq, Tq, _ = case.query.shape
+    Tk = case.key.shape[2]
+    rows = boundary_rows(case, limit=max(2, min(24, 120_000 // (B * Hq * Tk))))
+    note(f"reference rows: {rows}")
+    parts = ball.attention_parts(case.query, case.key, case.value, **case.kwargs(),
+                                 fully_masked_rows=subject.fully_masked_rows, rows=rows)
+    bounds = attention_bounds(_rows_of(case, rows), parts)
+    out = _attend(subject, case)
+    assert_within(out=out[:, :, rows], expected=parts.output.value, bound=bounds.output,
+                  what=f"output rows {rows} vs the exact result", case=case)
+
+
+@kernel_examples()
+@given(spec=subject_kernel_specs(SUBJECT, shapes=("prefill",), masks=False), data=st.data())
+def test_kernel_sized_chunk_equals_rows_of_full_causal(subject, spec, data):
+    """A chunk of ``n`` queries at an unaligned ``query_start = s`` (chunked prefill, or a
+    speculative-decoding draft for small ``n``) equals rows ``[s, s + n)`` of full causal
+    self-attention, with all keys and with keys ``[0, s + n)``; every row compared."""
+    full = spec._replace(is_causal=True, query_start=None).build()
+    T = full.key.shape[2]
+    assume(T >= 2)
+    s = data.draw(st.one_of(boundary_sizes(T - 1), st.integers(1, T - 1)), label="query_start")
+    n = data.draw(boundary_sizes(T - s), label="chunk length")
+    rows = slice(s, s + n)
+    expected = _attend(subject, full, "full causal attention")[:, :, rows]
+    for what, chunk in (
+        ("all keys, query_start=s", full._replace(query=full.query[:, :, rows], query_start=s)),
+        ("keys [0, s + n), query_start=None",
+         full._replace(query=full.query[:, :, rows], key=full.key[:, :, : s + n],
+                       value=full.value[:, :, : s + n])),
+    ):
+        _agree(chunk, _attend(subject, chunk, f"chunk, {what}"), expected,
+               what=f"chunk [{s}, {s + n}) ({what}) vs rows of full causal (T={T})")
+
+
+@kernel_examples()
+@given(spec=subject_kernel_specs(SUBJECT))
+def test_kernel_sized_gqa_equals_repeated_kv(subject, spec):
+    """Grouped K/V (up to 8 query heads per K/V head) equals K/V repeated to the query heads,
+    query head ``h`` reading K/V head ``h // G`` (Ainslie et al. 2023), at kernel sizes."""
+    case = spec.build()
+    group = case.query.shape[1] // case.key.shape[1]
+    assume(group > 1)
+    repeated = case._replace(key=repeat_kv(case.key, group), value=repeat_kv(case.value, group))
+    _agree(case, _attend(subject, case, "grouped K/V"),
+           _attend(subject, repeated, "K/V repeated to Hq"),
+           what=f"GQA (G={group}) vs K/V repeated by h // {group}")
+
+
+@kernel_examples()
+@given(spec=subject_kernel_specs(SUBJECT), data=st.data())
+def test_kernel_sized_hidden_keys_do_not_change_output(subject, spec, data):
+    """Changing K/V at every position no query may see (past the causal limit, past a key
+    padding length, masked keys of a random mask) leaves the output bitwise unchanged: a
+    kernel that lets a padded or partial last tile, or a skipped causal tile, leak in fails."""
+    case = spec.build()
+    visible = visibility(case)  # (B, Hq, Tq, Tk)
+    B, Hkv, Tk, _ = case.key.shape
+    seen = visible.reshape(B, Hkv, -1, Tk).any(axis=2)[..., None]  # (B, Hkv, Tk, 1)
+    assume(not seen.all())
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="new K/V seed"))
+    key = np.where(seen, case.key, (50 * rng.standard_normal(case.key.shape)).astype(case.dtype))
+    value = np.where(seen, case.value,
+                     (1e3 * rng.standard_normal(case.value.shape)).astype(case.dtype))
+    note(f"hidden K/V positions: {int((~seen).sum())} of {seen.size}")
+    before = _attend(subject, case, "original K/V")
+    after = _attend(subject, case._replace(key=key, value=value), "hidden K/V changed")
+    assert_equal(out=after, expected=before, what="output after changing hidden K/V", case=case)
+
+
+@st.composite
+def _cache_runs(draw):
+    """``(spec, chunks)``: causal self-attention of ``T`` positions appended in hundreds of
+    chunks of mixed sizes (mostly single tokens, some boundary-sized prefill chunks)."""
+    lim = limits()
+    spec = draw(subject_kernel_specs(SUBJECT, shapes=("prefill",), masks=False,
+                                     max_len=lim.max_appends))
+    T = spec.key_len
+    chunks, left = [], T
+    while left:
+        n = draw(st.one_of(st.just(1), boundary_sizes(left)), label="chunk")
+        chunks.append(min(n, left))
+        left -= chunks[-1]
+    return spec._replace(is_causal=True, query_start=None, block_size=None), chunks
+
+
+@pytest.mark.requires("kv_cache")
+@kernel_examples()
+@given(run=_cache_runs())
+def test_kernel_sized_cache_growth_equals_full_causal(subject, run):
+    """Hundreds of ``cached_attention`` appends of mixed sizes, growing the cache past any
+    plausible preallocated capacity, give full causal attention's rows (within the agreement
+    bound), and the cache ends holding exactly the appended keys and values (a growth that
+    copies one position too few, or the wrong buffer, fails here)."""
+    spec, chunks = run
+    case = spec.build()
+    note(f"{len(chunks)} appends: {chunks[:40]}{' ...' if len(chunks) > 40 else ''}")
+    B, Hkv, T, D = case.key.shape
+    cache = subject.module.KVCache(B, Hkv, D, case.value.shape[3], dtype=case.dtype)
+    outputs, start = [], 0
+    for n in chunks:
+        rows = slice(start, start + n)
+        outputs.append(np.asarray(call_subject(
+            subject.module.cached_attention, case.query[:, :, rows], case.key[:, :, rows],
+            case.value[:, :, rows], cache, scale=case.scale,
+            what=f"cached_attention of positions [{start}, {start + n})")))
+        start += n
+    if len(cache) != T:
+        fail(f"len(cache) = {len(cache)} after appending {T} positions in {len(chunks)} chunks")
+    assert_equal(out=cache.keys, expected=case.key, what="cached keys after growth", case=case)
+    assert_equal(out=cache.values, expected=case.value, what="cached values after growth",
+                 case=case)
+    decoded = assert_shape_dtype(out=np.concatenate(outputs, axis=2),
+                                 shape=case.query.shape[:3] + case.value.shape[3:],
+                                 dtype=case.dtype, what="decoded outputs")
+    _agree(case, decoded, _attend(subject, case, "full causal attention"),
+           what=f"cached decode in {len(chunks)} chunks vs full causal (T={T})")
+

@@ -14,7 +14,7 @@ Selected by ``HYPOTHESIS_PROFILE`` (or ``--hypothesis-profile NAME``, or
 
 Oracle-backed properties run :func:`oracle_examples` examples: the profile's count scaled down
 (the 50-digit oracle costs milliseconds per case), never below 10. Kernel-sized properties
-(``properties/test_kernel_sizes.py``) run :func:`kernel_examples`: a sixteenth, never below 3 (each
+(``properties/test_kernel_sizes.py``) run :func:`kernel_examples`: a tenth, never below 3 (each
 case costs tenths of a second; their sizes, not their number, are what they spend).
 """
 
@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, Phase, settings
 DEFAULT_PROFILE = "ci"
 PROFILES = ("dev", "ci", "mutation", "thorough")
 ORACLE_FRACTION = 2  # oracle-backed properties run 1/ORACLE_FRACTION of the examples
-KERNEL_FRACTION = 16  # kernel-sized properties run 1/KERNEL_FRACTION of the examples
+KERNEL_FRACTION = 10  # kernel-sized properties run 1/KERNEL_FRACTION of the examples
 
 _common = dict(
     deadline=None,

@@ -1,0 +1,165 @@
+"""A tiled, FlashAttention-style attention kernel in NumPy, for the mutants of the kernel kind.
+
+Real kernels are right on small inputs and wrong past a tile, a split or a capacity. The
+mutants that model them take :class:`TiledKernel`, override the one step that holds the fault
+and set the sizes past which the kernel runs (below them, impl runs: a mutant is exactly impl
+on every small case). The correct kernel (no override) agrees with impl within the suite's
+bounds (``ci/tests/test_tiled_kernel.py``). Shape legend as in :mod:`impl`; ``G = Hq // Hkv``.
+
+The kernel (Dao et al. 2022, alg. 1; Milakov & Gimelshein 2018)::
+
+    for each query tile [t0, t1) of q_tile rows:
+        m, l, acc = -inf, 0, 0                                   # (.., n, 1), (.., n, Dv)
+        for each split [s0, s1) of the keys (one split unless split_kv and Tk > split_kv):
+            for each key tile [j0, j1) of k_tile keys in the split, that a causal row can see:
+                s = scale * sum over head-dim chunks (q[.., d0:d1] @ k[.., d0:d1]^T) + bias
+                s = -inf where hidden;  online-softmax step into (m_i, l_i, acc_i)
+            merge the split: m = max(m, m_i); l, acc rescaled by exp(m_old - m), exp(m_i - m)
+        out = acc / l
+
+Validation is the rulebook's (:func:`oracle.rules.check_attention_inputs`, whose dense
+visibility and bias the tiles read), so errors are impl's (but for the score-overflow rule,
+which impl applies and this kernel does not: kernel-sized cases never reach it). float16
+computes in float32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import impl
+from oracle.rules import AttentionProblem, check_attention_inputs, compute_dtype
+
+__all__ = ["TiledKernel"]
+
+
+class TiledKernel:
+    """impl's attention, computed in tiles once the call is large enough (see the module doc).
+
+    Attributes (a mutant's thresholds): ``q_tile``/``k_tile`` rows and keys per tile;
+    ``split_kv`` keys per split (None: no split); ``d_chunk`` head dims per chunk (None: one
+    chunk); ``min_key_len``/``min_query_len``/``min_head_dim``: the kernel runs when the
+    call reaches all three (else impl runs).
+    """
+
+    q_tile = 64
+    k_tile = 64
+    split_kv: int | None = None
+    d_chunk: int | None = None
+    min_key_len = 1
+    min_query_len = 1
+    min_head_dim = 1
+
+    # -- dispatch ---------------------------------------------------------------------------
+    def runs(self, problem: AttentionProblem) -> bool:
+        """Whether this call takes the tiled kernel (else impl)."""
+        _, _, Tq, D = problem.query.shape
+        return (problem.key.shape[2] >= self.min_key_len and Tq >= self.min_query_len
+                and D >= self.min_head_dim)
+
+    # -- the steps a mutant overrides -------------------------------------------------------
+    def key_tiles(self, start: int, stop: int) -> list[tuple[int, int]]:
+        """Key tiles ``[j0, j1)`` covering ``[start, stop)``; the last one may be short."""
+        return [(j, min(j + self.k_tile, stop)) for j in range(start, stop, self.k_tile)]
+
+    def splits(self, stop: int) -> list[tuple[int, int]]:
+        """Key splits ``[s0, s1)`` covering ``[0, stop)`` (split-KV, flash-decoding)."""
+        if self.split_kv is None or stop <= self.split_kv:
+            return [(0, stop)]
+        return [(s, min(s + self.split_kv, stop)) for s in range(0, stop, self.split_kv)]
+
+    def head_dim_chunks(self, D: int) -> list[tuple[int, int]]:
+        """Head-dim chunks ``[d0, d1)`` covering ``[0, D)``."""
+        step = self.d_chunk or D
+        return [(d, min(d + step, D)) for d in range(0, D, step)]
+
+    def skips(self, j0: int, last_row_position: int) -> bool:
+        """Causal: a key tile starting at ``j0`` is skipped when no row of the query tile may
+        see it, i.e. ``j0 > query_start + t1 - 1`` (the tile's last row position)."""
+        return j0 > last_row_position
+
+    def merge(self, state, part) -> None:
+        """Fold a split's ``(m_i, l_i, acc_i)`` into the running ``(m, l, acc)``, in place:
+        ``m = max(m, m_i)``, each side rescaled by ``exp(its max - m)``."""
+        m, l, acc = state
+        m_i, l_i, acc_i = part
+        m_new = np.maximum(m, m_i)
+        shift = np.where(np.isneginf(m_new), 0, m_new)
+        a, a_i = np.exp(m - shift), np.exp(m_i - shift)
+        l *= a
+        l += a_i * l_i
+        acc *= a
+        acc += a_i * acc_i
+        m[...] = m_new
+
+    def online_step(self, m, l, acc, s, value) -> None:
+        """Fold one key tile's scores ``s`` (``-inf`` where hidden) into ``(m, l, acc)``, in
+        place: the new maximum, and what was summed under the old one rescaled by
+        ``exp(m_old - m_new)`` (Milakov & Gimelshein 2018, alg. 3)."""
+        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
+        shift = np.where(np.isneginf(m_new), 0, m_new)
+        alpha = np.exp(m - shift)
+        p = np.exp(s - shift)
+        l *= alpha
+        l += p.sum(axis=-1, keepdims=True)
+        acc *= alpha
+        acc += np.matmul(p, value)
+        m[...] = m_new
+
+    # -- the kernel -------------------------------------------------------------------------
+    def tile_scores(self, problem, q, k, rows, keys, ct):
+        """Scores of query rows ``rows`` and keys ``keys``: ``(B, Hkv, G, n, nk)``."""
+        s = 0
+        for d0, d1 in self.head_dim_chunks(q.shape[-1]):
+            s = s + np.matmul(q[:, :, :, rows, d0:d1], k[:, :, None, keys, d0:d1].swapaxes(-1, -2))
+        B, Hkv, G = q.shape[:3]
+        shape = (B, Hkv, G, rows.stop - rows.start, keys.stop - keys.start)
+        s = np.broadcast_to(s, shape).copy()
+        if problem.bias is not None:
+            bias = problem.bias[:, :, rows, keys].astype(ct).reshape(shape)
+            s += np.where(np.isneginf(bias), 0, bias)
+        visible = problem.visible[:, :, rows, keys].reshape(shape)
+        s[~visible] = -np.inf
+        return s
+
+    def output(self, problem: AttentionProblem) -> np.ndarray:
+        ct = compute_dtype(problem.dtype)
+        B, Hq, Tq, D = problem.query.shape
+        Hkv, Tk = problem.key.shape[1], problem.key.shape[2]
+        G, Dv = problem.group, problem.value.shape[3]
+        scale = 1.0 / np.sqrt(D) if problem.scale is None else problem.scale
+        q = (problem.query.astype(ct) * ct.type(scale)).reshape(B, Hkv, G, Tq, D)
+        k = problem.key.astype(ct)
+        v = problem.value.astype(ct)
+        out = np.empty((B, Hkv, G, Tq, Dv), ct)
+        for t0 in range(0, Tq, self.q_tile):
+            t1 = min(Tq, t0 + self.q_tile)
+            rows = slice(t0, t1)
+            state = (np.full((B, Hkv, G, t1 - t0, 1), -np.inf, ct),
+                     np.zeros((B, Hkv, G, t1 - t0, 1), ct), np.zeros((B, Hkv, G, t1 - t0, Dv), ct))
+            for s0, s1 in self.splits(Tk):
+                m = np.full((B, Hkv, G, t1 - t0, 1), -np.inf, ct)
+                l = np.zeros_like(m)
+                acc = np.zeros((B, Hkv, G, t1 - t0, Dv), ct)
+                for j0, j1 in self.key_tiles(s0, s1):
+                    if problem.is_causal and self.skips(j0, problem.query_start + t1 - 1):
+                        continue
+                    keys = slice(j0, j1)
+                    s = self.tile_scores(problem, q, k, rows, keys, ct)
+                    self.online_step(m, l, acc, s, v[:, :, None, keys])
+                self.merge(state, (m, l, acc))
+            out[:, :, :, rows] = state[2] / state[1]
+        return out.reshape(B, Hq, Tq, Dv)
+
+    # -- the public API ---------------------------------------------------------------------
+    def attention(self, query, key, value, *, attn_mask=None, is_causal=False,
+                  query_start=None, scale=None):
+        """Like :func:`impl.attention` (same arguments, rules and errors)."""
+        options = dict(attn_mask=attn_mask, is_causal=is_causal, query_start=query_start,
+                       scale=scale)
+        problem = check_attention_inputs(query, key, value, **options)
+        if not self.runs(problem):
+            return impl.attention(query, key, value, **options)
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            output = self.output(problem).astype(problem.dtype)
+        return output[0, 0] if problem.two_d else output

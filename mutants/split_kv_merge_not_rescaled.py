@@ -1,0 +1,53 @@
+"""Mutant: split-KV (flash-decoding) merges the partial softmaxes without their rescaling.
+
+What is broken: from 512 keys on, the kernel splits the keys into chunks of 256 (tiles of 128
+keys inside each), computes each split's running maximum ``m_i``, sum ``l_i`` and output
+``acc_i``, and merges them by plain addition, ``l = sum_i l_i`` and ``acc = sum_i acc_i``,
+where the merge must rescale each by ``exp(m_i - m)`` with ``m = max_i m_i``. Right when every
+split has the same maximum, and on every call with fewer than 512 keys (impl runs there).
+
+Real-world mistake: the combine step of split-KV / flash-decoding kernels (Dao et al.,
+"Flash-Decoding for long-context inference", 2023) written as a sum of the partial results;
+the per-split log-sum-exp is then dropped.
+
+Expected to be killed by: test_kernel_sized_decode_matches_reference or
+test_kernel_sized_prefill_matches_reference (any call past 512 keys whose splits have
+different maxima), or test_kernel_sized_chunk_equals_rows_of_full_causal.
+"""
+
+import numpy as np
+
+from impl import KVCache, attention_weights, kv_cache_bytes
+from impl.kv_cache import cached_attention as _impl_cached_attention
+from mutants import Mutant
+from mutants._common import rebind
+from mutants._tiled import TiledKernel
+
+
+class _Kernel(TiledKernel):
+    k_tile = 128
+    split_kv = 256
+    min_key_len = 512
+
+    def merge(self, state, part):
+        m, l, acc = state
+        m_i, l_i, acc_i = part
+        l += l_i  # FAULT: no exp(m - m_new) / exp(m_i - m_new) rescaling of either side
+        acc += acc_i
+        m[...] = np.maximum(m, m_i)
+
+
+attention = _Kernel().attention
+cached_attention = rebind(_impl_cached_attention, attention=attention)
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+
+MUTANT = Mutant(
+    name="split_kv_merge_not_rescaled",
+    description="split-KV kernel (splits of 256 keys from 512 keys on) merges partial "
+    "softmaxes without the exp(m_i - m) correction",
+    models="a flash-decoding combine step that sums the splits' partial sums and outputs",
+    killed_by=("test_kernel_sized_decode_matches_reference",
+               "test_kernel_sized_prefill_matches_reference",
+               "test_kernel_sized_chunk_equals_rows_of_full_causal"),
+)

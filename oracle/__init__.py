@@ -1,8 +1,9 @@
 """attnprops' oracle: attention at 50 significant digits, and the rulebook all subjects share.
 
 ``oracle.reference`` holds the loops (the specification); ``oracle.rules`` the input rules and
-errors. This package depends on NumPy and mpmath only, so it can be copied into another test
-tree on its own.
+errors; ``oracle.ball`` the same formula in ball arithmetic for kernel-sized calls (imported on
+demand: ``from oracle import ball``). The package depends on NumPy and mpmath, and
+``oracle.ball`` on python-flint, so it can be copied into another test tree on its own.
 """
 
 from .reference import (

@@ -315,19 +315,22 @@ class KVCache:
 
 
 def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None, scale=None,
-                     fully_masked_rows="raise") -> OracleResult:
+                     fully_masked_rows="raise", attend=None) -> OracleResult:
     """Append to ``cache``, then causal attention with ``query_start`` = previous length.
 
-    Shapes as ``impl.cached_attention``. On any error the append is undone.
+    Shapes as ``impl.cached_attention``. On any error the append is undone. ``attend``: the
+    attention to run over the cache (default :func:`attention`; e.g. ``lambda *a, **k:
+    oracle.ball.attention_parts(*a, **k).output`` for long caches), called with the
+    cache's keys and values and ``is_causal=True, query_start=start``.
     """
     check_cache_instance(cache, KVCache)
     check_cached_query(query, key, cache)
+    attend = attention if attend is None else attend
     blocks = list(cache._blocks)
     start = cache.append(key, value)
     try:
-        return attention(query, cache.keys, cache.values, attn_mask=attn_mask, is_causal=True,
-                         query_start=start, scale=scale, fully_masked_rows=fully_masked_rows)
+        return attend(query, cache.keys, cache.values, attn_mask=attn_mask, is_causal=True,
+                      query_start=start, scale=scale, fully_masked_rows=fully_masked_rows)
     except BaseException:
         cache._blocks = blocks
         raise
-

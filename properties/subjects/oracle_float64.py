@@ -1,9 +1,13 @@
-"""Subject: the 50-digit oracle, each result correctly rounded to float64.
+"""Subject: the exact result, each element correctly rounded to float64.
 
 The most accurate float64 subject there can be: every property must pass against it, so a
 failure here is a false alarm of the suite (a bound too tight, a property that is not a law)
 rather than a bug of a subject. Run: ``attnprops check --impl properties.subjects.oracle_float64``
 (slow: the oracle runs for the subject and for the expected values).
+
+Small calls (at most :data:`MPMATH_SCORES` scores) run the 50-digit oracle; larger ones the
+ball-arithmetic reference (:mod:`oracle.ball`, every row), which returns the same float64s
+(``oracle/tests/test_ball.py``) and takes seconds, not hours, at kernel sizes.
 
 It follows the project's conventions exactly (it *is* the rulebook, :mod:`oracle.rules`):
 invalid inputs raise :class:`oracle.rules.AttentionInputError`, a fully masked row raises.
@@ -16,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 import oracle
-from oracle import KVCache
+from oracle import KVCache, ball
 from oracle.rules import kv_cache_bytes
 
 __version__ = f"oracle ({oracle.DIGITS} digits)"
@@ -25,37 +29,59 @@ ATTNPROPS_CAPABILITIES = {"dtypes": ("float64",)}
 
 __all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
+MPMATH_SCORES = 4096  # B * Hq * Tq * Tk up to which the 50-digit oracle runs
+
+
+def _large(query, key) -> bool:
+    return int(np.prod(np.shape(query)[:-1])) * np.shape(key)[-2] > MPMATH_SCORES
+
 
 def attention(query, key, value, *, attn_mask=None, is_causal=False, query_start=None,
               scale=None) -> np.ndarray:
-    """``oracle.attention(...).value``: the output ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``) at 50
-    digits rounded once to float64. Arguments and rules as :func:`impl.attention`.
+    """The output ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``), exact and rounded once to float64
+    (``oracle.attention(...).value``, or :func:`oracle.ball.attention` past
+    :data:`MPMATH_SCORES`). Arguments and rules as :func:`impl.attention`.
 
     Raises:
         oracle.rules.AttentionInputError for any broken rule (including a fully masked row).
     """
+    if _large(query, key):
+        return ball.attention(query, key, value, attn_mask=attn_mask, is_causal=is_causal,
+                              query_start=query_start, scale=scale)
     return oracle.attention(query, key, value, attn_mask=attn_mask, is_causal=is_causal,
                             query_start=query_start, scale=scale).value
 
 
 def attention_weights(query, key, *, attn_mask=None, is_causal=False, query_start=None,
                       scale=None) -> np.ndarray:
-    """``oracle.attention_weights(...).value``: weights ``(B, Hq, Tq, Tk)`` rounded to float64.
+    """Weights ``(B, Hq, Tq, Tk)`` rounded to float64 (``oracle.attention_weights(...).value``,
+    or :func:`oracle.ball.attention_weights` past :data:`MPMATH_SCORES`).
 
     Raises:
         oracle.rules.AttentionInputError for any broken rule.
     """
+    if _large(query, key):
+        return ball.attention_weights(query, key, attn_mask=attn_mask, is_causal=is_causal,
+                                      query_start=query_start, scale=scale)
     return oracle.attention_weights(query, key, attn_mask=attn_mask, is_causal=is_causal,
                                     query_start=query_start, scale=scale).value
+
+
+def _exact_output(query, key, value, **kwargs):
+    """The output as an object with ``.value``, from the 50-digit oracle or the ball reference."""
+    if _large(query, key):
+        return ball.attention_parts(query, key, value, **kwargs).output
+    return oracle.attention_parts(query, key, value, **kwargs).output
 
 
 def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None,
                      scale=None) -> np.ndarray:
     """``oracle.cached_attention(...).value``: append to ``cache`` (an :class:`oracle.KVCache`),
-    then causal attention at ``query_start`` = the previous length, ``(B, Hq, Tnew, Dv)``.
+    then causal attention at ``query_start`` = the previous length, ``(B, Hq, Tnew, Dv)``, exact
+    and rounded once to float64 (the ball reference past :data:`MPMATH_SCORES`).
 
     Raises:
         oracle.rules.AttentionInputError; the append is then undone.
     """
-    return oracle.cached_attention(query, key, value, cache, attn_mask=attn_mask,
-                                   scale=scale).value
+    return oracle.cached_attention(query, key, value, cache, attn_mask=attn_mask, scale=scale,
+                                   attend=_exact_output).value

@@ -185,6 +185,43 @@ def test_kernel_sized_gqa_equals_repeated_kv(subject, spec):
 
 
 @kernel_examples()
+@given(spec=subject_kernel_specs(SUBJECT))
+def test_kernel_sized_batch_and_heads_independent(subject, spec):
+    """Each (batch element, query head) computed alone, with its own K/V head and its slice
+    of the mask, equals that slice of the batched call (a kernel that mixes up the batch or
+    head strides of a tile fails)."""
+    case = spec.build()
+    B, Hq, Tq, _ = case.query.shape
+    assume(B * Hq > 1)
+    group = Hq // case.key.shape[1]
+    batched = _attend(subject, case, "batched")
+    mask = case.attn_mask
+    full = None if mask is None else np.broadcast_to(mask, (B, Hq, Tq, case.key.shape[2]))
+    for b in range(B):
+        for h in range(Hq):
+            g = h // group
+            one = case._replace(query=case.query[b:b + 1, h:h + 1], key=case.key[b:b + 1, g:g + 1],
+                                value=case.value[b:b + 1, g:g + 1],
+                                attn_mask=None if full is None else full[b:b + 1, h:h + 1].copy())
+            _agree(one, _attend(subject, one, f"batch {b} head {h} alone"),
+                   batched[b:b + 1, h:h + 1], what=f"batch {b}, head {h} alone vs batched")
+
+
+@pytest.mark.requires("float_masks")
+@kernel_examples()
+@given(spec=subject_kernel_specs(SUBJECT))
+def test_kernel_sized_bool_mask_equals_additive_mask(subject, spec):
+    """A bool mask (key padding, random) equals the additive mask ``0`` / ``-inf``: a kernel
+    with one code path per mask kind must read both the same way at every tile."""
+    case = spec.build()
+    assume(case.attn_mask is not None and case.attn_mask.dtype == np.bool_)
+    additive = np.where(case.attn_mask, 0.0, -np.inf).astype(case.dtype)
+    _agree(case, _attend(subject, case, "bool mask"),
+           _attend(subject, case._replace(attn_mask=additive), "additive 0/-inf mask"),
+           what="bool mask vs additive 0/-inf mask")
+
+
+@kernel_examples()
 @given(spec=subject_kernel_specs(SUBJECT), data=st.data())
 def test_kernel_sized_hidden_keys_do_not_change_output(subject, spec, data):
     """Changing K/V at every position no query may see (past the causal limit, past a key

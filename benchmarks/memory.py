@@ -24,7 +24,7 @@ def _inputs(T: int, D: int = 64):
     return tuple(rng.standard_normal((1, 1, T, D)).astype(np.float32) for _ in range(3))
 
 
-def _measure(T: int, block_size: int | None) -> dict:
+def _measure(T: int, block_size: int | str) -> dict:
     import impl
 
     q, k, v = _inputs(T)
@@ -38,7 +38,7 @@ def run(args) -> tuple[list[Row], dict]:
     T_big = args.memory_T
     small = [T for T in (1024, 2048, 4096) if T <= T_big]
     block_size = args.memory_block_size
-    dense = [_measure(T, None) for T in small]
+    dense = [_measure(T, "dense") for T in small]
     blocked_small = [_measure(T, block_size) for T in small]
     blocked_big = _measure(T_big, block_size)
     # dense peak per (query, key) pair at the largest measured T, extrapolated as T**2

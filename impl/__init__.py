@@ -13,8 +13,11 @@ dims)::
 
 The rules these functions enforce are written once, in :mod:`oracle.rules`.
 ``block_size=n`` processes ``n`` queries by ``n`` keys at a time with an online softmax (peak
-extra memory O(B Hq n (n + Dv)) instead of O(B Hq Tq Tk)); ``ATTNPROPS_CAPABILITIES`` declares it so the property
-suite draws block sizes too.
+extra memory O(B Hq n (n + Dv)) instead of O(B Hq Tq Tk)); ``ATTNPROPS_CAPABILITIES`` declares
+it so the property suite draws block sizes too. ``block_size="dense"`` is the dense path (one
+``(B, Hq, Tq, Tk)`` score array); the default ``block_size=None`` picks one of the two by size
+(dense for small calls, blocked with ``n = 128`` for large causal calls, decode with many
+heads and huge score arrays; see :mod:`impl.attention`).
 """
 
 from oracle.rules import AttentionInputError

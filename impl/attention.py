@@ -15,7 +15,7 @@ back to float16. Every rule on inputs is in :mod:`oracle.rules`; this module app
 
 Two paths compute :func:`attention`:
 
-- ``block_size=None`` (default), the *dense* path: the whole ``(B, Hq, Tq, Tk)`` score array,
+- ``block_size="dense"``, the *dense* path: the whole ``(B, Hq, Tq, Tk)`` score array,
   masked in place and normalized in place. Its results are bitwise those of the straightforward
   formula (``mutants._common.Pipeline`` mirrors it step by step).
 - ``block_size=n``, the *blocked* path: tiles of ``n`` queries by ``n`` keys with an online
@@ -27,6 +27,30 @@ Two paths compute :func:`attention`:
   of a key block are left out of it. Masks are read one block at a time, never broadcast to
   ``(B, Hq, Tq, Tk)``. Same rules, same errors; results agree with the dense path up to
   rounding (within the suite's error bounds).
+
+The default, ``block_size=None``, picks the faster path by size (:func:`_default_block_size`):
+dense for one key block (``Tk <= 128``) or fewer than ``2**15`` scores ``B * Hq * Tq * Tk``;
+otherwise blocked with ``n = 128`` when causality hides at least a quarter of the keys from the
+query tiles (causal self-attention from ``T = 256``), when the products read at least
+``2**19`` K/V elements per key block (``B * Hq * 128 * (D + Dv)``: decode with 32 heads of
+``D = 128``), or when the dense score array would pass ``2**24`` elements (64 MiB in
+float32); dense otherwise. Reasons: the blocked path skips the key blocks a causal tile cannot
+see (the dense path multiplies and exponentiates the hidden half), reads each K/V block once
+while it is in cache (the dense path scans K and V for NaN in a pass of their own, then streams
+them through both products) and holds one tile of scores; it pays about 10-20 NumPy calls per
+key block, which small blocks (few heads, few query rows) do not amortize. Measured by
+``python -m benchmarks.default_path`` (dense and blocked timed in one process, best of 7, 1
+BLAS thread, float32 and float64, on a shared 2-core machine): blocked / dense about 0.45-0.6
+for causal ``T = 1024..2048``, 0.55-0.7 for decode ``(Hq, Tk, D) = (32, 8192, 128)``, 0.55-0.85
+for ``Tk = 1024``; 1.3-2.7 for one-head decode, ``Hq = 4`` decode and non-causal calls of
+``Tq <= 128`` query rows on one head; 1.0-1.3 for one key block. Shapes near a threshold
+(``T = 256..300`` causal, ``2**18``-``2**19`` K/V elements per block, non-causal ``T = 1024``)
+measure within about 20% either way from run to run. ``n = 128`` was the fastest of 64, 128,
+256 and 512 on both benchmark shapes (causal ``(1, 8, 1024, 64)``, decode
+``(1, 32, 1, 8192, 128)``); ``python -m benchmarks --only numpy`` times the default there
+against PyTorch. Every call of the property suite's value properties (``T <= 6``) takes the
+dense path, bitwise as before (the kernel-sized properties reach both); ``block_size="dense"``
+forces the dense path at any size.
 
 Validation does not build a ``(B, Hq, Tq, Tk)`` visibility array either: every rule but one
 is :func:`oracle.rules.check_attention_call` (the rulebook's array-free checks, shared with
@@ -52,6 +76,58 @@ from oracle.rules import (
 
 # Keys per chunk for the fully-masked-row check when the call itself is not blocked.
 _ROW_CHECK_ELEMENTS = 1 << 22
+
+# The default path (block_size=None), see the module docstring and _default_block_size.
+_DEFAULT_BLOCK_SIZE = 128
+_MIN_SCORES = 1 << 15  # fewer scores: dense
+_MAX_CAUSAL_SHARE = 0.75  # causal tiles seeing at most this share of the keys: blocked
+_MIN_BLOCK_KV = 1 << 19  # K/V elements of one key block from which blocked pays for itself
+_MAX_DENSE_SCORES = 1 << 24  # more scores: blocked (a 64 MiB float32 score array)
+DENSE = "dense"  # block_size=DENSE names the dense path
+
+
+def _default_block_size(query_shape: tuple[int, ...], key_shape: tuple[int, ...],
+                        value_shape: tuple[int, ...], is_causal: bool = False,
+                        query_start: int | None = None) -> int | None:
+    """The block size ``block_size=None`` stands for: ``None`` (the dense path) or ``128``.
+
+    Args: the 4-D shapes ``(B, Hq, Tq, D)``, ``(B, Hkv, Tk, D)``, ``(B, Hkv, Tk, Dv)`` of a
+    valid call, its ``is_causal`` and ``query_start`` (``None``: ``Tk - Tq``). With
+    ``n = 128``: blocked when ``Tk > n``, ``B * Hq * Tq * Tk >= 2**15`` and one of
+
+    - causal, and the query tiles of ``n`` rows see at most 3/4 of the keys (the blocked
+      path skips the key blocks a whole tile cannot see, where the dense path multiplies and
+      exponentiates every hidden score): causal self-attention with ``Tq = Tk >= 256``;
+    - ``B * Hq * n * (D + Dv) >= 2**19``: the K/V elements the two products read per key
+      block (each query head reads its K/V head's block) are enough to pay for the Python
+      steps of a block, and the blocked path reads each block while it is in cache, having
+      just scanned it for NaN, where the dense path streams K and V once for the scan and
+      then once per query head of a group for the products: decode with many heads;
+    - ``B * Hq * Tq * Tk >= 2**24``: the dense score array would exceed 64 MiB in float32.
+
+    Else dense: one key block (nothing for the online softmax to combine), few scores, or
+    few rows and keys per block without causal skipping (the blocked path's steps per key
+    block cost more than the dense path's extra passes). Measured as told in the module
+    docstring. Raises nothing for valid shapes (the caller validates).
+    """
+    B, Hq, Tq, D = query_shape
+    Tk = key_shape[2]
+    Dv = value_shape[3]
+    n = _DEFAULT_BLOCK_SIZE
+    scores = B * Hq * Tq * Tk
+    if Tk <= n or scores < _MIN_SCORES:
+        return None
+    if B * Hq * n * (D + Dv) >= _MIN_BLOCK_KV or scores >= _MAX_DENSE_SCORES:
+        return n
+    if is_causal:
+        start = Tk - Tq if query_start is None else query_start
+        # keys seen by the query tiles [t0, t1): min(Tk, start + t1) each (the later blocks
+        # are skipped), against Tk each on the dense path
+        t1 = np.minimum(np.arange(n, Tq + n, n), Tq)
+        seen = int(np.minimum(Tk, start + t1).sum())
+        if seen <= _MAX_CAUSAL_SHARE * len(t1) * Tk:
+            return n
+    return None
 
 
 def _mask_block(call: AttentionCall, rows: slice, keys: slice) -> np.ndarray | None:
@@ -387,10 +463,20 @@ def attention(
         key: ``(B, Hkv, Tk, D)`` or ``(Tk, D)``, same dtype, ``Hq % Hkv == 0``.
         value: ``(B, Hkv, Tk, Dv)`` or ``(Tk, Dv)``, same dtype.
         attn_mask, is_causal, query_start, scale: as in :func:`attention_weights`.
-        block_size: ``None`` (default): the dense path, one ``(B, Hq, Tq, Tk)`` score array.
-            An int ``n >= 1``: tiles of ``n`` queries by ``n`` keys with an online softmax,
-            peak extra memory O(B Hq n (n + Dv)) (Milakov & Gimelshein 2018; Dao et al.
-            2022). Same rules; the result differs from the dense path by rounding only.
+        block_size: which path computes the call; the result differs between paths by
+            rounding only, and every path follows the same rules with the same errors.
+
+            - ``None`` (default): the faster path for the call's size
+              (:func:`_default_block_size`; the reasons and how they were measured: the
+              module docstring): dense when ``Tk <= 128`` or ``B * Hq * Tq * Tk < 2**15``;
+              else blocked with ``n = 128`` for causal calls whose query tiles see at most
+              3/4 of the keys, for ``B * Hq * 128 * (D + Dv) >= 2**19`` and for
+              ``B * Hq * Tq * Tk >= 2**24``; else dense. Small calls are dense, bitwise.
+            - ``"dense"``: the dense path, one ``(B, Hq, Tq, Tk)`` score array; bitwise the
+              formula ``mutants._common.Pipeline`` mirrors.
+            - an int ``n >= 1``: tiles of ``n`` queries by ``n`` keys with an online softmax,
+              peak extra memory O(B Hq n (n + Dv)) (Milakov & Gimelshein 2018; Dao et al.
+              2022).
 
     Returns:
         ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``) in the input dtype (float16 is computed in
@@ -399,31 +485,41 @@ def attention(
         (:func:`_rescaled_output`).
 
     Raises:
-        oracle.rules.AttentionInputError for any broken rule (see :mod:`oracle.rules`;
-        ``block_size`` by :func:`oracle.rules.check_block_size`). Inputs are not modified.
-        Source: Vaswani et al. 2017, eq. 1; GQA grouping from Ainslie et al. 2023.
+        oracle.rules.AttentionInputError for any broken rule (see :mod:`oracle.rules`), the
+        first one in the rulebook's order whichever the path. ``block_size`` other than
+        ``"dense"`` is checked by :func:`oracle.rules.check_block_size` (``None`` or an int
+        >= 1, else ShapeError; the name ``"dense"`` is this module's and is read before that
+        check). Inputs are not modified. Source: Vaswani et al. 2017, eq. 1; GQA grouping
+        from Ainslie et al. 2023.
     """
-    block_size = check_block_size(block_size)
+    dense = isinstance(block_size, str) and block_size == DENSE
+    block_size = None if dense else check_block_size(block_size)
     options = dict(attn_mask=attn_mask, is_causal=is_causal, query_start=query_start,
                    scale=scale)
-    if block_size is None:
-        call = check_attention_call(query, key, value, **options)
-        _check_rows(call)
-        output = _dense_output(call, compute_dtype(call.dtype))
-    else:
-        # Query, key and value are scanned for NaN/infinity block by block, as the blocked
-        # path reads them (one pass over K and V instead of two). Should any rule fail, the
-        # full validation reruns first, so the error is the rulebook's first broken rule.
-        try:
-            call = check_attention_call(query, key, value, **options, scan=False)
+    # Every rule but finiteness first (array-free, the same for both paths); then the dense
+    # path scans query, key and value whole, the blocked path block by block as it reads them
+    # (one pass over K and V instead of two). Should any rule fail, the full validation reruns
+    # first, so the error is the rulebook's first broken rule.
+    try:
+        call = check_attention_call(query, key, value, **options, scan=False)
+        if block_size is None and not dense:
+            block_size = _default_block_size(call.query.shape, call.key.shape,
+                                             call.value.shape, call.is_causal,
+                                             call.query_start)
+        if block_size is None:
+            for name in ("query", "key", "value"):
+                check_float_array(getattr(call, name), name)
+            _check_rows(call)
+            output = _dense_output(call, compute_dtype(call.dtype))
+        else:
             _check_rows(call, block_size)
             output = _blocked_output(call, compute_dtype(call.dtype), block_size)
-            error = None
-        except AttentionInputError as exc:
-            error = exc
-        if error is not None:
-            check_attention_call(query, key, value, **options)
-            raise error
+        error = None
+    except AttentionInputError as exc:
+        error = exc
+    if error is not None:
+        check_attention_call(query, key, value, **options)
+        raise error
     finite = np.isfinite(output)
     if not finite.all():  # values near the dtype's max: see _rescaled_output
         output = np.where(finite, output,

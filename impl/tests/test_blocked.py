@@ -2,8 +2,9 @@
 
 ``impl.attention(..., block_size=n)`` must agree with the dense path up to rounding for every
 block size, follow every rule of oracle/rules.py with the same errors, give hidden keys exactly
-zero weight, and never allocate a ``(Tq, Tk)``-sized array. The dense path (``block_size=None``)
-must stay bitwise equal to the reference formula it replaced (rules.check_attention_inputs,
+zero weight, and never allocate a ``(Tq, Tk)``-sized array. The dense path (``block_size="dense"``,
+and the default ``block_size=None`` on calls this small) must stay bitwise equal to the
+reference formula it replaced (rules.check_attention_inputs,
 masked scores, max-subtracted softmax, ``weights @ value``), kept step by step in
 ``mutants._common.Pipeline``.
 """
@@ -92,14 +93,16 @@ def _close(blocked, dense, value, dtype):
     assert np.all(np.abs(got - want) <= bound), np.max(np.abs(got - want) - bound)
 
 
-def test_dense_path_is_bitwise_the_reference_formula():
-    """block_size=None: bitwise equal to the pre-fast-path formula, same errors (rules.py)."""
+@pytest.mark.parametrize("block_size", ["dense", None])
+def test_dense_path_is_bitwise_the_reference_formula(block_size):
+    """block_size="dense", and the default on these small calls (Tk < 10): bitwise equal to
+    the pre-fast-path formula, same errors (rules.py)."""
     rng = np.random.default_rng(0)
     checked = 0
     for n in range(600):
         q, k, v, kw = _random_call(rng, n)
         want = _outcome(lambda: _reference(q, k, v, **kw))
-        got = _outcome(lambda: impl.attention(q, k, v, **kw))
+        got = _outcome(lambda: impl.attention(q, k, v, block_size=block_size, **kw))
         if want[0] != "ok":
             assert got == want, n
             continue
@@ -118,7 +121,7 @@ def test_blocked_equals_dense_within_rounding(block_size):
     rng = np.random.default_rng(int(block_size))
     for n in range(250):
         q, k, v, kw = _random_call(rng, n)
-        dense = _outcome(lambda: impl.attention(q, k, v, **kw))
+        dense = _outcome(lambda: impl.attention(q, k, v, block_size="dense", **kw))
         blocked = _outcome(lambda: impl.attention(q, k, v, block_size=block_size, **kw))
         if dense[0] != "ok":
             assert blocked == dense, n
@@ -158,10 +161,11 @@ def test_blocked_float16_is_computed_in_float32(dtype):
 
 
 @pytest.mark.parametrize("index", range(len(CASE_IDS)), ids=CASE_IDS)
-@pytest.mark.parametrize("block_size", [1, 2, 100])
+@pytest.mark.parametrize("block_size", [1, 2, 100, "dense", None])
 def test_blocked_raises_the_rulebook_errors(index, block_size):
     """Each rule violation of oracle/tests/error_cases.py raises the oracle's exact class and
-    message on the blocked path too, and leaves the inputs unchanged."""
+    message on the blocked path too (and on the dense path and the default), and leaves the
+    inputs unchanged."""
     case = build_cases()[index]
     if case.func != "attention":
         pytest.skip("attention_weights has no blocked path")
@@ -180,9 +184,11 @@ def test_blocked_raises_the_rulebook_errors(index, block_size):
         assert np.array_equal(array, before[name], equal_nan=True), name
 
 
-@pytest.mark.parametrize("bad", [0, -3, True, np.bool_(True), 2.0, "4", np.float64(3.0)])
+@pytest.mark.parametrize("bad", [0, -3, True, np.bool_(True), 2.0, "4", np.float64(3.0),
+                                 "Dense", "auto", b"dense", np.str_("blocked")])
 def test_block_size_rule(bad):
-    """block_size: an int >= 1 (not bool), else a ShapeError naming block_size (rules.py)."""
+    """block_size: an int >= 1 (not bool), else a ShapeError naming block_size (rules.py);
+    impl also takes the name "dense" (exactly that str), read before the rulebook's check."""
     q = np.ones((2, 3))
     with pytest.raises(ShapeError, match="block_size"):
         impl.attention(q, q, q, block_size=bad)
@@ -199,12 +205,12 @@ def test_fully_masked_row_only_within_some_blocks_is_valid():
     q, k, v = rng.normal(size=(4, 2)), rng.normal(size=(8, 2)), rng.normal(size=(8, 3))
     mask = np.zeros((4, 8), dtype=bool)
     mask[0, 7] = mask[1, 0] = mask[2, 3:5] = mask[3, :] = True
-    dense = impl.attention(q, k, v, attn_mask=mask)
+    dense = impl.attention(q, k, v, attn_mask=mask, block_size="dense")
     for block_size in (1, 2, 3, 8):
         _close(impl.attention(q, k, v, attn_mask=mask, block_size=block_size), dense, v,
                np.float64)
     mask[2] = False
-    want = _outcome(lambda: impl.attention(q, k, v, attn_mask=mask))
+    want = _outcome(lambda: impl.attention(q, k, v, attn_mask=mask, block_size="dense"))
     assert want[0].__name__ == "FullyMaskedRowError" and "query=2" in want[1]
     for block_size in (1, 3, 8):
         assert _outcome(lambda: impl.attention(q, k, v, attn_mask=mask,
@@ -254,7 +260,7 @@ def test_blocked_leaves_inputs_unchanged_and_accepts_views():
     k, v = base[:, :1, ::2], base[:, 1:2, 1::2]  # (1, 1, 5, 4), strided views
     mask = rng.normal(size=(10, 5)).astype(np.float16)
     snapshot = [x.copy() for x in (base, q, mask)]
-    dense = impl.attention(q, k, v, attn_mask=mask)
+    dense = impl.attention(q, k, v, attn_mask=mask, block_size="dense")
     for block_size in (1, 2, 3, 5):
         _close(impl.attention(q, k, v, attn_mask=mask, block_size=block_size), dense, v,
                np.float32)
@@ -277,7 +283,8 @@ def test_blocked_path_allocates_no_tq_by_tk_array():
     """T=2048 causal with a key-padding mask and 2 heads: the blocked path's peak extra memory
     (tracemalloc) stays well below one byte per (query, key) pair, i.e. it allocates neither
     scores nor a visibility mask of shape (Tq, Tk) (it holds about 10 bytes per (query, key of
-    one block) pair of each head); the dense path needs several bytes per pair."""
+    one block) pair of each head), and so does the default at this size; the dense path needs
+    several bytes per pair."""
     T, D = 2048, 8
     rng = np.random.default_rng(17)
     q = rng.normal(size=(1, 2, T, D)).astype(np.float32)
@@ -288,8 +295,11 @@ def test_blocked_path_allocates_no_tq_by_tk_array():
     pairs = T * T
     blocked = _peak_bytes(lambda: impl.attention(q, k, v, attn_mask=padding, is_causal=True,
                                                  block_size=32))
-    dense = _peak_bytes(lambda: impl.attention(q, k, v, attn_mask=padding, is_causal=True))
+    default = _peak_bytes(lambda: impl.attention(q, k, v, attn_mask=padding, is_causal=True))
+    dense = _peak_bytes(lambda: impl.attention(q, k, v, attn_mask=padding, is_causal=True,
+                                               block_size="dense"))
     assert blocked < pairs / 2, blocked
+    assert default < pairs / 2, default
     assert dense > 2 * 4 * pairs, dense  # 2 heads of float32 scores at least
 
 
@@ -339,7 +349,7 @@ def test_larger_problems_take_the_fast_paths_unchanged(dtype):
     bias = (rng.normal(size=(70, 90)) * 2).astype(dtype)
     for kw in (dict(is_causal=True), dict(attn_mask=padding, is_causal=True, query_start=5),
                dict(attn_mask=bias), dict(attn_mask=bias, scale=0.7)):
-        dense = impl.attention(q, k, v, **kw)
+        dense = impl.attention(q, k, v, block_size="dense", **kw)
         np.testing.assert_array_equal(dense, _reference(q, k, v, **kw))
         for block_size in (16, 33, 128):
             _close(impl.attention(q, k, v, block_size=block_size, **kw), dense, v, dtype)
@@ -349,13 +359,13 @@ def test_larger_problems_take_the_fast_paths_unchanged(dtype):
     q_big[0, 3, 50] = np.finfo(dtype).max / 4
     # float16 is computed in float32, where float16 products cannot overflow: scale them up
     scale = 1e36 if dtype == np.float16 else None
-    for block_size in (None, 16):
+    for block_size in (None, "dense", 16):
         with pytest.raises(ScoreOverflowError):
             impl.attention(q_big, big, v, scale=scale, block_size=block_size)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("block_size", [None, 1, 2, 3])
+@pytest.mark.parametrize("block_size", [None, "dense", 1, 2, 3])
 def test_values_near_the_dtype_maximum_give_the_finite_oracle_output(dtype, block_size):
     """Every output is a convex combination of values, so it fits the dtype; values near the
     maximum used to overflow on the way (blocked: the running sum before dividing gave inf,
@@ -375,7 +385,7 @@ def test_values_near_the_dtype_maximum_give_the_finite_oracle_output(dtype, bloc
                                    atol=4 * np.finfo(dtype).eps * big)
 
 
-@pytest.mark.parametrize("block_size", [None, 1, 2, 3, 5])
+@pytest.mark.parametrize("block_size", [None, "dense", 1, 2, 3, 5])
 def test_overflow_rescaling_leaves_elements_that_did_not_overflow_alone(block_size):
     """Elements whose own values are tiny keep their exact result when other elements of the
     call overflow and are recomputed with scaled values (found by an attack: scaling the

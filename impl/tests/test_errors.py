@@ -68,7 +68,7 @@ def test_valid_edge_values_are_accepted(module_name):
 
 
 @pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
-@pytest.mark.parametrize("block_size", [None, 1])
+@pytest.mark.parametrize("block_size", [None, "dense", 1])
 def test_ndarray_subclasses_are_read_as_plain_arrays_and_masked_arrays_refused(block_size):
     """np.matrix inputs give exactly the plain-array result (a plain ndarray, not a matrix);
     a masked array, for any argument or a cache append, raises DtypeError naming it (its mask

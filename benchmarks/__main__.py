@@ -5,7 +5,8 @@ Sections (``--only`` selects some):
 1. ``verdict`` — time to verdict: ``pytest -n auto`` (with ``--suite``), ``attnprops mutants``
    (read from its report), and a profile of where a property run spends its time.
 2. ``oracle`` — the 50-digit oracle's multiply-adds per second against a naive mpmath loop.
-3. ``numpy`` — impl.attention against ``torch.nn.functional.scaled_dot_product_attention``.
+3. ``numpy`` — impl.attention (its default call, the dense and the blocked path) against
+   ``torch.nn.functional.scaled_dot_product_attention``.
 4. ``memory`` — peak memory of the blocked path against the dense path (tracemalloc).
 5. ``kv`` — KV cache appends: linear growth, and against ``np.concatenate`` per step.
 
@@ -52,9 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="mutant whose run (with shrinking) is profiled (default: the "
                              "report's slowest, else online_softmax_last_partial_block_dropped)")
     parser.add_argument("--block-size", type=int, default=128,
-                        help="impl block_size for the causal speed case (default 128)")
+                        help="impl block_size timed next to the default call for the causal "
+                             "speed case (default 128)")
     parser.add_argument("--decode-block-size", type=int, default=128,
-                        help="impl block_size for the decode speed case (default 128)")
+                        help="impl block_size timed next to the default call for the decode "
+                             "speed case (default 128)")
     parser.add_argument("--memory-T", type=int, default=16384,
                         help="sequence length of the blocked memory run (default 16384)")
     parser.add_argument("--memory-block-size", type=int, default=256,

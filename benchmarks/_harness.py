@@ -65,6 +65,25 @@ def best_of(fn, *, repeat: int = 5, warmup: int = 1, budget_s: float | None = No
     return {"min": min(times), "median": statistics.median(times), "times": times}
 
 
+def best_of_each(fns: dict, *, repeat: int = 5, warmup: int = 1) -> dict:
+    """Like :func:`best_of` for several functions timed in turn: each round runs every
+    function once, ``repeat`` rounds, so a burst of load from other processes falls on all of
+    them alike and the ratios of their minima stay meaningful. Returns ``{name: {"min",
+    "median", "times"}}``."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            gc.collect()
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: {"min": min(t), "median": statistics.median(t), "times": t}
+            for name, t in times.items()}
+
+
 def peak_bytes(fn) -> tuple[int, object]:
     """Peak memory allocated while ``fn`` runs, above what was allocated before (tracemalloc
     traces Python and NumPy allocations), and ``fn``'s result."""

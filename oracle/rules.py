@@ -215,7 +215,7 @@ def check_query_start(query_start, query_len: int, key_len: int) -> int | None:
 
 
 def check_block_size(block_size) -> int | None:
-    """``None`` (no blocking) or an ``int`` (not bool) >= 1: keys per block (a count).
+    """``None`` (the implementation's default path) or an ``int`` (not bool) >= 1: keys per block.
 
     Used by implementations with a blocked (online-softmax) path; the result does not depend
     on it beyond rounding. Raises :class:`ShapeError` (a size, like :func:`check_positive_int`).
@@ -225,7 +225,7 @@ def check_block_size(block_size) -> int | None:
     if not _is_int(block_size):
         raise ShapeError(
             f"block_size: {block_size!r} is not an int; it is the number of keys per block "
-            "(an int >= 1, or None for no blocking)"
+            "(an int >= 1, or None for the default path)"
         )
     if block_size < 1:
         raise ShapeError(f"block_size: {int(block_size)} must be >= 1 (keys per block)")

@@ -34,7 +34,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from .sizes import TILES, boundary_sizes, head_dims, limits
-from .strategies import AttentionCase
+from .strategies import AttentionCase, subject_declared
 
 SHAPE_KINDS = ("prefill", "decode", "chunk", "cross")
 MASK_KINDS = ("none", "key padding", "random bool", "alibi")
@@ -173,10 +173,7 @@ def kernel_specs(draw, *, dtypes=("float16", "float32", "float64"), float_masks:
 
 def subject_kernel_specs(subject, **kwargs):
     """:func:`kernel_specs` restricted to what ``subject`` declares it supports."""
-    kwargs.setdefault("dtypes", subject.dtypes)
-    kwargs.setdefault("float_masks", subject.float_masks)
-    kwargs.setdefault("block_sizes", subject.block_size)
-    return kernel_specs(**kwargs)
+    return kernel_specs(**subject_declared(subject, kwargs))
 
 
 def boundary_rows(case: AttentionCase, *, limit: int = 24) -> list[int]:

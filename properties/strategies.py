@@ -267,9 +267,13 @@ def attention_cases(draw, *, dtypes=ALL_DTYPES, magnitudes=MAGNITUDES, causal=No
                          magnitude, block_size)
 
 
+def subject_declared(subject, kwargs: dict) -> dict:
+    """``kwargs`` with what ``subject`` declares as the defaults of a case strategy: its
+    ``dtypes``, ``float_masks`` and ``block_sizes`` (its ``block_size`` capability)."""
+    return {"dtypes": subject.dtypes, "float_masks": subject.float_masks,
+            "block_sizes": subject.block_size, **kwargs}
+
+
 def subject_cases(subject, **kwargs):
     """:func:`attention_cases` restricted to what ``subject`` declares it supports."""
-    kwargs.setdefault("dtypes", subject.dtypes)
-    kwargs.setdefault("float_masks", subject.float_masks)
-    kwargs.setdefault("block_sizes", subject.block_size)
-    return attention_cases(**kwargs)
+    return attention_cases(**subject_declared(subject, kwargs))

@@ -32,7 +32,8 @@ examples Hypothesis tried. Outputs in ``--out`` (default ``mutation-report/``):
 ``mutation-report.md`` (also appended to ``$GITHUB_STEP_SUMMARY`` when set),
 ``mutation-report.json`` (schema version :data:`SCHEMA_VERSION`) and ``mutation-report.xml``
 (JUnit). Prints ``mutation score: K/N killed``; exits 1 if the reference fails, the harness
-sees no failure, or any mutant is not killed.
+sees no failure, any mutant is not killed, or a kill has no generated, shrunk counterexample
+(killed by an explicit example only, or its counterexample not found in pytest's output).
 """
 
 from __future__ import annotations
@@ -271,16 +272,29 @@ def run(args) -> int:
         with open(summary, "a") as fh:
             fh.write(markdown)
     print(markdown)
-    killed = report["killed"]
-    print(f"mutation score: {killed}/{len(results)} killed")
-    ok = killed == len(results)
+    print(f"mutation score: {report['killed']}/{len(results)} killed")
+    problems = verdict(results, reference, harness)
+    for problem in problems:
+        print(problem)
+    return 1 if problems else 0
+
+
+def verdict(results: list[MutantResult], reference: RunResult | None,
+            harness: RunResult | None) -> list[str]:
+    """Why the run fails (empty: it passes): the reference fails the suite, the harness sees
+    no failure, a mutant is not killed, or a kill has no generated, shrunk counterexample."""
+    problems = []
     if reference is not None and reference.returncode != 0:
-        print("the reference impl FAILS the suite:\n" + reference.output_tail)
-        ok = False
+        problems.append("the reference impl FAILS the suite:\n" + reference.output_tail)
     if harness is not None and not harness.failures:
-        print("the harness saw no failure on a deliberately wrong subject")
-        ok = False
-    return 0 if ok else 1
+        problems.append("the harness saw no failure on a deliberately wrong subject")
+    alive = [r.name for r in results if r.outcome is not Outcome.KILLED]
+    if alive:
+        problems.append(f"not killed: {', '.join(alive)}")
+    unshrunk = [r.name for r in results if r.outcome is Outcome.KILLED and not r.shrunk]
+    if unshrunk:
+        problems.append(f"killed without a generated, shrunk counterexample: {', '.join(unshrunk)}")
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:

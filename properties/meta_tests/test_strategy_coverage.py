@@ -7,6 +7,7 @@ tests draw a few hundred cases from each strategy and assert that every axis occ
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 
 import numpy as np
@@ -18,11 +19,25 @@ from oracle.rules import AttentionInputError, check_attention_inputs
 from properties.invalid import INVALID_KINDS, fully_masked_cases, invalid_cases
 from properties.strategies import MASK_LAYOUTS, attention_cases
 
-# 300, not 200: derandomized draws depend on the constants of every imported local module
-# (Hypothesis 6.155), and with the kernel-sized modules collected, 200 draws missed the
-# (1, 1, Tq, Tk) mask layout entirely.
-DRAWS = settings(max_examples=300, derandomize=True, database=None, phases=[Phase.generate],
+DRAWS = settings(max_examples=200, derandomize=True, database=None, phases=[Phase.generate],
                  deadline=None)
+
+
+@functools.cache
+def _drawn_cases() -> tuple:
+    """300 draws of attention_cases(), drawn once per process and shared by the tests that
+    read every case (300, not 200: derandomized draws depend on the constants of every
+    imported local module (Hypothesis 6.155), and with the kernel-sized modules collected,
+    200 draws missed the (1, 1, Tq, Tk) mask layout entirely)."""
+    cases = []
+
+    @settings(DRAWS, max_examples=300)
+    @given(case=attention_cases())
+    def collect(case):
+        cases.append(case)
+
+    collect()
+    return tuple(cases)
 
 
 KEY_PADDING_SHAPED = "2-D mask, rows differ, B = Tq > 1 (the shape of a key-padding mask)"
@@ -118,12 +133,9 @@ REQUIRED = {
 
 
 def test_attention_cases_cover_every_axis():
-    """Over 360 draws (4-D and 2-D), every feature in REQUIRED occurs at least once."""
+    """Over 360 draws (300 4-D and 60 2-D), every feature in REQUIRED occurs at least once."""
     seen: Counter = Counter()
-
-    @DRAWS
-    @given(case=attention_cases())
-    def collect(case):
+    for case in _drawn_cases():
         seen.update(features(case))
 
     @settings(DRAWS, max_examples=60)
@@ -131,7 +143,6 @@ def test_attention_cases_cover_every_axis():
     def collect_2d(case):
         seen.update(features(case))
 
-    collect()
     collect_2d()
     missing = sorted(REQUIRED - set(seen))
     assert not missing, f"never drawn: {missing}; drawn: {dict(seen)}"
@@ -143,7 +154,7 @@ def test_two_d_mask_layout_draws_batch_equal_to_query_len():
     (35 of 200 when written; uniform sizes gave about 1 in 12 for B == Tq alone)."""
     hits = []
 
-    @DRAWS
+    @settings(DRAWS, max_examples=100)
     @given(case=attention_cases(two_d=False, mask_layouts=("(Tq, Tk)",)))
     def collect(case):
         hits.append(KEY_PADDING_SHAPED in features(case))
@@ -154,15 +165,10 @@ def test_two_d_mask_layout_draws_batch_equal_to_query_len():
 
 def test_valid_cases_never_have_fully_masked_rows():
     """attention_cases only draws valid calls: every query row sees a key."""
-
-    @DRAWS
-    @given(case=attention_cases())
-    def check(case):
+    for case in _drawn_cases():
         problem = check_attention_inputs(case.query, case.key, case.value, **case.kwargs(),
                                          fully_masked_rows="zeros")
         assert problem.visible.any(axis=-1).all(), case.describe()
-
-    check()
 
 
 def test_fully_masked_cases_always_have_an_empty_row():
@@ -170,7 +176,7 @@ def test_fully_masked_cases_always_have_an_empty_row():
     three routes (row, key padding, causal + mask)."""
     routes: Counter = Counter()
 
-    @DRAWS
+    @settings(DRAWS, max_examples=100)
     @given(case=fully_masked_cases())
     def check(case):
         problem = check_attention_inputs(case.query, case.key, case.value, **case.kwargs(),

@@ -28,7 +28,10 @@ from .kv_cache import KVCache, cached_attention, kv_cache_bytes
 __version__ = "0.1.0"
 
 # What the property suite may exercise beyond the defaults (properties/subject.py).
-ATTNPROPS_CAPABILITIES = {"block_size": True}
+ATTNPROPS_CAPABILITIES = {
+    "block_size": True,
+    "compute_dtypes": {"float16": "float32"},  # float16 inputs are computed in float32
+}
 
 __all__ = [
     "AttentionInputError",

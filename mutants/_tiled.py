@@ -30,7 +30,11 @@ import numpy as np
 import impl
 from oracle.rules import AttentionProblem, check_attention_inputs, compute_dtype
 
-__all__ = ["TiledKernel"]
+__all__ = ["TILED_CAPABILITIES", "TiledKernel"]
+
+# What every mutant on this kernel declares (properties.subject): float16 computes in float32,
+# as in impl, so the error bounds hold it to float32 arithmetic.
+TILED_CAPABILITIES = {"compute_dtypes": {"float16": "float32"}}
 
 
 class TiledKernel:
@@ -107,11 +111,17 @@ class TiledKernel:
         m[...] = m_new
 
     # -- the kernel -------------------------------------------------------------------------
-    def tile_scores(self, problem, q, k, rows, keys, ct):
-        """Scores of query rows ``rows`` and keys ``keys``: ``(B, Hkv, G, n, nk)``."""
+    def tile_dots(self, q, k, rows, keys):
+        """``q . k`` (scaled q) of query rows ``rows`` and keys ``keys``, summed over the
+        head-dim chunks; broadcastable to ``(B, Hkv, G, n, nk)``."""
         s = 0
         for d0, d1 in self.head_dim_chunks(q.shape[-1]):
             s = s + np.matmul(q[:, :, :, rows, d0:d1], k[:, :, None, keys, d0:d1].swapaxes(-1, -2))
+        return s
+
+    def tile_scores(self, problem, q, k, rows, keys, ct):
+        """Scores of query rows ``rows`` and keys ``keys``: ``(B, Hkv, G, n, nk)``."""
+        s = self.tile_dots(q, k, rows, keys)
         B, Hkv, G = q.shape[:3]
         shape = (B, Hkv, G, rows.stop - rows.start, keys.stop - keys.start)
         s = np.broadcast_to(s, shape).copy()

@@ -20,7 +20,9 @@ from impl import KVCache, attention_weights, kv_cache_bytes
 from impl.kv_cache import cached_attention as _impl_cached_attention
 from mutants import Mutant
 from mutants._common import rebind
-from mutants._tiled import TiledKernel
+from mutants._tiled import TILED_CAPABILITIES, TiledKernel
+
+ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
 
 
 class _Kernel(TiledKernel):

@@ -35,7 +35,7 @@ def oracle_parts(case, subject):
 def oracle_with_bounds(case, subject):
     note(f"case: {case.describe()}")
     parts = oracle_parts(case, subject)
-    return parts, attention_bounds(case, parts)
+    return parts, attention_bounds(case, parts, subject.arithmetic(case.dtype))
 
 
 def visibility(case) -> np.ndarray:

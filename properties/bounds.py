@@ -1,40 +1,60 @@
 """Per-element forward error bounds for attention, computed from the oracle's values.
 
 Notation for one query row: exact scaled scores ``s_j`` (``-inf`` where hidden), row maximum
-``m``, shifted scores ``x_j = s_j - m``, exact weights ``w_j``, values ``v_j``, ``u`` the unit
-roundoff of the subject's dtype (``eps / 2``: 2**-53 float64, 2**-24 float32, 2**-11
-float16), ``gamma(n) = n u / (1 - n u)``, ``tiny`` the dtype's smallest subnormal.
+``m``, shifted scores ``x_j = s_j - m``, exact weights ``w_j``, values ``v_j``, ``gamma(n) =
+n u / (1 - n u)``. Two unit roundoffs (``eps / 2``: 2**-53 float64, 2**-24 float32, 2**-11
+float16), from the subject's declared :class:`Arithmetic`: ``u`` of the *compute* dtype, in
+which products, sums, ``exp`` and divisions round, and ``us`` of the *storage* dtype (the
+inputs' and the result's), to which the float mask is converted and the results are rounded;
+``tiny`` and ``tinys`` their smallest subnormals. A subject that computes float16 in float32
+(impl, PyTorch's CPU kernels, FlashAttention) declares it (``compute_dtypes``, see
+:mod:`properties.subject`); undeclared, every operation is charged the storage dtype's ``u``
+(``u = us``), which at float16 and a few hundred keys demands next to nothing.
 
 1. Scores (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., ch. 3,
    eq. 3.5: ``|fl(a.b) - a.b| <= gamma(n) |a|.|b|``). The ``D`` products and sums, the
    rounded default scale ``1/sqrt(D)`` (sqrt and divide), the scale multiplication (or a
    scaling of q and k by sqrt(scale) each, as PyTorch does) take at most ``D + 5`` roundings::
 
-       delta_j = gamma(D + 5) * scale * sum_d |q_d k_jd|  +  u (|s_j| + |b_j|)
+       delta_j = gamma(D + 5) * scale * sum_d |q_d k_jd|  +  u |s_j|  +  us |b_j|
 
-   (the last term: adding the float mask ``b_j`` and converting it to the compute dtype).
+   (the last two: adding the float mask ``b_j``, and converting it to the storage dtype).
 2. Softmax (Blanchard, Higham & Higham 2021, "Accurately computing the log-sum-exp and
    softmax functions", IMA J. Numer. Anal. 41(4)). Computing ``exp(x_j)`` from perturbed
-   scores perturbs each exponent by ``eta_j = delta_j + 2u|x_j| + 2u(Tk + 1)``: the score
-   error, the rounding of the subtraction and of a running-max rescale in blocked (online)
-   softmax, and ``exp``'s own error of at most 1 ulp per evaluation (and per rescale). Since
+   scores perturbs each exponent by ``eta_j = delta_j + 2u|x_j| + 2u(Tk + 1) + rho``: the
+   score error, the rounding of the subtraction and of a running-max rescale in blocked
+   (online) softmax, ``exp``'s own error of at most 1 ulp per evaluation (and per rescale),
+   and ``rho = us / (1 - us)`` when the subject declares ``rounds_weights`` (the unnormalised
+   weights ``exp(x_j)``, at most 1, rounded to the storage dtype before the weighted sum, as
+   FlashAttention does with ``P``; ``|log(1 + d)| <= rho`` for ``|d| <= us``), else 0. Since
    ``w_j = e^{x_j} / sum_k e^{x_k}``, a perturbation ``eta`` gives
    ``w~_j / w_j = e^{eta_j} / sum_k w_k e^{eta_k}``, which lies in
    ``[e^{-(eta_j + eta_bar)}, e^{eta_j + eta_bar}]`` with
    ``eta_bar = log(sum_k w_k e^{eta_k})`` (Jensen for the lower side). The sum and the
-   division add ``gamma(Tk + 1)``, rounding to the output dtype ``u``::
+   division add ``gamma(Tk + 1)``, rounding the weight to the storage dtype ``us``::
 
-       |w^_j - w_j| <= w_j (e^{eta_j + eta_bar} (1 + gamma(Tk + 1)) (1 + u) - 1) + (Tk + 2) tiny
+       |w^_j - w_j| <= w_j (e^{eta_j + eta_bar} (1 + gamma(Tk + 1)) (1 + us) (1 + Tk tinys') - 1)
+                       + tw,    tw = (Tk + 2) tiny + tinys [u != us] + tinys [rounds_weights]
 
-   Hidden keys: bound 0 (their weight must be exactly 0).
-3. Weighted sum (Higham eq. 3.5 again, with the perturbed weights)::
+   (``tinys' = tinys`` under ``rounds_weights``, else 0: a rounded ``exp(x_j)`` may flush to
+   zero, an absolute error of at most ``tinys`` in it and, as the sum is at least 1, at most
+   ``Tk tinys`` relative in the normaliser). Hidden keys: bound 0 (their weight must be
+   exactly 0).
+3. Weighted sum (Higham eq. 3.5 again, with the perturbed weights). The weights it sums are
+   the subject's internal ones, not rounded to the storage dtype (unless ``rounds_weights``,
+   already in ``eta``): their bound ``bp_j`` is ``bw_j`` without the factor ``(1 + us)`` and
+   with ``tp = (Tk + 2) tiny + tinys [rounds_weights]`` for ``tw``::
 
-       |o^_c - o_c| <= sum_j bw_j |v_jc| + gamma(Tk + 2) sum_j (w_j + bw_j) |v_jc|
-                       + u |o_c| + (Tk + 2) tiny
+       |o^_c - o_c| <= sum_j bp_j |v_jc| + gamma(Tk + 2) sum_j (w_j + bp_j) |v_jc|
+                       + us |o_c| + to,    to = (Tk + 2) tiny + tinys [u != us]
 
-Every bound also carries ``2**-53 * |exact|`` for the oracle's own rounding to float64. The
-bounds are first-order tight up to small constant factors: a float64 result scaled by
-``1 + 1e-10`` fails them whenever ``|o|`` is not tiny next to ``sum_j w_j |v_j|``.
+   (``gamma(Tk + 2)``: the ``Tk`` products and sums, and the division by the sum of blocked
+   softmax; ``us |o_c|`` the final rounding).
+
+Every bound also carries ``2**-53 * |exact|`` for the oracle's own rounding to float64. With
+``u = us`` (one dtype throughout) the terms in brackets vanish. The bounds are first-order
+tight up to small constant factors: a float64 result scaled by ``1 + 1e-10`` fails them
+whenever ``|o|`` is not tiny next to ``sum_j w_j |v_j|``.
 """
 
 from __future__ import annotations
@@ -57,6 +77,36 @@ def unit_roundoff(dtype) -> float:
     return float(np.finfo(dtype).eps) / 2
 
 
+class Arithmetic(NamedTuple):
+    """How a subject computes one input dtype (see the module docstring).
+
+    ``storage``: the inputs' and the result's dtype; ``compute``: the dtype its products,
+    sums, ``exp`` and divisions round in (never less precise than ``storage``);
+    ``rounds_weights``: the unnormalised weights are rounded to ``storage`` before the
+    weighted sum (FlashAttention's ``P``)."""
+
+    storage: np.dtype
+    compute: np.dtype
+    rounds_weights: bool = False
+
+    @classmethod
+    def of(cls, dtype) -> "Arithmetic":
+        """One dtype throughout: the conservative default for an undeclared subject."""
+        return cls(np.dtype(dtype), np.dtype(dtype), False)
+
+    def terms(self, Tk: int):
+        """``(u, us, rho, tw, tp, to, tn)`` of the module docstring for ``Tk`` keys (``tn``:
+        the normaliser's relative flush term ``Tk tinys'``)."""
+        u, us = unit_roundoff(self.compute), unit_roundoff(self.storage)
+        tiny = float(np.finfo(self.compute).smallest_subnormal)
+        tinys = float(np.finfo(self.storage).smallest_subnormal)
+        mixed = tinys if self.compute != self.storage else 0.0
+        flush = tinys if self.rounds_weights else 0.0
+        rho = us / (1 - us) if self.rounds_weights else 0.0
+        tp = (Tk + 2) * tiny + flush
+        return u, us, rho, tp + mixed, tp, (Tk + 2) * tiny + mixed, Tk * flush
+
+
 def gamma(n: int, u: float) -> float:
     """Higham's ``gamma_n = n u / (1 - n u)``, defined for ``n u < 1``; ``inf`` beyond (no
     accuracy can be demanded of ``n`` roundings: float16's ``u = 2**-11`` at ``n >= 2048``)."""
@@ -76,18 +126,18 @@ def _grouped_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out.reshape(B, Hq, m, b.shape[-1])
 
 
-def attention_bounds(case, parts) -> Bounds:
+def attention_bounds(case, parts, arithmetic: Arithmetic | None = None) -> Bounds:
     """Bounds for ``case`` (an :class:`~properties.strategies.AttentionCase`-like object with
     ``query``, ``key``, ``value``, ``attn_mask``, ``scale``) given the oracle's ``parts``
-    (:class:`oracle.OracleParts`). The subject's dtype is ``case.query.dtype``."""
-    dtype = case.query.dtype
-    u = unit_roundoff(dtype)
-    tiny = float(np.finfo(dtype).smallest_subnormal)
+    (:class:`oracle.OracleParts`), for a subject computing as ``arithmetic`` (default: one
+    dtype, ``case.query.dtype``, throughout)."""
     query = _four_d(case.query).astype(np.float64)  # (B, Hq, Tq, D)
     key = _four_d(case.key).astype(np.float64)  # (B, Hkv, Tk, D)
     value = None if case.value is None else _four_d(case.value).astype(np.float64)
     B, Hq, Tq, D = query.shape
     Tk = key.shape[2]
+    arithmetic = arithmetic or Arithmetic.of(case.query.dtype)
+    u, us, rho, tw, tp, to, tn = arithmetic.terms(Tk)
     scale = 1 / np.sqrt(D) if case.scale is None else case.scale
     abs_qk = _grouped_matmul(scale * np.abs(query), np.abs(key).swapaxes(-1, -2))  # (B,Hq,Tq,Tk)
     scores = _four_d(parts.scores.value)
@@ -103,25 +153,28 @@ def attention_bounds(case, parts) -> Bounds:
         row_max = np.where(visible, scores, -np.inf).max(axis=-1, keepdims=True)
         row_max = np.where(np.isfinite(row_max), row_max, 0.0)
         shifted = np.where(visible, scores - row_max, 0.0)
-        delta = gamma(D + 5, u) * abs_qk + u * (np.abs(finite_scores) + bias)
-        eta = np.where(visible, delta + 2 * u * np.abs(shifted) + 2 * u * (Tk + 1), 0.0)
+        delta = gamma(D + 5, u) * abs_qk + u * np.abs(finite_scores) + us * bias
+        eta = np.where(visible, delta + 2 * u * np.abs(shifted) + 2 * u * (Tk + 1) + rho, 0.0)
         positive = weights > 0  # 0 * inf must count as 0 where eta is enormous
         eta_bar = np.log1p(np.where(positive, weights * np.expm1(eta), 0.0).sum(axis=-1, keepdims=True))
-        ratio = np.exp(eta + eta_bar) * (1 + gamma(Tk + 1, u)) * (1 + u) - 1
-        bound_w = np.where(positive, weights * ratio, 0.0) + (Tk + 2) * tiny + U64 * weights
+        inner = np.exp(eta + eta_bar) * (1 + gamma(Tk + 1, u)) * (1 + tn)
+        bound_w = np.where(positive, weights * (inner * (1 + us) - 1), 0.0) + tw + U64 * weights
+        # the weights inside the weighted sum are not rounded to the storage dtype
+        bound_p = np.where(positive, weights * (inner - 1), 0.0) + tp + U64 * weights
     # A weight lies in [0, 1]: where the first-order bound exceeds 1 (float16 with huge
     # scores), the property can only demand a weight, not an accurate one.
     bound_w = np.where(visible, np.minimum(bound_w, 1.0), 0.0)
+    bound_p = np.where(visible, np.minimum(bound_p, 1.0), 0.0)
     bound_o = None
     if value is not None:
         abs_v = np.abs(value)  # (B, Hkv, Tk, Dv)
         out = np.abs(_four_d(parts.output.value))
         with np.errstate(invalid="ignore"):  # inf * 0 where gamma is inf: no bound
             bound_o = (
-                _grouped_matmul(bound_w, abs_v)
-                + gamma(Tk + 2, u) * _grouped_matmul(weights + bound_w, abs_v)
-                + (u + U64) * out
-                + (Tk + 2) * tiny
+                _grouped_matmul(bound_p, abs_v)
+                + gamma(Tk + 2, u) * _grouped_matmul(weights + bound_p, abs_v)
+                + (us + U64) * out
+                + to
             )
         bound_o = np.where(np.isnan(bound_o), np.inf, bound_o)
     if case.query.ndim == 2:
@@ -130,39 +183,55 @@ def attention_bounds(case, parts) -> Bounds:
     return Bounds(weights=bound_w, output=bound_o)
 
 
-def agreement_bounds(case, visible: np.ndarray) -> np.ndarray:
+def agreement_bounds(case, visible: np.ndarray, arithmetic: Arithmetic | None = None) -> np.ndarray:
     """Per-element bounds ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``) on ``|o^_c - o_c|`` that need
-    no exact values: an upper bound of :func:`attention_bounds`'s output bound, for kernel-sized
-    calls whose properties compare two computations of one exact result (each within its bound,
-    so they agree within twice this) without running a reference.
+    no exact values: an upper bound of :func:`attention_bounds`'s output bound (same
+    ``arithmetic``), for kernel-sized calls whose properties compare two computations of one
+    exact result (each within its bound, so they agree within twice this) without running a
+    reference.
 
     ``visible``: bool ``(B, Hq, Tq, Tk)`` (the rulebook's visibility). Per query row, with
     ``A_j = scale sum_d |q_d k_jd|``, ``S = max_j (A_j + |b_j|)`` and ``V_c = max_j |v_jc|``
     (``j`` visible; ``V_c`` over all keys, a further upper bound)::
 
         |s_j| <= A_j + |b_j| <= S,   |x_j| = |s_j - m| <= 2 S,   sum_j w_j |v_jc| <= V_c
-        eta_j <= E = gamma(D + 5) max_j A_j + u (S + max_j |b_j|) + 4 u S + 2 u (Tk + 1)
+        eta_j <= E = gamma(D + 5) max_j A_j + u S + us max_j |b_j| + 4 u S + 2 u (Tk + 1) + rho
         eta_j + eta_bar <= 2 E   (eta_bar = log sum_k w_k e^{eta_k} <= max_k eta_k)
-        R = e^{2E} (1 + gamma(Tk + 1)) (1 + u) - 1    (bounds the ratio of item 2 above)
+        R = e^{2E} (1 + gamma(Tk + 1)) (1 + tn) - 1   (bounds bp_j / w_j of item 3)
 
     so the weighted-sum bound of item 3 is at most::
 
-        [R + U64 + gamma(Tk + 2) (1 + R + U64) + u + U64] V_c + (Tk + 2) tiny (1 + 2 Tk V_c)
+        [R + U64 + gamma(Tk + 2) (1 + R + U64) + us + U64] V_c + to + 2 Tk tp V_c
 
     evaluated in float64 and multiplied by ``1 + 2**-40``, which covers the rounding of this
     evaluation itself (fewer than 100 operations, each within ``2**-53`` relative; ``exp``
     within 1 ulp). Looser than the per-element bound (maxima instead of weighted sums): it
     catches wrong keys, blocks and rescalings, not last-digit errors.
     """
-    dtype = case.query.dtype
-    u = unit_roundoff(dtype)
-    tiny = float(np.finfo(dtype).smallest_subnormal)
+    return agreement_from(row_maxima(case, visible), arithmetic or Arithmetic.of(case.query.dtype),
+                          query_ndim=case.query.ndim)
+
+
+class RowMaxima(NamedTuple):
+    """What :func:`agreement_bounds` reads of a call, per query row (``(B, Hq, Tq)``, and
+    ``v_max`` ``(B, Hq, 1, Dv)``), whatever the arithmetic: compute it once with
+    :func:`row_maxima` to bound several arithmetics of one call (:func:`agreement_from`)."""
+
+    a_max: np.ndarray
+    b_max: np.ndarray
+    s_max: np.ndarray
+    v_max: np.ndarray
+    head_dim: int
+    key_len: int
+
+
+def row_maxima(case, visible: np.ndarray) -> RowMaxima:
+    """``max_j A_j``, ``max_j |b_j|``, ``S`` and ``V_c`` of :func:`agreement_bounds`."""
     query = _four_d(case.query).astype(np.float64)  # (B, Hq, Tq, D)
     key = _four_d(case.key).astype(np.float64)  # (B, Hkv, Tk, D)
     value = _four_d(case.value).astype(np.float64)  # (B, Hkv, Tk, Dv)
     B, Hq, Tq, D = query.shape
     Hkv, Tk = key.shape[1], key.shape[2]
-    group = Hq // Hkv
     scale = 1 / np.sqrt(D) if case.scale is None else case.scale
     with np.errstate(over="ignore", invalid="ignore"):
         a = _grouped_matmul(scale * np.abs(query), np.abs(key).swapaxes(-1, -2))  # A_j
@@ -174,11 +243,23 @@ def agreement_bounds(case, visible: np.ndarray) -> np.ndarray:
         a_max = np.where(visible, a, 0.0).max(axis=-1)  # (B, Hq, Tq)
         b_max = np.broadcast_to(np.where(visible, bias, 0.0), visible.shape).max(axis=-1)
         s_max = np.where(visible, a + bias, 0.0).max(axis=-1)
-        e = gamma(D + 5, u) * a_max + u * (s_max + b_max) + 4 * u * s_max + 2 * u * (Tk + 1)
-        r = np.expm1(2 * e) * (1 + gamma(Tk + 1, u)) * (1 + u) + gamma(Tk + 1, u) * (1 + u) + u
-        factor = r + U64 + gamma(Tk + 2, u) * (1 + r + U64) + u + U64  # (B, Hq, Tq)
-        v_max = np.repeat(np.abs(value).max(axis=2), group, axis=1)[:, :, None]  # (B,Hq,1,Dv)
-        bound = (factor[..., None] * v_max
-                 + (Tk + 2) * tiny * (1 + 2 * Tk * v_max)) * (1 + 2.0**-40)
+    v_max = np.repeat(np.abs(value).max(axis=2), Hq // Hkv, axis=1)[:, :, None]  # (B,Hq,1,Dv)
+    return RowMaxima(a_max, b_max, s_max, v_max, D, Tk)
+
+
+def agreement_from(maxima: RowMaxima, arithmetic: Arithmetic, *, query_ndim: int = 4) -> np.ndarray:
+    """:func:`agreement_bounds` from a call's :func:`row_maxima` (``query_ndim`` 2: the
+    bound of a 2-D call, ``(Tq, Dv)``)."""
+    D, Tk = maxima.head_dim, maxima.key_len
+    u, us, rho, tw, tp, to, tn = arithmetic.terms(Tk)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = (gamma(D + 5, u) * maxima.a_max + u * maxima.s_max + us * maxima.b_max
+             + 4 * u * maxima.s_max + 2 * u * (Tk + 1) + rho)
+        c = (1 + gamma(Tk + 1, u)) * (1 + tn)  # R = expm1(2E) c + (c - 1)
+        c_minus_1 = np.expm1(np.log1p(gamma(Tk + 1, u)) + np.log1p(tn))
+        r = np.expm1(2 * e) * c + c_minus_1
+        factor = r + U64 + gamma(Tk + 2, u) * (1 + r + U64) + us + U64  # (B, Hq, Tq)
+        v_max = maxima.v_max
+        bound = (factor[..., None] * v_max + to + 2 * Tk * tp * v_max) * (1 + 2.0**-40)
     bound = np.where(np.isnan(bound), np.inf, bound)
-    return bound[0, 0] if case.query.ndim == 2 else bound
+    return bound[0, 0] if query_ndim == 2 else bound

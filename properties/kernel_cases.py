@@ -13,7 +13,8 @@ Shape kinds drawn (shape legend as in :mod:`properties.strategies`):
 
 ``prefill``  ``Tq = Tk`` (self-attention), causal or not.
 ``decode``   ``Tq`` in 1..4 (speculative decoding drafts) against ``Tk`` up to the profile's
-             decode length (flash-decoding's split-KV regime), causal at ``Tk - Tq``.
+             decode length, mostly in its top three quarters (flash-decoding's split-KV
+             regime; :func:`~properties.sizes.long_sizes`), causal at ``Tk - Tq``.
 ``chunk``    chunked prefill: ``Tq < Tk``, causal with the default ``Tk - Tq``, 0 or a drawn
              ``query_start`` (a boundary size: at, one past or one short of a tile multiple,
              or anywhere).
@@ -33,7 +34,7 @@ from typing import NamedTuple
 import numpy as np
 from hypothesis import strategies as st
 
-from .sizes import TILES, boundary_sizes, head_dims, limits
+from .sizes import HEAD_DIMS, TILES, boundary_sizes, head_dims, limits, long_sizes
 from .strategies import AttentionCase, subject_declared
 
 SHAPE_KINDS = ("prefill", "decode", "chunk", "cross")
@@ -76,7 +77,7 @@ class KernelSpec(NamedTuple):
 
     def attn_mask(self, rng: np.random.Generator | None = None) -> np.ndarray | None:
         """The mask of :attr:`mask` (``random bool`` draws from ``rng``)."""
-        B, Hq, Tq, Tk = self.batch, self.num_heads, self.query_len, self.key_len
+        Hq, Tq, Tk = self.num_heads, self.query_len, self.key_len
         if self.mask == "none":
             return None
         if self.mask == "key padding":
@@ -110,12 +111,14 @@ def _values(rng: np.random.Generator, shape, dtype: str, magnitude: str) -> np.n
 def kernel_specs(draw, *, dtypes=("float16", "float32", "float64"), float_masks: bool = True,
                  shapes=SHAPE_KINDS, masks: bool = True, block_sizes: bool = False,
                  max_len: int | None = None, max_decode_len: int | None = None,
-                 max_scores: int | None = None) -> KernelSpec:
+                 max_scores: int | None = None, long: bool = False) -> KernelSpec:
     """A :class:`KernelSpec` within the profile's :func:`~properties.sizes.limits` (or the
     ``max_*`` given). ``dtypes`` shrinks towards its last entry; ``block_sizes`` also draws
-    a ``block_size`` (a boundary size up to ``Tk + 1``) for subjects with a blocked path.
-    Shrinks towards ``prefill``, ``B = Hkv = G = 1``, tiny or tile-boundary lengths, head
-    dim 64, no mask, float64, ``unit`` values, seed 0."""
+    a ``block_size`` (a boundary size up to ``Tk + 1``) for subjects with a blocked path;
+    ``long`` draws prefill lengths mostly from the top three quarters of ``max_len``
+    (:func:`~properties.sizes.long_sizes`: cache runs, whose point is their length).
+    Shrinks towards ``prefill``, ``B = Hkv = G = 1``, tiny or tile-boundary lengths, a tiny
+    head dim or 64, no mask, float64, ``unit`` values, seed 0."""
     lim = limits()
     max_len = max_len or lim.max_len
     max_decode_len = max_decode_len or lim.max_decode_len
@@ -124,10 +127,10 @@ def kernel_specs(draw, *, dtypes=("float16", "float32", "float64"), float_masks:
     is_causal = draw(st.booleans())
     query_start = None
     if shape == "prefill":
-        Tk = draw(boundary_sizes(max_len), label="key_len")
+        Tk = draw((long_sizes if long else boundary_sizes)(max_len), label="key_len")
         Tq = Tk
     elif shape == "decode":
-        Tk = draw(boundary_sizes(max_decode_len), label="key_len")
+        Tk = draw(long_sizes(max_decode_len), label="key_len")
         Tq = draw(st.integers(1, min(4, Tk)), label="query_len")
         is_causal = True
     elif shape == "chunk":
@@ -141,15 +144,20 @@ def kernel_specs(draw, *, dtypes=("float16", "float32", "float64"), float_masks:
         Tq = draw(boundary_sizes(max_len), label="query_len")
         Tk = draw(boundary_sizes(max_len), label="key_len")
         is_causal = False
+    # Each count is drawn from a fixed range and then cut to the budget (not drawn from a
+    # range that depends on the lengths), so every draw keeps its meaning while the lengths
+    # shrink: Hypothesis then shrinks the counts and the lengths independently.
     room = max(1, max_scores // (Tq * Tk))  # B * Hq allowed by the score budget
-    batch = draw(st.integers(1, max(1, min(2, room))), label="batch")
-    num_kv_heads = draw(st.integers(1, max(1, min(2, room // batch))), label="num_kv_heads")
-    groups = [g for g in GROUPS if batch * num_kv_heads * g <= room] or [1]
-    group = draw(st.sampled_from(groups), label="group")
+    batch = min(draw(st.integers(1, 2), label="batch"), room)
+    num_kv_heads = min(draw(st.integers(1, 2), label="num_kv_heads"), max(1, room // batch))
+    group = draw(st.sampled_from(GROUPS), label="group")
+    if batch * num_kv_heads * group > room:
+        group = max([g for g in GROUPS if batch * num_kv_heads * g <= room] or [1])
     # The reference reads every key and value of each (batch, K/V head): keep that in budget.
     max_dim = max(1, min(256, lim.max_kv // (2 * batch * num_kv_heads * Tk)))
-    head_dim = draw(head_dims(max_dim), label="head_dim")
-    value_dim = draw(st.one_of(st.just(head_dim), head_dims(max_dim)), label="value_dim")
+    head_dim = _fit_dim(draw(head_dims(), label="head_dim"), max_dim)
+    value_dim = _fit_dim(draw(st.one_of(st.just(head_dim), head_dims()), label="value_dim"),
+                         max_dim)
     kinds = [m for m in MASK_KINDS if masks and (float_masks or m != "alibi")] or ["none"]
     mask = draw(st.sampled_from(kinds), label="mask")
     padding = ()
@@ -169,6 +177,14 @@ def kernel_specs(draw, *, dtypes=("float16", "float32", "float64"), float_masks:
     return KernelSpec(shape, batch, num_kv_heads * group, num_kv_heads, Tq, Tk, head_dim,
                       value_dim, is_causal, query_start, mask, dtype, magnitude, scale, seed,
                       padding, block_size)
+
+
+def _fit_dim(dim: int, max_dim: int) -> int:
+    """``dim`` if it fits in ``max_dim``, else the largest listed head dim that does (else
+    ``max_dim``)."""
+    if dim <= max_dim:
+        return dim
+    return max([d for d in HEAD_DIMS if d <= max_dim] or [max_dim])
 
 
 def subject_kernel_specs(subject, **kwargs):

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from .profiles import load_profile
+from .sizes import limits
 from .subject import ENV_VAR, Subject, SubjectError, load_subject
 
 _STATE: dict = {}
@@ -69,8 +70,9 @@ def pytest_configure(config):
     """Load the profile, the subject and its expected-failures files.
 
     Raises:
-        pytest.UsageError: the subject cannot be loaded, or an expected-failures file cannot
-            be read or parsed (the message names the file and line).
+        pytest.UsageError: the subject cannot be loaded, an expected-failures file cannot
+            be read or parsed (the message names the file and line), or a size variable
+            (``ATTNPROPS_MAX_LEN``, ``ATTNPROPS_MAX_DECODE_LEN``) is not a positive integer.
     """
     config.addinivalue_line(
         "markers",
@@ -83,6 +85,10 @@ def pytest_configure(config):
             raise pytest.UsageError(f"attnprops: {exc}") from None
     else:
         _STATE["profile"] = config.getoption("hypothesis_profile")
+    try:
+        limits(_STATE["profile"])  # ATTNPROPS_MAX_LEN=ten: one usage error, not N failures
+    except ValueError as exc:
+        raise pytest.UsageError(f"attnprops: {exc}") from None
     name = config.getoption("--attn-impl")
     if name is None:
         name = os.environ.get(ENV_VAR, "impl")

@@ -36,7 +36,9 @@ class Limits(NamedTuple):
     """Largest sizes drawn: prefill ``Tq``/``Tk`` (``max_len``), decode ``Tk``
     (``max_decode_len``), score elements ``B * Hq * Tq * Tk`` per call (``max_scores``), K/V
     elements ``B * Hkv * Tk * (D + Dv)`` (``max_kv``: what a reference call converts to
-    exact numbers), and appends of a growing cache (``max_appends``)."""
+    exact numbers; ci's lets decode reach ``D = Dv = 128`` at 8192 keys), and the positions
+    a growing cache is appended to (``max_appends``: in ci well past 2048, the second
+    doubling of a 1024-slot buffer)."""
 
     max_len: int
     max_decode_len: int
@@ -47,12 +49,12 @@ class Limits(NamedTuple):
 
 # Per profile. ci stays inside pytest -n auto's 60 s on two cores; thorough goes larger.
 LIMITS = {
-    "dev": Limits(max_len=300, max_decode_len=2100, max_scores=1 << 19, max_kv=1 << 19,
-                  max_appends=300),
-    "ci": Limits(max_len=1100, max_decode_len=8200, max_scores=1 << 20, max_kv=1 << 20,
-                 max_appends=600),
+    "dev": Limits(max_len=300, max_decode_len=2100, max_scores=1 << 19, max_kv=1 << 20,
+                  max_appends=1100),
+    "ci": Limits(max_len=1100, max_decode_len=8200, max_scores=1 << 20, max_kv=1 << 21,
+                 max_appends=3100),
     "thorough": Limits(max_len=2100, max_decode_len=16500, max_scores=1 << 23, max_kv=1 << 23,
-                       max_appends=1200),
+                       max_appends=6200),
 }
 LIMITS["mutation"] = LIMITS["ci"]
 LEN_ENV_VAR = "ATTNPROPS_MAX_LEN"
@@ -75,7 +77,10 @@ def _env_int(name: str) -> int | None:
 def limits(profile: str | None = None) -> Limits:
     """The sizes of ``profile`` (default: the loaded Hypothesis profile, ``ci`` when it has
     none of its own), raised (never lowered) by ``ATTNPROPS_MAX_LEN`` /
-    ``ATTNPROPS_MAX_DECODE_LEN``; a longer ``max_len`` scales ``max_scores`` with its square.
+    ``ATTNPROPS_MAX_DECODE_LEN``. Raised lengths bring (never lower) budgets that depend on the lengths
+    alone (so every profile gets the same ones): scores for two (batch, head) pairs at the
+    full length, ``2 max_len**2``; K/V for two pairs of ``D = Dv = 128`` at the longest
+    length, ``512 max(max_len, max_decode_len)``; cache runs over ``max_len`` positions.
 
     Raises:
         ValueError: an environment variable that is not a positive integer.
@@ -87,10 +92,11 @@ def limits(profile: str | None = None) -> Limits:
     base = LIMITS.get(name, LIMITS["ci"])
     max_len = max(base.max_len, _env_int(LEN_ENV_VAR) or 0)
     decode = max(base.max_decode_len, _env_int(DECODE_ENV_VAR) or 0)
-    grow = (max_len / base.max_len) ** 2
-    return Limits(max_len, decode, int(base.max_scores * grow),
-                  int(base.max_kv * max(grow, decode / base.max_decode_len)),
-                  max(base.max_appends, max_len // 2))
+    if (max_len, decode) == (base.max_len, base.max_decode_len):
+        return base
+    return Limits(max_len, decode, max(base.max_scores, 2 * max_len**2),
+                  max(base.max_kv, 512 * max(max_len, decode)),
+                  max(base.max_appends, max_len))
 
 
 def primes_up_to(n: int) -> list[int]:
@@ -107,35 +113,61 @@ def boundary_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int
     """Sizes in ``[min_size, max_size]``, mostly at and around multiples of :data:`TILES`.
 
     Two branches (Hypothesis shrinks towards the first): tiny, ``[min_size, 8]``, one draw in
-    eight; and ``k * t + offset`` with ``t`` in TILES (shrinks to 16), ``k >= 1`` (shrinks to 1) and
-    ``offset`` in OFFSETS (``0, 1, -1``; two draws in three) or anywhere in ``[-t/2, t/2]``
-    (so primes and every other size occur too), shrinking towards 0. A failing size so
-    shrinks to the smallest length next to a tile multiple that still fails: a fault past 128
-    that needs a partial 64-block shrinks to 129. Example draws: ``1``, ``129``, ``255``,
-    ``1024``, ``113``, ``797``.
+    eight; and ``k * t + offset`` with ``t`` in TILES (shrinks to 16), ``k`` among the
+    multiples that fit (shrinks to 1: the size falls tile by tile) and ``offset`` in OFFSETS
+    (``0, 1, -1``; two draws in three) or anywhere in ``[-t/2, t/2]`` (so primes and every
+    other size occur too), shrinking towards 0. A failing size so shrinks to the smallest
+    length next to a tile multiple that still fails: a fault past 128 that needs a partial
+    64-block shrinks to 129, a fault from 512 keys on to 512. Example draws: ``1``, ``129``, ``255``, ``1024``,
+    ``113``, ``797``.
     """
     if not 1 <= min_size <= max_size:
         raise ValueError(f"min_size={min_size}, max_size={max_size}: need 1 <= min_size <= max_size")
     tiny = st.integers(min_size, max(min_size, min(8, max_size)))
-    tiles = [t for t in TILES if t // 2 <= max_size] or [TILES[0]]
-
-    def near(t: int) -> st.SearchStrategy[int]:
-        offsets = st.one_of(st.sampled_from(OFFSETS), st.sampled_from(OFFSETS),
-                            st.integers(-(t // 2), t // 2))
-        return st.builds(lambda k, off: k * t + off, st.integers(1, max(1, (max_size + t) // t)),
-                         offsets)
-
-    # Clamped, not filtered: near a small max_size most k * t + offset fall outside.
-    boundary = st.sampled_from(tiles).flatmap(near).map(lambda n: min(max(n, min_size), max_size))
     if max_size <= 8:
         return tiny
-    return st.one_of(tiny, *[boundary] * 7)
+    tiles = [t for t in TILES if t // 2 <= max_size] or [TILES[0]]
+    widest = max(tiles) // 2
+
+    @st.composite
+    def boundary(draw) -> int:
+        t = draw(st.sampled_from(tiles))
+        # k ranges over the multiples of t that fit: one integer per size (no two draws of
+        # k give one size, so no shrink pass trades k against a later draw step by step)
+        k = draw(st.integers(1, max(1, (max_size + t // 2) // t)))
+        offset = draw(st.one_of(st.sampled_from(OFFSETS), st.sampled_from(OFFSETS),
+                                st.integers(-widest, widest)))
+        if abs(offset) > 1:  # the anywhere branch, scaled to [-t/2, t/2]
+            offset = int(offset * t / (2 * widest))
+        return min(max(k * t + offset, min_size), max_size)  # clamped, not filtered
+
+    # An explicit branch draw, not one_of(tiny, *[boundary] * 7): one_of merges equal
+    # branches, which made tiny sizes half the draws.
+    return st.builds(lambda branch, small, large: small if branch == 0 else large,
+                     st.integers(0, 7), tiny, boundary())
+
+
+def long_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int]:
+    """Boundary sizes for a regime that is about length (a decode against a long cache, a
+    cache grown past its capacities): three draws in four are ``low + n`` with ``n`` a
+    :func:`boundary_sizes` of ``[1, max_size - low]`` and ``low`` the multiple of 256 at or
+    below ``max_size / 4`` (so ``low + n`` sits at a tile boundary whenever ``n`` does);
+    one in four is a :func:`boundary_sizes` of the whole range. The regime draw shrinks to
+    the whole range, so a failure that needs no long length still shrinks to a short one."""
+    low = (max_size // 4) // 256 * 256
+    anywhere = boundary_sizes(max_size, min_size=min_size)
+    if low <= max(min_size, 256) or low >= max_size:
+        return anywhere
+    top = boundary_sizes(max_size - low).map(lambda n: n + low)
+    return st.builds(lambda branch, any_size, long_size: any_size if branch == 0 else long_size,
+                     st.integers(0, 3), anywhere, top)
 
 
 def head_dims(max_dim: int = 256) -> st.SearchStrategy[int]:
-    """Head dims up to ``max_dim``: :data:`HEAD_DIMS` (shrinks to 64) or tiny ``[1, 8]``;
-    when no listed dim fits, any of ``[1, max_dim]``."""
+    """Head dims up to ``max_dim``: :data:`HEAD_DIMS` (shrinks to 64), or tiny ``[1, 8]`` one
+    draw in four (shrinks there first); when no listed dim fits, any of ``[1, max_dim]``."""
     listed = [d for d in HEAD_DIMS if d <= max_dim]
     if not listed:
         return st.integers(1, max_dim)
-    return st.one_of(st.sampled_from(listed), st.integers(1, min(8, max_dim)))
+    return st.builds(lambda branch, small, dim: small if branch == 0 else dim,
+                     st.integers(0, 3), st.integers(1, min(8, max_dim)), st.sampled_from(listed))

@@ -21,6 +21,15 @@ key is optional and an unknown key is an error (a typo must not silently pass):
 ``float_masks``        accepts float additive masks; default True
 ``block_size``         ``attention`` takes a ``block_size=`` keyword (blocked online softmax);
                        default False
+``compute_dtypes``     dict: input dtype name -> the dtype it computes in (products, sums,
+                       ``exp``, division), e.g. ``{"float16": "float32"}`` (impl, PyTorch's CPU
+                       kernels, FlashAttention); never less precise than the input. Default
+                       ``{}``: each dtype computes in itself, and the error bounds charge its
+                       unit roundoff to every operation (sound for any subject, but at
+                       float16 and a few hundred keys they demand next to nothing)
+``rounds_weights``     the unnormalised weights ``exp(s - m)`` are rounded to the input dtype
+                       before the weighted sum of the values (FlashAttention's ``P``, PyTorch's
+                       CPU flash kernel for float16); default False
 
 Properties that need a capability the subject lacks are reported as skipped with the reason.
 """
@@ -34,6 +43,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 
 import numpy as np
+
+from .bounds import Arithmetic
 
 DEFAULT_SUBJECT = "impl"
 ENV_VAR = "ATTN_IMPL"
@@ -49,6 +60,8 @@ _DEFAULTS = {
     "two_d_inputs": True,
     "float_masks": True,
     "block_size": False,
+    "compute_dtypes": {},
+    "rounds_weights": False,
 }
 
 
@@ -71,6 +84,8 @@ class Subject:
     two_d_inputs: bool
     float_masks: bool
     block_size: bool
+    compute_dtypes: tuple[tuple[str, str], ...] = ()  # (input, compute) dtype names
+    rounds_weights: bool = False
     declared: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:  # short: it appears in every falsifying example
@@ -91,6 +106,13 @@ class Subject:
 
     def supports(self, dtype) -> bool:
         return np.dtype(dtype).name in self.dtypes
+
+    def arithmetic(self, dtype) -> Arithmetic:
+        """How the subject computes inputs of ``dtype`` (what the error bounds charge)."""
+        storage = np.dtype(dtype)
+        compute = dict(self.compute_dtypes).get(storage.name, storage.name)
+        rounds = self.rounds_weights and np.dtype(compute) != storage
+        return Arithmetic(storage, np.dtype(compute), rounds)
 
     # The calls the properties make; kept thin so a traceback points at the subject.
     def attention(self, query, key, value, **kwargs):
@@ -150,6 +172,21 @@ def load_subject(name: str | None = None) -> Subject:
             f"subject {name!r}: fully_masked_rows={caps['fully_masked_rows']!r} must be "
             "'raise' or 'zeros'"
         )
+    compute_dtypes = caps["compute_dtypes"]
+    if not isinstance(compute_dtypes, dict):
+        raise SubjectError(f"subject {name!r}: compute_dtypes={compute_dtypes!r} must be a dict "
+                           f"of dtype names, e.g. {{'float16': 'float32'}}")
+    pairs = []
+    for given, computed in compute_dtypes.items():
+        try:
+            pair = (np.dtype(given).name, np.dtype(computed).name)
+        except TypeError:
+            pair = (str(given), str(computed))
+        if not set(pair) <= set(ALL_DTYPES) or np.finfo(pair[1]).eps > np.finfo(pair[0]).eps:
+            raise SubjectError(
+                f"subject {name!r}: compute_dtypes {given!r}: {computed!r}: both must be one of "
+                f"{ALL_DTYPES}, the compute dtype at least as precise as the input's")
+        pairs.append(pair)
     return Subject(
         name=name,
         module=module,
@@ -162,5 +199,7 @@ def load_subject(name: str | None = None) -> Subject:
         two_d_inputs=bool(caps["two_d_inputs"]),
         float_masks=bool(caps["float_masks"]),
         block_size=bool(caps["block_size"]),
+        compute_dtypes=tuple(sorted(pairs)),
+        rounds_weights=bool(caps["rounds_weights"]),
         declared=declared,
     )

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from oracle import ball
 
 from ._support import repeat_kv, visibility
-from .bounds import agreement_bounds, attention_bounds
+from .bounds import Arithmetic, agreement_bounds, agreement_from, attention_bounds, row_maxima
 from .checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
 from .kernel_cases import boundary_rows, subject_kernel_specs
 from .plugin import current_subject
@@ -29,9 +29,10 @@ from .profiles import kernel_examples
 from .sizes import TILES, boundary_sizes, limits
 
 SUBJECT = current_subject()
-# Exact scores per reference call (B * Hq * rows * Tk): about 1 us of ball arithmetic each.
-# The reference rows are the tight check; every row also gets the float64 check.
-REFERENCE_SCORES = 40_000
+# Exact multiply-adds per reference call, B * Hq * rows * Tk * (D + Dv) (the two arb_mat
+# products, about 45 ns each at 256 bits): at most this many rows are checked exactly. The
+# reference rows are the tight check; every row also gets the float64 check.
+REFERENCE_WORK = 2_500_000
 
 
 def _attend(subject, case, what="attention"):
@@ -51,10 +52,11 @@ def _rows_of(case, rows: list[int]):
     return case._replace(query=case.query[:, :, rows], attn_mask=mask)
 
 
-def _agree(case, a, b, *, what):
-    """Two computations of one exact output agree within twice the agreement bound."""
+def _agree(subject, case, a, b, *, what):
+    """Two computations of one exact output by ``subject`` agree within twice the agreement
+    bound of the subject's declared arithmetic."""
     with np.errstate(over="ignore"):  # a bound past the float64 range is no bound: inf
-        bound = 2 * agreement_bounds(case, visibility(case))
+        bound = 2 * agreement_bounds(case, visibility(case), subject.arithmetic(case.dtype))
     assert_within(out=a, expected=b, bound=bound, what=what, case=case)
 
 
@@ -76,11 +78,6 @@ def _float64_evaluation(case) -> np.ndarray:
     return np.matmul(w.reshape(B, Hkv, Hq // Hkv, Tq, -1), v[:, :, None]).reshape(B, Hq, Tq, -1)
 
 
-def _as_float64(case):
-    return case._replace(query=case.query.astype(np.float64), key=case.key.astype(np.float64),
-                         value=case.value.astype(np.float64))
-
-
 def _matches_reference(subject, spec):
     """At kernel sizes the output is the exact result: every row within the agreement bound of
     a float64 evaluation (whose own error is bounded the same way), and every row at a tile
@@ -95,16 +92,19 @@ def _matches_reference(subject, spec):
     out = _attend(subject, case)
     visible = visibility(case)
     with np.errstate(over="ignore"):
-        loose = agreement_bounds(case, visible) + agreement_bounds(_as_float64(case), visible)
+        maxima = row_maxima(case, visible)  # the float64 evaluation reads the same values
+        loose = (agreement_from(maxima, subject.arithmetic(case.dtype))
+                 + agreement_from(maxima, Arithmetic.of(np.float64)))
     assert_within(out=out, expected=_float64_evaluation(case), bound=loose,
                   what="output vs a float64 evaluation (every row, agreement bounds)", case=case)
     B, Hq, Tq, _ = case.query.shape
     Tk = case.key.shape[2]
-    rows = boundary_rows(case, limit=max(2, min(24, REFERENCE_SCORES // (B * Hq * Tk))))
+    work = B * Hq * Tk * (case.query.shape[3] + case.value.shape[3])
+    rows = boundary_rows(case, limit=max(2, min(24, REFERENCE_WORK // work)))
     note(f"reference rows: {rows}")
     parts = ball.attention_parts(case.query, case.key, case.value, **case.kwargs(),
                                  fully_masked_rows=subject.fully_masked_rows, rows=rows)
-    bounds = attention_bounds(_rows_of(case, rows), parts)
+    bounds = attention_bounds(_rows_of(case, rows), parts, subject.arithmetic(case.dtype))
     assert_within(out=out[:, :, rows], expected=parts.output.value, bound=bounds.output,
                   what=f"output rows {rows} vs the exact result", case=case)
 
@@ -166,7 +166,7 @@ def test_kernel_sized_chunk_equals_rows_of_full_causal(subject, spec, data):
              full._replace(query=full.query[:, :, rows], key=full.key[:, :, : s + n],
                            value=full.value[:, :, : s + n])),
         ):
-            _agree(chunk, _attend(subject, chunk, f"chunk, {what}"), expected[:, :, rows],
+            _agree(subject, chunk, _attend(subject, chunk, f"chunk, {what}"), expected[:, :, rows],
                    what=f"chunk [{s}, {s + n}) ({what}) vs rows of full causal (T={T})")
 
 
@@ -179,7 +179,7 @@ def test_kernel_sized_gqa_equals_repeated_kv(subject, spec):
     group = case.query.shape[1] // case.key.shape[1]
     assume(group > 1)
     repeated = case._replace(key=repeat_kv(case.key, group), value=repeat_kv(case.value, group))
-    _agree(case, _attend(subject, case, "grouped K/V"),
+    _agree(subject, case, _attend(subject, case, "grouped K/V"),
            _attend(subject, repeated, "K/V repeated to Hq"),
            what=f"GQA (G={group}) vs K/V repeated by h // {group}")
 
@@ -203,7 +203,7 @@ def test_kernel_sized_batch_and_heads_independent(subject, spec):
             one = case._replace(query=case.query[b:b + 1, h:h + 1], key=case.key[b:b + 1, g:g + 1],
                                 value=case.value[b:b + 1, g:g + 1],
                                 attn_mask=None if full is None else full[b:b + 1, h:h + 1].copy())
-            _agree(one, _attend(subject, one, f"batch {b} head {h} alone"),
+            _agree(subject, one, _attend(subject, one, f"batch {b} head {h} alone"),
                    batched[b:b + 1, h:h + 1], what=f"batch {b}, head {h} alone vs batched")
 
 
@@ -216,7 +216,7 @@ def test_kernel_sized_bool_mask_equals_additive_mask(subject, spec):
     case = spec.build()
     assume(case.attn_mask is not None and case.attn_mask.dtype == np.bool_)
     additive = np.where(case.attn_mask, 0.0, -np.inf).astype(case.dtype)
-    _agree(case, _attend(subject, case, "bool mask"),
+    _agree(subject, case, _attend(subject, case, "bool mask"),
            _attend(subject, case._replace(attn_mask=additive), "additive 0/-inf mask"),
            what="bool mask vs additive 0/-inf mask")
 
@@ -251,7 +251,7 @@ def _cache_runs(draw):
     draws."""
     lim = limits()
     spec = draw(subject_kernel_specs(SUBJECT, shapes=("prefill",), masks=False,
-                                     max_len=lim.max_appends))
+                                     max_len=lim.max_appends, long=True))
     T = spec.key_len
     pattern = draw(st.lists(st.one_of(st.just(1), boundary_sizes(T)), min_size=1, max_size=8),
                    label="chunk pattern")
@@ -297,6 +297,6 @@ def test_kernel_sized_cache_growth_equals_full_causal(subject, run):
     decoded = assert_shape_dtype(out=np.concatenate(outputs, axis=2),
                                  shape=case.query.shape[:3] + case.value.shape[3:],
                                  dtype=case.dtype, what="decoded outputs")
-    _agree(case, decoded, _attend(subject, case, "full causal attention"),
+    _agree(subject, case, decoded, _attend(subject, case, "full causal attention"),
            what=f"cached decode in {len(chunks)} chunks vs full causal (T={T})")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import find, given, settings
-from hypothesis import strategies as st
 
 from properties.kernel_cases import KernelSpec, boundary_rows, kernel_specs
 from properties.sizes import LEN_ENV_VAR, LIMITS, TILES, boundary_sizes, limits, primes_up_to
@@ -57,7 +56,7 @@ def test_specs_stay_within_the_budget():
     lim = limits("ci")
     kinds = set()
 
-    @settings(max_examples=150, derandomize=True, database=None)
+    @settings(max_examples=80, derandomize=True, database=None)
     @given(spec=kernel_specs())
     def check(spec):
         kinds.add(spec.shape)
@@ -85,10 +84,40 @@ def test_env_var_raises_the_limits(monkeypatch):
         limits("ci")
 
 
+def test_raised_lengths_give_every_profile_the_same_budgets(monkeypatch):
+    """A raised length brings budgets that depend on the lengths alone, so dev's (small
+    base length) are not larger than thorough's."""
+    monkeypatch.setenv(LEN_ENV_VAR, "4096")
+    dev, ci, thorough = limits("dev"), limits("ci"), limits("thorough")
+    assert dev.max_scores == ci.max_scores == thorough.max_scores == 2 * 4096**2
+    assert dev.max_appends == ci.max_appends == 4096 < thorough.max_appends
+    assert dev.max_decode_len == LIMITS["dev"].max_decode_len  # never lowered, only raised
+
+
 def test_small_limit_still_draws(monkeypatch):
     """boundary_sizes works below the smallest tile (no tile multiple fits)."""
     values = [find(boundary_sizes(5), lambda n: n >= k) for k in (1, 5)]
     assert values == [1, 5]
     with pytest.raises(ValueError, match="min_size=3, max_size=2"):
         boundary_sizes(2, min_size=3)
-    assert st.integers  # hypothesis strategies still importable
+
+
+def test_readme_size_table_states_the_limits():
+    """The README's table of largest sizes per profile is LIMITS (one home: sizes.py) and
+    the kernel example counts (profiles.kernel_examples)."""
+    from pathlib import Path
+
+    from hypothesis import settings as hsettings
+
+    from properties.profiles import kernel_example_count
+
+    text = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 7 and cells[0].startswith("`") and cells[1].replace(",", "").isdigit():
+            rows[cells[0].split("`")[1]] = [int(c.replace(",", "")) for c in cells[1:]]
+    assert set(rows) == {"dev", "ci", "thorough"}, rows
+    for name, numbers in rows.items():
+        examples = kernel_example_count(hsettings.get_profile(name).max_examples)
+        assert numbers == [*LIMITS[name], examples], (name, numbers, LIMITS[name])

@@ -25,8 +25,10 @@ properties.subjects.probe torch_sdpa``, see ``docs/conventions.md``):
   length before the append, so the cache properties exercise SDPA with offsets.
 
 Declared (:data:`ATTNPROPS_CAPABILITIES`): SDPA does not validate its inputs the project's way
-(NaN/inf pass through, shape errors are ``RuntimeError``), and a fully masked query row gives
-a zero output row (``fully_masked_rows="zeros"``), as in PyTorch >= 2.5.
+(NaN/inf pass through, shape errors are ``RuntimeError``), a fully masked query row gives
+a zero output row (``fully_masked_rows="zeros"``), as in PyTorch >= 2.5, and float16 is
+computed in float32 with the unnormalised weights rounded to float16 before the product with
+the values (``compute_dtypes``, ``rounds_weights``: what the error bounds charge).
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ ATTNPROPS_CAPABILITIES = {
     "dtypes": ("float16", "float32", "float64"),
     "validates_inputs": False,
     "fully_masked_rows": "zeros",
+    # float16 is computed in float32, the exponentials rounded to float16 before P @ V
+    # (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp: accum_t = float for reduced types,
+    # _exp_reduce_sum_fusion_kernel writes exp(s - m) to the reduced-type buffer)
+    "compute_dtypes": {"float16": "float32"},
+    "rounds_weights": True,
 }
 
 _TORCH_DTYPES = {

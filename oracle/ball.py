@@ -189,6 +189,25 @@ def _parts(problem: AttentionProblem, rows: tuple[int, ...], rows_out: tuple[int
     return scores, weights, output
 
 
+def _rows(rows, Tq: int) -> tuple[int, ...]:
+    """``rows`` as sorted distinct ints in ``[0, Tq)``; ValueError for anything else (a
+    float, a string, a bool, a bare int, a row out of range, an empty selection)."""
+    if rows is None:
+        return tuple(range(Tq))
+    if isinstance(rows, (str, bytes)) or np.ndim(rows) != 1:
+        raise ValueError(f"rows: a sequence of row indices (ints in [0, Tq={Tq})); got {rows!r}")
+    picked = set()
+    for i in rows:
+        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+            raise ValueError(f"rows: every row must be an int in [0, Tq={Tq}); got {i!r}")
+        if not 0 <= i < Tq:
+            raise ValueError(f"rows: every row must lie in [0, Tq={Tq}); got {int(i)}")
+        picked.add(int(i))
+    if not picked:
+        raise ValueError("rows: empty; pass None for every row")
+    return tuple(sorted(picked))
+
+
 def attention_parts(query, key, value=None, *, attn_mask=None, is_causal=False,
                     query_start=None, scale=None, fully_masked_rows="raise", rows=None,
                     precision: int = PRECISION) -> BallParts:
@@ -200,8 +219,8 @@ def attention_parts(query, key, value=None, *, attn_mask=None, is_causal=False,
             float64, one dtype. ``attn_mask``, ``is_causal``, ``query_start``, ``scale`` and
             ``fully_masked_rows`` as in :func:`oracle.attention` (the rules of
             :mod:`oracle.rules`).
-        rows: the local query rows to compute (ints in ``[0, Tq)``, any order, repeats
-            dropped); None for every row. Results keep the sorted order.
+        rows: the local query rows to compute (a non-empty sequence of ints in ``[0, Tq)``,
+            any order, repeats dropped); None for every row. Results keep the sorted order.
         precision: bits to start with (doubled until every value is resolved).
 
     Returns:
@@ -210,16 +229,14 @@ def attention_parts(query, key, value=None, *, attn_mask=None, is_causal=False,
     Raises:
         oracle.rules.AttentionInputError for a broken rule, as the 50-digit oracle (the
         score-overflow rule on every row that could break it); ValueError for a row out of
-        range; ReferenceUnresolvedError (see the module docstring).
+        range, not an int, or no row at all; ReferenceUnresolvedError (see the module
+        docstring).
     """
     problem = check_attention_inputs(query, key, value, attn_mask=attn_mask,
                                      is_causal=is_causal, query_start=query_start, scale=scale,
                                      fully_masked_rows=fully_masked_rows,
                                      needs_value=value is not None)
-    Tq = problem.query.shape[2]
-    wanted = tuple(range(Tq)) if rows is None else tuple(sorted({int(i) for i in rows}))
-    if any(not 0 <= i < Tq for i in wanted):
-        raise ValueError(f"rows: every row must lie in [0, Tq={Tq}); got {rows}")
+    wanted = _rows(rows, problem.query.shape[2])
     # The overflow rule is checked on every row whose float64 bound reaches half the
     # dtype's maximum: those rows are computed too (exactly), even when not asked for.
     limit = float(np.finfo(compute_dtype(problem.dtype)).max)

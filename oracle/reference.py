@@ -71,9 +71,27 @@ class OracleResult:
         return self.value.shape
 
 
+_SMALLEST_NORMAL = 2.0**-1022
+
+
 def to_float(x: mpmath.mpf) -> float:
-    """The one conversion from 50 digits to binary64: round to nearest (ties to even)."""
-    return float(x)
+    """The one conversion from 50 digits to binary64: round to nearest (ties to even), in
+    one rounding. ``float(mpf)`` rounds to 53 bits first, which rounds a subnormal result
+    twice (``2.5 * 2**-1074 (1 + 1e-30)`` came out ``2 * 2**-1074``, not ``3 * 2**-1074``);
+    below the normal range the value is divided out exactly instead (CPython's int / int
+    true division is correctly rounded)."""
+    value = float(x)
+    if value == 0.0 or abs(value) < _SMALLEST_NORMAL:
+        if not x:
+            return 0.0
+        sign, man, exp, _ = x._mpf_
+        man = int(man)  # a gmpy2 mpz divides into an mpfr, which has no subnormals
+        if man.bit_length() + exp <= -1075:  # at most 2**-1075, half the smallest subnormal
+            value = 0.0
+        else:
+            value = man / (1 << -exp) if exp < 0 else float(man << exp)
+        return -value if sign else value
+    return value
 
 
 def _result(exact: np.ndarray, two_d: bool) -> OracleResult:
@@ -136,7 +154,20 @@ def _weighted_sum(weights: list, weights_exact: ExactVector, values: list,
     return mpmath.fdot(weights, values)
 
 
-def _scores(problem: AttentionProblem) -> np.ndarray:
+class Scores(NamedTuple):
+    """The scores at 50 digits (``values``, ``-inf`` where hidden, ``(B, Hq, Tq, Tk)``) and
+    what the softmax shifts exactly: each visible key's dot product ``q . k`` as an exact
+    integer over ``2**dot_shift[b, h, i]`` (``dots``, object array, None where hidden), the
+    scale (an ``mpf``) and the float mask (``bias``, float64 or None)."""
+
+    values: np.ndarray
+    dots: np.ndarray
+    dot_shift: np.ndarray
+    scale: mpmath.mpf
+    bias: np.ndarray | None
+
+
+def _scores(problem: AttentionProblem) -> Scores:
     """Scaled, masked scores at 50 digits; hidden keys are ``-inf``. ``(B, Hq, Tq, Tk)``."""
     B, Hq, Tq, D = problem.query.shape
     Tk = problem.key.shape[2]
@@ -147,15 +178,23 @@ def _scores(problem: AttentionProblem) -> np.ndarray:
     key = [[[_exact_vector(row) for row in head] for head in batch]
            for batch in problem.key.tolist()]
     scores = np.empty((B, Hq, Tq, Tk), dtype=object)
+    dots = np.full((B, Hq, Tq, Tk), None, dtype=object)
+    dot_shift = np.zeros((B, Hq, Tq), dtype=object)
     for b in range(B):
         for h in range(Hq):
             kv_head = h // problem.group
             for i in range(Tq):
+                q = query[b][h][i]
+                shift = max([q.shift + key[b][kv_head][j].shift for j in range(Tk)], default=0)
+                dot_shift[b, h, i] = shift
                 for j in range(Tk):
                     if not problem.visible[b, h, i, j]:
                         scores[b, h, i, j] = mpmath.mpf("-inf")
                         continue
-                    s = scale * _exact_dot(query[b][h][i], key[b][kv_head][j])
+                    k = key[b][kv_head][j]
+                    total = sum(map(operator.mul, q.ints, k.ints))
+                    dots[b, h, i, j] = total << (shift - q.shift - k.shift)
+                    s = scale * mpmath.ldexp(mpmath.mpf(total), -(q.shift + k.shift))
                     if abs(s) > limit:
                         raise_score_overflow(problem)
                     if problem.bias is not None:
@@ -163,20 +202,42 @@ def _scores(problem: AttentionProblem) -> np.ndarray:
                         if abs(s) > limit:
                             raise_score_overflow(problem)
                     scores[b, h, i, j] = s
-    return scores
+    bias = None if problem.bias is None else problem.bias.astype(np.float64)
+    return Scores(scores, dots, dot_shift, scale, bias)
 
 
-def _weights(scores: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis at 50 digits; a row with no visible key stays all zeros."""
-    weights = np.empty(scores.shape, dtype=object)
-    for index in np.ndindex(scores.shape[:-1]):
-        row = scores[index]
-        visible = [s for s in row if s != mpmath.mpf("-inf")]
+def _exact_difference(a: float, b: float) -> mpmath.mpf:
+    """``a - b`` of two binary64 numbers, exact, then rounded once to the working precision
+    (``mpf(a) - mpf(b)`` would round ``-1e308 + 1e-300`` before subtracting)."""
+    (na, sa), (nb, sb) = _dyadic(a), _dyadic(b)
+    shift = max(sa, sb)
+    return mpmath.ldexp(mpmath.mpf((na << (shift - sa)) - (nb << (shift - sb))), -shift)
+
+
+def _weights(scores: Scores) -> np.ndarray:
+    """Softmax over the last axis at 50 digits; a row with no visible key stays all zeros.
+
+    Each exponent is ``x_j = scale (d_j - d_m) + (b_j - b_m)`` for the key ``m`` of the
+    largest 50-digit score, with the dot products ``d`` and the mask ``b`` subtracted
+    exactly before one rounding each: ``exp(s_j - s_m)`` from 50-digit scores would keep
+    only the digits of ``s_j`` below ``|s_m|``'s 50th (a mask of ``-1e308`` on every key
+    left nothing of the dot products: uniform weights)."""
+    values = scores.values
+    weights = np.empty(values.shape, dtype=object)
+    for index in np.ndindex(values.shape[:-1]):
+        row = values[index]
+        visible = [j for j, s in enumerate(row) if s != mpmath.mpf("-inf")]
         if not visible:
             weights[index] = [mpmath.mpf(0)] * len(row)
             continue
-        top = max(visible)
-        exps = [mpmath.mpf(0) if s == mpmath.mpf("-inf") else mpmath.exp(s - top) for s in row]
+        m = max(visible, key=lambda j: row[j])
+        dots, shift = scores.dots[index], scores.dot_shift[index]
+        exps = [mpmath.mpf(0)] * len(row)
+        for j in visible:
+            x = scores.scale * mpmath.ldexp(mpmath.mpf(dots[j] - dots[m]), -shift)
+            if scores.bias is not None:
+                x = x + _exact_difference(scores.bias[index + (j,)], scores.bias[index + (m,)])
+            exps[j] = mpmath.exp(x)
         total = mpmath.fsum(exps)
         weights[index] = [e / total for e in exps]
     return weights
@@ -204,7 +265,7 @@ def attention_scores(query, key, *, attn_mask=None, is_causal=False, query_start
     problem = _check(query, key, None, attn_mask, is_causal, query_start, scale,
                      fully_masked_rows, needs_value=False)
     with mpmath.workdps(DIGITS):
-        return _result(_scores(problem), problem.two_d)
+        return _result(_scores(problem).values, problem.two_d)
 
 
 def attention_weights(query, key, *, attn_mask=None, is_causal=False, query_start=None,
@@ -269,7 +330,7 @@ def attention_parts(query, key, value, *, attn_mask=None, is_causal=False, query
                         output[b, h, i, c] = _weighted_sum(row, row_exact,
                                                            *values[b][kv_head][c])
         return OracleParts(
-            scores=_result(scores, problem.two_d),
+            scores=_result(scores.values, problem.two_d),
             weights=_result(weights, problem.two_d),
             output=_result(output, problem.two_d),
         )

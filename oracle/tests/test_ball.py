@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from numpy.testing import assert_array_equal
 
 import oracle
 from oracle import ball
@@ -142,10 +143,23 @@ def test_overflow_rule_applies_to_rows_not_asked_for():
         ball.attention_parts(q, k, k, rows=[0])
 
 
-def test_rows_out_of_range_raise():
+@pytest.mark.parametrize("rows, message", [
+    ([3], r"rows: every row must lie in \[0, Tq=3\); got 3"),
+    ([-1], r"must lie in \[0, Tq=3\); got -1"),
+    ([0.5], r"must be an int in \[0, Tq=3\); got 0.5"),
+    ([True], r"must be an int in \[0, Tq=3\); got True"),
+    ("0", r"rows: a sequence of row indices"),
+    (0, r"rows: a sequence of row indices"),
+    ([[0, 1]], r"rows: a sequence of row indices"),
+    ([], r"rows: empty; pass None for every row"),
+])
+def test_bad_rows_raise(rows, message):
+    """rows= takes a non-empty sequence of ints in range, nothing else (a float would have
+    been truncated to a row, a string read as its characters)."""
     q = np.ones((3, 2))
-    with pytest.raises(ValueError, match=r"rows: every row must lie in \[0, Tq=3\)"):
-        ball.attention_parts(q, q, q, rows=[3])
+    with pytest.raises(ValueError, match=message):
+        ball.attention_parts(q, q, q, rows=rows)
+    assert ball.attention_parts(q, q, q, rows=np.array([2, 0, 2])).rows == (0, 2)
 
 
 def test_ties_are_exact():
@@ -170,3 +184,17 @@ def test_inputs_not_modified():
     ball.attention_parts(q, k, v, attn_mask=mask, is_causal=True, rows=[1, 3])
     for before, after in zip(copies, (q, k, v, mask)):
         np.testing.assert_array_equal(before, after)
+
+
+@pytest.mark.parametrize("bias", [-1e308, 1e300, -3.5e200, 1e35])
+def test_a_huge_mask_shared_by_every_key_changes_nothing(bias):
+    """A finite mask adding the same huge constant to every key leaves the weights (softmax
+    is shift-invariant): both references give the unmasked result, bit for bit. The 50-digit
+    oracle once rounded ``q . k + b`` to 50 digits before subtracting the row maximum, which
+    left nothing of the dot products: uniform weights (docs/findings.md, S1)."""
+    rng = np.random.default_rng(7)
+    q, k, v = rng.standard_normal((3, 4)), rng.standard_normal((5, 4)), rng.standard_normal((5, 2))
+    mask = np.full((3, 5), bias)
+    plain = oracle.attention(q, k, v).value
+    assert_array_equal(oracle.attention(q, k, v, attn_mask=mask).value, plain)
+    assert_array_equal(ball.attention(q, k, v, attn_mask=mask), plain)

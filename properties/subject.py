@@ -31,6 +31,16 @@ key is optional and an unknown key is an error (a typo must not silently pass):
                        before the weighted sum of the values (FlashAttention's ``P``, PyTorch's
                        CPU flash kernel for float16); default False
 
+Arithmetic conventions differ: FlashAttention (Dao et al. 2022) accumulates both products in
+float32 and rounds ``P`` to float16/bfloat16 for the second (``compute_dtypes`` float32,
+``rounds_weights``); PyTorch's CPU kernels do the same (``torch_sdpa`` declares it); Hugging
+Face's eager attention computes the scores in the input dtype, the softmax in float32, and
+casts the weights back before ``P @ V`` (declare no ``compute_dtypes`` for float16 there: it
+stores the scores in float16); JAX's ``dot_product_attention`` on the CPU leaves it to XLA (the
+adapter declares nothing, the conservative default). A subject that declares more precision
+than it has fails the value properties at kernel sizes, as the mutant
+``float16_scores_accumulated_in_float16`` does.
+
 Properties that need a capability the subject lacks are reported as skipped with the reason.
 """
 

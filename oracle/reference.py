@@ -81,7 +81,7 @@ def to_float(x: mpmath.mpf) -> float:
     below the normal range the value is divided out exactly instead (CPython's int / int
     true division is correctly rounded)."""
     value = float(x)
-    if value == 0.0 or abs(value) < _SMALLEST_NORMAL:
+    if abs(value) <= _SMALLEST_NORMAL:  # <=: 2**-1022 may be a double rounding from below
         if not x:
             return 0.0
         sign, man, exp, _ = x._mpf_

@@ -94,9 +94,11 @@ def limits(profile: str | None = None) -> Limits:
     decode = max(base.max_decode_len, _env_int(DECODE_ENV_VAR) or 0)
     if (max_len, decode) == (base.max_len, base.max_decode_len):
         return base
-    return Limits(max_len, decode, max(base.max_scores, 2 * max_len**2),
+    raised_len = max_len > base.max_len  # a raised decode length alone leaves prefill's
+    return Limits(max_len, decode,
+                  max(base.max_scores, 2 * max_len**2) if raised_len else base.max_scores,
                   max(base.max_kv, 512 * max(max_len, decode)),
-                  max(base.max_appends, max_len))
+                  max(base.max_appends, max_len) if raised_len else base.max_appends)
 
 
 def primes_up_to(n: int) -> list[int]:

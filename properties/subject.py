@@ -189,6 +189,8 @@ def load_subject(name: str | None = None) -> Subject:
     pairs = []
     for given, computed in compute_dtypes.items():
         try:
+            if given is None or computed is None:  # np.dtype(None) is float64
+                raise TypeError
             pair = (np.dtype(given).name, np.dtype(computed).name)
         except TypeError:
             pair = (str(given), str(computed))
@@ -197,6 +199,9 @@ def load_subject(name: str | None = None) -> Subject:
                 f"subject {name!r}: compute_dtypes {given!r}: {computed!r}: both must be one of "
                 f"{ALL_DTYPES}, the compute dtype at least as precise as the input's")
         pairs.append(pair)
+    for key in ("rounds_weights", "validates_inputs", "two_d_inputs", "float_masks", "block_size"):
+        if not isinstance(caps[key], (bool, np.bool_)):
+            raise SubjectError(f"subject {name!r}: {key}={caps[key]!r} must be True or False")
     return Subject(
         name=name,
         module=module,

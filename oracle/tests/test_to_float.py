@@ -19,6 +19,7 @@ TINY = Fraction(1, 2**1074)  # the smallest subnormal
     (Fraction(3, 2), 2),
     (Fraction(1, 3), 0),
     (Fraction(2**52) - Fraction(1, 10**40), 2**52),  # just below the smallest normal
+    (Fraction(2**52) - Fraction(1, 2) - Fraction(1, 2**76), 2**52 - 1),  # float(): 2**52
 ])
 def test_subnormal_results_are_rounded_once(multiple, expected):
     with mpmath.workdps(50):

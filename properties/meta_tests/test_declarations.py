@@ -1,0 +1,47 @@
+"""ATTNPROPS_CAPABILITIES's arithmetic keys: what they mean for the bounds, and bad values
+are errors that name the key (a typo must not silently pass)."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from properties.subject import SubjectError, load_subject
+
+
+def _subject(monkeypatch, caps):
+    module = types.ModuleType("declared_subject")
+    module.attention = lambda query, key, value, **kwargs: None  # only loaded, never run
+    module.ATTNPROPS_CAPABILITIES = caps
+    monkeypatch.setitem(sys.modules, "declared_subject", module)
+    return load_subject("declared_subject")
+
+
+def test_declared_arithmetic_reaches_the_bounds(monkeypatch):
+    subject = _subject(monkeypatch, {"compute_dtypes": {"float16": "float32"},
+                                     "rounds_weights": True})
+    half = subject.arithmetic(np.float16)
+    assert (half.storage, half.compute, half.rounds_weights) == (
+        np.dtype("float16"), np.dtype("float32"), True)
+    double = subject.arithmetic(np.float64)  # undeclared dtype: itself, nothing rounded
+    assert (double.compute, double.rounds_weights) == (np.dtype("float64"), False)
+    plain = _subject(monkeypatch, {})
+    assert plain.arithmetic(np.float16).compute == np.dtype("float16")
+
+
+@pytest.mark.parametrize("caps, message", [
+    ({"compute_dtypes": {"float32": "float16"}}, "at least as precise"),
+    ({"compute_dtypes": {"float16": "bfloat16"}}, "compute_dtypes"),
+    ({"compute_dtypes": {"float16": None}}, "compute_dtypes"),
+    ({"compute_dtypes": {None: "float32"}}, "compute_dtypes"),
+    ({"compute_dtypes": {"float16": "int32"}}, "compute_dtypes"),
+    ({"compute_dtypes": ["float16", "float32"]}, "must be a dict"),
+    ({"rounds_weights": "no"}, "rounds_weights='no' must be True or False"),
+    ({"validates_inputs": 0}, "validates_inputs=0 must be True or False"),
+])
+def test_bad_arithmetic_declarations_are_errors(monkeypatch, caps, message):
+    with pytest.raises(SubjectError, match=message):
+        _subject(monkeypatch, caps)

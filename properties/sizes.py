@@ -77,10 +77,11 @@ def _env_int(name: str) -> int | None:
 def limits(profile: str | None = None) -> Limits:
     """The sizes of ``profile`` (default: the loaded Hypothesis profile, ``ci`` when it has
     none of its own), raised (never lowered) by ``ATTNPROPS_MAX_LEN`` /
-    ``ATTNPROPS_MAX_DECODE_LEN``. Raised lengths bring (never lower) budgets that depend on the lengths
-    alone (so every profile gets the same ones): scores for two (batch, head) pairs at the
-    full length, ``2 max_len**2``; K/V for two pairs of ``D = Dv = 128`` at the longest
-    length, ``512 max(max_len, max_decode_len)``; cache runs over ``max_len`` positions.
+    ``ATTNPROPS_MAX_DECODE_LEN``. Raised lengths raise (never lower) the budgets to values
+    of the lengths alone: scores for two (batch, head) pairs at the full length,
+    ``2 max_len**2`` (only when ``max_len`` is raised); K/V for two pairs of ``D = Dv = 128``
+    at the longest length, ``512 max(max_len, max_decode_len)`` (or the profile's, if
+    larger); cache runs over ``max_len`` positions (or the profile's, if more).
 
     Raises:
         ValueError: an environment variable that is not a positive integer.
@@ -120,8 +121,8 @@ def boundary_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int
     (``0, 1, -1``; two draws in three) or anywhere in ``[-t/2, t/2]`` (so primes and every
     other size occur too), shrinking towards 0. A failing size so shrinks to the smallest
     length next to a tile multiple that still fails: a fault past 128 that needs a partial
-    64-block shrinks to 129, a fault from 512 keys on to 512. Example draws: ``1``, ``129``, ``255``, ``1024``,
-    ``113``, ``797``.
+    64-block shrinks to 129, a fault from 512 keys on to 512. Example draws: ``1``, ``129``,
+    ``255``, ``1024``, ``113``, ``797``.
     """
     if not 1 <= min_size <= max_size:
         raise ValueError(f"min_size={min_size}, max_size={max_size}: need 1 <= min_size <= max_size")
@@ -154,8 +155,10 @@ def long_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int]:
     cache grown past its capacities): three draws in four are ``low + n`` with ``n`` a
     :func:`boundary_sizes` of ``[1, max_size - low]`` and ``low`` the multiple of 256 at or
     below ``max_size / 4`` (so ``low + n`` sits at a tile boundary whenever ``n`` does);
-    one in four is a :func:`boundary_sizes` of the whole range. The regime draw shrinks to
-    the whole range, so a failure that needs no long length still shrinks to a short one."""
+    one in four is a :func:`boundary_sizes` of the whole range. The regime draw shrinks
+    towards the whole range, but a failure first found in the long branch usually stays
+    there: its counterexample reads ``low + n`` (``2049`` for a fault from 600 keys on), a
+    tile boundary, not always the smallest one (a known limitation)."""
     low = (max_size // 4) // 256 * 256
     anywhere = boundary_sizes(max_size, min_size=min_size)
     if low <= max(min_size, 256) or low >= max_size:

@@ -136,10 +136,19 @@ def _exact_vector(xs, max_span: int | None = None) -> ExactVector:
     return ExactVector([n << (shift - s) for n, s in parts], shift, span)
 
 
+def _exact_dot_int(a: ExactVector, b: ExactVector) -> int:
+    """``sum_d a[d] * b[d] * 2**(a.shift + b.shift)``: the dot product as an exact integer."""
+    return sum(map(operator.mul, a.ints, b.ints))
+
+
+def _scaled(integer: int, shift: int) -> mpmath.mpf:
+    """``integer / 2**shift`` rounded once to the working precision."""
+    return mpmath.ldexp(mpmath.mpf(integer), -shift)
+
+
 def _exact_dot(a: ExactVector, b: ExactVector) -> mpmath.mpf:
     """``sum_d a[d] * b[d]`` computed exactly, then rounded once to the working precision."""
-    total = sum(map(operator.mul, a.ints, b.ints))
-    return mpmath.ldexp(mpmath.mpf(total), -(a.shift + b.shift))
+    return _scaled(_exact_dot_int(a, b), a.shift + b.shift)
 
 
 def _weighted_sum(weights: list, weights_exact: ExactVector, values: list,
@@ -192,9 +201,9 @@ def _scores(problem: AttentionProblem) -> Scores:
                         scores[b, h, i, j] = mpmath.mpf("-inf")
                         continue
                     k = key[b][kv_head][j]
-                    total = sum(map(operator.mul, q.ints, k.ints))
+                    total = _exact_dot_int(q, k)
                     dots[b, h, i, j] = total << (shift - q.shift - k.shift)
-                    s = scale * mpmath.ldexp(mpmath.mpf(total), -(q.shift + k.shift))
+                    s = scale * _scaled(total, q.shift + k.shift)
                     if abs(s) > limit:
                         raise_score_overflow(problem)
                     if problem.bias is not None:
@@ -211,7 +220,7 @@ def _exact_difference(a: float, b: float) -> mpmath.mpf:
     (``mpf(a) - mpf(b)`` would round ``-1e308 + 1e-300`` before subtracting)."""
     (na, sa), (nb, sb) = _dyadic(a), _dyadic(b)
     shift = max(sa, sb)
-    return mpmath.ldexp(mpmath.mpf((na << (shift - sa)) - (nb << (shift - sb))), -shift)
+    return _scaled((na << (shift - sa)) - (nb << (shift - sb)), shift)
 
 
 def _weights(scores: Scores) -> np.ndarray:
@@ -234,7 +243,7 @@ def _weights(scores: Scores) -> np.ndarray:
         dots, shift = scores.dots[index], scores.dot_shift[index]
         exps = [mpmath.mpf(0)] * len(row)
         for j in visible:
-            x = scores.scale * mpmath.ldexp(mpmath.mpf(dots[j] - dots[m]), -shift)
+            x = scores.scale * _scaled(dots[j] - dots[m], shift)
             if scores.bias is not None:
                 x = x + _exact_difference(scores.bias[index + (j,)], scores.bias[index + (m,)])
             exps[j] = mpmath.exp(x)

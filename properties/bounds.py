@@ -117,6 +117,15 @@ def _four_d(x: np.ndarray) -> np.ndarray:
     return x[None, None] if x.ndim == 2 else x
 
 
+def _abs_bias(case) -> np.ndarray | float:
+    """``|b_j|`` of a float mask (0 where it is ``-inf``), float64 and broadcastable to
+    ``(B, Hq, Tq, Tk)``; 0.0 without a float mask."""
+    if case.attn_mask is None or case.attn_mask.dtype == np.bool_:
+        return 0.0
+    mask = case.attn_mask.astype(np.float64)
+    return np.where(np.isfinite(mask), np.abs(mask), 0.0)
+
+
 def _grouped_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` with ``a`` ``(B, Hq, m, k)`` and ``b`` ``(B, Hkv, k, n)``: query head ``h``
     takes K/V head ``h // (Hq // Hkv)``, without repeating ``b`` (memory at kernel sizes)."""
@@ -143,11 +152,7 @@ def attention_bounds(case, parts, arithmetic: Arithmetic | None = None) -> Bound
     scores = _four_d(parts.scores.value)
     weights = _four_d(parts.weights.value)
     visible = np.isfinite(scores)
-    bias = 0.0
-    if case.attn_mask is not None and case.attn_mask.dtype != np.bool_:
-        mask = case.attn_mask.astype(np.float64)
-        bias = np.where(np.isfinite(mask), np.abs(mask), 0.0)
-        bias = np.broadcast_to(bias, (B, Hq, Tq, Tk))
+    bias = _abs_bias(case)
     with np.errstate(invalid="ignore", over="ignore"):
         finite_scores = np.where(visible, scores, 0.0)
         row_max = np.where(visible, scores, -np.inf).max(axis=-1, keepdims=True)
@@ -235,11 +240,7 @@ def row_maxima(case, visible: np.ndarray) -> RowMaxima:
     scale = 1 / np.sqrt(D) if case.scale is None else case.scale
     with np.errstate(over="ignore", invalid="ignore"):
         a = _grouped_matmul(scale * np.abs(query), np.abs(key).swapaxes(-1, -2))  # A_j
-        bias = np.zeros(1)
-        if case.attn_mask is not None and case.attn_mask.dtype != np.bool_:
-            mask = case.attn_mask.astype(np.float64)
-            bias = np.where(np.isfinite(mask), np.abs(mask), 0.0)
-            bias = _four_d(bias) if bias.ndim == 2 else bias
+        bias = _abs_bias(case)
         a_max = np.where(visible, a, 0.0).max(axis=-1)  # (B, Hq, Tq)
         b_max = np.broadcast_to(np.where(visible, bias, 0.0), visible.shape).max(axis=-1)
         s_max = np.where(visible, a + bias, 0.0).max(axis=-1)

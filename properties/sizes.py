@@ -112,6 +112,15 @@ def primes_up_to(n: int) -> list[int]:
     return [p for p in range(n + 1) if sieve[p]]
 
 
+def _one_in(n: int, first: st.SearchStrategy, other: st.SearchStrategy) -> st.SearchStrategy:
+    """``first`` one draw in ``n`` (nominally: Hypothesis favours the branch draw 0), else
+    ``other``; shrinks towards ``first``. An explicit branch draw, not
+    ``one_of(first, *[other] * (n - 1))``: one_of merges equal branches, which made tiny
+    sizes half the draws."""
+    return st.builds(lambda branch, a, b: a if branch == 0 else b,
+                     st.integers(0, n - 1), first, other)
+
+
 def boundary_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int]:
     """Sizes in ``[min_size, max_size]``, mostly at and around multiples of :data:`TILES`.
 
@@ -144,10 +153,7 @@ def boundary_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int
             offset = int(offset * t / (2 * widest))
         return min(max(k * t + offset, min_size), max_size)  # clamped, not filtered
 
-    # An explicit branch draw, not one_of(tiny, *[boundary] * 7): one_of merges equal
-    # branches, which made tiny sizes half the draws.
-    return st.builds(lambda branch, small, large: small if branch == 0 else large,
-                     st.integers(0, 7), tiny, boundary())
+    return _one_in(8, tiny, boundary())
 
 
 def long_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int]:
@@ -164,8 +170,7 @@ def long_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int]:
     if low <= max(min_size, 256) or low >= max_size:
         return anywhere
     top = boundary_sizes(max_size - low).map(lambda n: n + low)
-    return st.builds(lambda branch, any_size, long_size: any_size if branch == 0 else long_size,
-                     st.integers(0, 3), anywhere, top)
+    return _one_in(4, anywhere, top)
 
 
 def head_dims(max_dim: int = 256) -> st.SearchStrategy[int]:
@@ -174,5 +179,4 @@ def head_dims(max_dim: int = 256) -> st.SearchStrategy[int]:
     listed = [d for d in HEAD_DIMS if d <= max_dim]
     if not listed:
         return st.integers(1, max_dim)
-    return st.builds(lambda branch, small, dim: small if branch == 0 else dim,
-                     st.integers(0, 3), st.integers(1, min(8, max_dim)), st.sampled_from(listed))
+    return _one_in(4, st.integers(1, min(8, max_dim)), st.sampled_from(listed))

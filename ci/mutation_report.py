@@ -50,6 +50,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from properties.plugin import one_thread_per_process
+
 from .check import validate_profiles
 from .suite_runner import RunResult, PropertyFailure, is_explicit_example, run_suite
 
@@ -231,6 +233,7 @@ def run(args) -> int:
     for stale in work.glob("*.xml"):  # one JUnit file per run; none left from an earlier one
         stale.unlink()
     names = select(sorted(all_mutants()), args.only, args.shard)
+    one_thread_per_process(workers=args.jobs)  # the pool runs --jobs pytest processes at once
     reference = harness = None
     if not args.skip_reference:
         reference = run_suite(REFERENCE_SUBJECT, work, jobs=args.jobs, profile=args.profile)

@@ -1,4 +1,4 @@
-"""Run the property suite in a pytest subprocess against one subject and read the result.
+"""Run the property suite in a pytest process against one subject and read the result.
 
 Shared by ``attnprops check`` and ``attnprops mutants``. The run's JUnit XML says which
 properties failed and how; ``--hypothesis-show-statistics`` says how many examples ran.
@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from properties.plugin import FAST_START
+
+from .pytest_process import run_pytest
 
 REPO = Path(__file__).resolve().parent.parent
 PROPERTIES = REPO / "properties"
@@ -71,11 +71,12 @@ def node_ids(tests: list[str]) -> list[str]:
     return ids
 
 
-def _pytest_command(subject: str, junit: Path, tests: list[str] | None, jobs: int,
-                    profile: str, maxfail: int | None = None) -> list[str]:
+def _pytest_args(subject: str, junit: Path, tests: list[str] | None, jobs: int,
+                 profile: str, maxfail: int | None = None) -> list[str]:
+    """Arguments of ``python -m pytest`` for one run."""
     targets = [str(PROPERTIES)] if not tests else node_ids(tests)
     cmd = [
-        sys.executable, "-m", "pytest", *targets, "-q", "-p", "no:cacheprovider", *FAST_START,
+        *targets, "-q", "-p", "no:cacheprovider", *FAST_START,
         f"--ignore={PROPERTIES / 'meta_tests'}",
         "-o", "addopts=", "-p", "properties.plugin", "--attn-impl", subject,
         f"--junitxml={junit}", "--hypothesis-show-statistics", f"--hypothesis-profile={profile}",
@@ -201,13 +202,12 @@ def run_suite(subject: str, workdir: Path, *, tests: list[str] | None = None, jo
     env = dict(os.environ, HYPOTHESIS_PROFILE=profile, ATTN_IMPL=subject,
                PYTHONDONTWRITEBYTECODE="1")
     started = time.perf_counter()
-    proc = subprocess.run(_pytest_command(subject, junit, tests, jobs, profile, maxfail), cwd=REPO,
-                          env=env, capture_output=True, text=True)
+    run = run_pytest(_pytest_args(subject, junit, tests, jobs, profile, maxfail), cwd=REPO,
+                     env=env)
     seconds = time.perf_counter() - started
     count, skipped, xfailed, failures = _parse_junit(junit)
-    return RunResult(subject=subject, returncode=proc.returncode, seconds=seconds,
+    return RunResult(subject=subject, returncode=run.returncode, seconds=seconds,
                      tests_run=count, skipped=skipped, xfailed=xfailed, failures=failures,
-                     examples=_parse_statistics(proc.stdout),
-                     output_tail=(proc.stdout + proc.stderr)[-3000:])
+                     examples=_parse_statistics(run.output), output_tail=run.output[-3000:])
 
 

@@ -40,6 +40,14 @@ from .strategies import AttentionCase, subject_declared
 SHAPE_KINDS = ("prefill", "decode", "chunk", "cross")
 MASK_KINDS = ("none", "key padding", "random bool", "alibi")
 GROUPS = (1, 2, 4, 8, 3)  # query heads per K/V head (shrinks to 1: MHA)
+# Strategies drawn in every spec, built once (Hypothesis validates each new strategy object on
+# its first draw; building them per draw cost seconds of a shrink).
+_BOOLEANS = st.booleans()
+_ONE_OR_TWO = st.integers(1, 2)
+_GROUPS = st.sampled_from(GROUPS)
+_MAGNITUDES = st.sampled_from(("unit", "ties", "large"))
+_SCALES = st.one_of(st.none(), st.sampled_from([0.125, 0.3, 1.0, 2.0]))
+_SEEDS = st.integers(0, 2**32 - 1)
 
 
 class KernelSpec(NamedTuple):
@@ -124,7 +132,7 @@ def kernel_specs(draw, *, dtypes=("float16", "float32", "float64"), float_masks:
     max_decode_len = max_decode_len or lim.max_decode_len
     max_scores = max_scores or lim.max_scores
     shape = draw(st.sampled_from(shapes))
-    is_causal = draw(st.booleans())
+    is_causal = draw(_BOOLEANS)
     query_start = None
     if shape == "prefill":
         Tk = draw((long_sizes if long else boundary_sizes)(max_len), label="key_len")
@@ -148,9 +156,9 @@ def kernel_specs(draw, *, dtypes=("float16", "float32", "float64"), float_masks:
     # range that depends on the lengths), so every draw keeps its meaning while the lengths
     # shrink: Hypothesis then shrinks the counts and the lengths independently.
     room = max(1, max_scores // (Tq * Tk))  # B * Hq allowed by the score budget
-    batch = min(draw(st.integers(1, 2), label="batch"), room)
-    num_kv_heads = min(draw(st.integers(1, 2), label="num_kv_heads"), max(1, room // batch))
-    group = draw(st.sampled_from(GROUPS), label="group")
+    batch = min(draw(_ONE_OR_TWO, label="batch"), room)
+    num_kv_heads = min(draw(_ONE_OR_TWO, label="num_kv_heads"), max(1, room // batch))
+    group = draw(_GROUPS, label="group")
     if batch * num_kv_heads * group > room:
         group = max([g for g in GROUPS if batch * num_kv_heads * g <= room] or [1])
     # The reference reads every key and value of each (batch, K/V head): keep that in budget.
@@ -165,9 +173,9 @@ def kernel_specs(draw, *, dtypes=("float16", "float32", "float64"), float_masks:
         padding = tuple(draw(st.lists(boundary_sizes(Tk), min_size=batch, max_size=batch),
                              label="key padding lengths"))
     dtype = draw(st.sampled_from(tuple(reversed(dtypes))), label="dtype")
-    magnitude = draw(st.sampled_from(("unit", "ties", "large")), label="values")
-    scale = draw(st.one_of(st.none(), st.sampled_from([0.125, 0.3, 1.0, 2.0])), label="scale")
-    seed = draw(st.integers(0, 2**32 - 1), label="seed")
+    magnitude = draw(_MAGNITUDES, label="values")
+    scale = draw(_SCALES, label="scale")
+    seed = draw(_SEEDS, label="seed")
     block_size = None
     if block_sizes:
         # at least 16 (or Tk + 1): blocks of a few keys cost seconds at these sizes, and

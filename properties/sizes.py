@@ -21,6 +21,7 @@ nightly run, e.g. ``ATTNPROPS_MAX_LEN=4096 ATTNPROPS_MAX_DECODE_LEN=32768``.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import NamedTuple
 
@@ -121,6 +122,7 @@ def _one_in(n: int, first: st.SearchStrategy, other: st.SearchStrategy) -> st.Se
                      st.integers(0, n - 1), first, other)
 
 
+@functools.lru_cache(maxsize=4096)
 def boundary_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int]:
     """Sizes in ``[min_size, max_size]``, mostly at and around multiples of :data:`TILES`.
 
@@ -156,6 +158,7 @@ def boundary_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int
     return _one_in(8, tiny, boundary())
 
 
+@functools.lru_cache(maxsize=4096)
 def long_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int]:
     """Boundary sizes for a regime that is about length (a decode against a long cache, a
     cache grown past its capacities): three draws in four are ``low + n`` with ``n`` a
@@ -173,6 +176,7 @@ def long_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int]:
     return _one_in(4, anywhere, top)
 
 
+@functools.lru_cache(maxsize=4096)
 def head_dims(max_dim: int = 256) -> st.SearchStrategy[int]:
     """Head dims up to ``max_dim``: :data:`HEAD_DIMS` (shrinks to 64), or tiny ``[1, 8]`` one
     draw in four (shrinks there first); when no listed dim fits, any of ``[1, max_dim]``."""

@@ -15,6 +15,7 @@ masks of every broadcast shape, per-batch masks, finite additive biases, scores 
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -37,6 +38,14 @@ MASK_LAYOUTS = (
     "per-head (B, Hq, Tq, Tk)",
     "other broadcastable",
 )
+
+
+# Strategies are built once per distinct (hashable) argument tuple and reused: Hypothesis
+# works out a new strategy object's properties (emptiness, labels, reusable values) on its
+# first draw, which cost about a tenth of the suite's time when every draw built its own.
+# Reuse changes nothing a draw produces.
+_cached = functools.lru_cache(maxsize=8192)
+_NONE_OR_SCALE = st.one_of(st.none(), st.floats(0.05, 4))
 
 
 class AttentionCase(NamedTuple):
@@ -94,6 +103,7 @@ class Dims(NamedTuple):
         return self.num_heads // self.num_kv_heads
 
 
+@_cached
 @st.composite
 def dims(draw, *, max_batch=2, max_kv_heads=2, max_group=3, max_len=6, max_dim=5,
          causal_ok: bool = False, query_len: int | None = None) -> Dims:
@@ -123,6 +133,7 @@ def dims(draw, *, max_batch=2, max_kv_heads=2, max_group=3, max_len=6, max_dim=5
                 value_dim)
 
 
+@_cached
 def _elements(dtype: str, magnitude: str):
     width = np.dtype(dtype).itemsize * 8
     if magnitude == "ties":
@@ -133,11 +144,13 @@ def _elements(dtype: str, magnitude: str):
     return st.floats(-4, 4, width=width)
 
 
+@_cached
 def values(shape, dtype: str, magnitude: str):
     """Arrays of ``shape``/``dtype`` in a value regime (``unit``, ``ties`` or ``large``)."""
     return hnp.arrays(np.dtype(dtype), shape, elements=_elements(dtype, magnitude))
 
 
+@_cached
 @st.composite
 def _mask_shape(draw, layout: str, d: Dims) -> tuple[int, ...]:
     B, Hq, Tq, Tk = d.batch, d.num_heads, d.query_len, d.key_len
@@ -164,6 +177,19 @@ def _visible_limit(d: Dims, is_causal: bool, start: int) -> np.ndarray:
     return np.minimum(start + rows, d.key_len - 1) if is_causal else np.full(d.query_len, d.key_len - 1)
 
 
+@_cached
+def _bool_arrays(shape: tuple[int, ...]):
+    return hnp.arrays(np.bool_, shape)
+
+
+@_cached
+def _bias_arrays(dtype: str, shape: tuple[int, ...]):
+    """Additive biases: ``-inf`` or finite in ``[-8, 8]``."""
+    bias = st.one_of(st.just(-np.inf), st.floats(-8, 8, width=np.dtype(dtype).itemsize * 8))
+    return hnp.arrays(np.dtype(dtype), shape, elements=bias)
+
+
+@_cached
 @st.composite
 def masks(draw, d: Dims, *, is_causal: bool, start: int, float_masks: bool = True,
           layouts: tuple[str, ...] = MASK_LAYOUTS, two_d: bool = False):
@@ -190,11 +216,10 @@ def masks(draw, d: Dims, *, is_causal: bool, start: int, float_masks: bool = Tru
         shape = shape[-2:]
     kind = draw(st.sampled_from(["bool", "float"])) if float_masks else "bool"
     if kind == "bool":
-        mask = draw(hnp.arrays(np.bool_, shape))
+        mask = draw(_bool_arrays(shape))
     else:
         dtype = draw(st.sampled_from(["float64", "float32", "float16"]))
-        bias = st.one_of(st.just(-np.inf), st.floats(-8, 8, width=np.dtype(dtype).itemsize * 8))
-        mask = draw(hnp.arrays(np.dtype(dtype), shape, elements=bias))
+        mask = draw(_bias_arrays(dtype, shape))
     # Anchors: one visible key per (broadcast) row, within the causal limit of every query
     # that row serves.
     limit = _visible_limit(d, is_causal, start)
@@ -247,7 +272,7 @@ def attention_cases(draw, *, dtypes=ALL_DTYPES, magnitudes=MAGNITUDES, causal=No
     else:
         query_start = None
     start = max_start if query_start is None else query_start
-    scale = draw(st.one_of(st.none(), st.floats(0.05, 4))) if explicit_scale else None
+    scale = draw(_NONE_OR_SCALE) if explicit_scale else None
     if masks_allowed:
         attn_mask, layout = draw(masks(d, is_causal=is_causal, start=start,
                                        float_masks=float_masks, layouts=mask_layouts,

@@ -78,6 +78,22 @@ def _float64_evaluation(case) -> np.ndarray:
     return np.matmul(w.reshape(B, Hkv, Hq // Hkv, Tq, -1), v[:, :, None]).reshape(B, Hq, Tq, -1)
 
 
+def _matches_float64_evaluation(subject, case, what: str = "output") -> np.ndarray:
+    """The subject's output, every row within the agreement bound of the subject's declared
+    arithmetic plus that of float64 of a float64 evaluation (so within the sum of both of
+    the exact result's bounds); returns the output."""
+    __tracebackhide__ = True
+    out = _attend(subject, case)
+    visible = visibility(case)
+    with np.errstate(over="ignore"):
+        maxima = row_maxima(case, visible)  # the float64 evaluation reads the same values
+        loose = (agreement_from(maxima, subject.arithmetic(case.dtype))
+                 + agreement_from(maxima, Arithmetic.of(np.float64)))
+    assert_within(out=out, expected=_float64_evaluation(case), bound=loose,
+                  what=f"{what} vs a float64 evaluation (every row, agreement bounds)", case=case)
+    return out
+
+
 def _matches_reference(subject, spec):
     """At kernel sizes the output is the exact result: every row within the agreement bound of
     a float64 evaluation (whose own error is bounded the same way), and every row at a tile
@@ -89,14 +105,7 @@ def _matches_reference(subject, spec):
     __tracebackhide__ = True
     case = spec.build()
     note(f"case: {case.describe()}")
-    out = _attend(subject, case)
-    visible = visibility(case)
-    with np.errstate(over="ignore"):
-        maxima = row_maxima(case, visible)  # the float64 evaluation reads the same values
-        loose = (agreement_from(maxima, subject.arithmetic(case.dtype))
-                 + agreement_from(maxima, Arithmetic.of(np.float64)))
-    assert_within(out=out, expected=_float64_evaluation(case), bound=loose,
-                  what="output vs a float64 evaluation (every row, agreement bounds)", case=case)
+    out = _matches_float64_evaluation(subject, case)
     B, Hq, Tq, _ = case.query.shape
     Tk = case.key.shape[2]
     work = B * Hq * Tk * (case.query.shape[3] + case.value.shape[3])
@@ -122,8 +131,20 @@ def test_kernel_sized_prefill_matches_reference(subject, spec):
 @given(spec=subject_kernel_specs(SUBJECT, shapes=("decode",)))
 def test_kernel_sized_decode_matches_reference(subject, spec):
     """Decode (1-4 queries) against up to the profile's decode length of keys (the split-KV
-    regime of flash-decoding): see _matches_reference."""
+    regime of flash-decoding): see _matches_reference. Then the same kind of decode against
+    ``L < Tk`` keys for every ``L`` one short of, at and one past the largest multiple
+    ``m t`` below ``Tk`` of each tile ``t`` (every row against a float64 evaluation): each
+    example so meets the split remainders ``t - 1``, 0 and 1 of every tile, where a split-KV
+    kernel that drops a partial split, or the last key of one, goes wrong."""
     _matches_reference(subject, spec)
+    lengths = set()
+    for t in TILES:
+        m = (spec.key_len - 1) // t
+        lengths |= {m * t - 1, m * t, m * t + 1}
+    for length in sorted(n for n in lengths if spec.query_len <= n < spec.key_len):
+        case = spec._replace(key_len=length,
+                             padding=tuple(min(p, length) for p in spec.padding)).build()
+        _matches_float64_evaluation(subject, case, what=f"output against {length} keys")
 
 
 @kernel_examples()

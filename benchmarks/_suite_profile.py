@@ -112,11 +112,10 @@ def main(argv: list[str] | None = None) -> int:
         span[1] = max(span[1], now)
 
     observability.add_observability_callback(observe)
-    from ci.suite_runner import node_ids
     from properties.plugin import FAST_START
 
-    targets = node_ids(args.tests) if args.tests else [str(REPO / "properties")]
-    command = [*targets, "-q", "-p", "no:cacheprovider", *FAST_START, "-p", "no:xdist",
+    selection = ["--attn-tests", ",".join(args.tests)] if args.tests else []
+    command = [str(REPO / "properties"), *selection, "-q", "-p", "no:cacheprovider", *FAST_START, "-p", "no:xdist",
                "-o", "addopts=", "-p", "properties.plugin", "--attn-impl", args.subject,
                f"--hypothesis-profile={args.profile}",
                f"--ignore={REPO / 'properties' / 'meta_tests'}",

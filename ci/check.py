@@ -18,11 +18,25 @@ from .suite_runner import run_suite
 
 def add_arguments(parser) -> None:
     parser.add_argument("--impl", default=os.environ.get("ATTN_IMPL", "impl"), metavar="MODULE",
-                        help="subject module (default: $ATTN_IMPL or impl)")
+                        help="subject: a module importable from the current folder or "
+                             "PYTHONPATH, or a .py file (default: $ATTN_IMPL or impl)")
     parser.add_argument("--profile", default=os.environ.get("HYPOTHESIS_PROFILE", "ci"),
                         help=f"Hypothesis profile, one of {', '.join(PROFILES)} (default: "
                              "$HYPOTHESIS_PROFILE or ci)")
     parser.add_argument("--jobs", default="auto", help="pytest-xdist workers (default auto)")
+
+
+def _jobs(text: str) -> int:
+    """``--jobs``: ``auto`` (the CPU count) or a positive integer; else a one-line exit."""
+    if text == "auto":
+        return os.cpu_count() or 1
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise SystemExit(f"attnprops check: --jobs {text!r}: use auto or a positive integer")
+    return jobs
 
 
 def validate_profiles(*names: str) -> None:
@@ -39,9 +53,12 @@ def run(args) -> int:
     if not args.impl.strip():
         raise SystemExit("attnprops check: --impl (or $ATTN_IMPL) is empty; name the subject "
                          "module, e.g. --impl impl")
-    jobs = (os.cpu_count() or 1) if args.jobs == "auto" else int(args.jobs)
+    jobs = _jobs(args.jobs)
+    impl = args.impl.strip()
+    if impl.endswith(".py") or os.sep in impl or "/" in impl:  # a file, relative to here
+        impl = str(Path(impl).expanduser().resolve())
     with tempfile.TemporaryDirectory() as tmp:
-        result = run_suite(args.impl, Path(tmp), jobs=jobs, profile=args.profile, tag="check")
+        result = run_suite(impl, Path(tmp), jobs=jobs, profile=args.profile, tag="check")
     examples = sum(result.examples.values())
     print(f"attnprops check: subject {args.impl}, profile {args.profile}")
     print(f"  {result.tests_run} property tests ran ({result.skipped} skipped, "
@@ -51,11 +68,13 @@ def run(args) -> int:
         print(f"  the suite could not run (pytest exit {result.returncode}):")
         print(result.output_tail)
         return 1
-    for failure in result.failures:
+    for failure in result.failures:  # every distinct failure of every failing property
         kind = "violated" if failure.is_property_violation else "ERROR"
         print(f"  {kind}: {failure.test}: {failure.message}")
+        if failure.subject_frame:
+            print(f"    in the subject at {failure.subject_frame}")
         if failure.falsifying_example:
             print("    " + failure.falsifying_example.replace("\n", "\n    "))
-    passed = result.tests_run - len(result.failures)
-    print(f"{passed} passed, {len(result.failures)} failed")
+    failed = len({f.test for f in result.failures})
+    print(f"{result.tests_run - failed} passed, {failed} failed")
     return 0 if result.returncode == 0 else 1

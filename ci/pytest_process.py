@@ -9,7 +9,8 @@ second was a fifth of ``attnprops mutants``' time. Here the processes are forked
 working folder and output), and starts in milliseconds.
 
 The child runs ``pytest.main(args)`` with the given environment and working folder, the
-folder first on ``sys.path`` (as ``python -m pytest`` puts it), and its standard output and
+folder and then ``$PYTHONPATH``'s entries first on ``sys.path`` (as ``python -m pytest``
+started there would have them), and its standard output and
 error (file descriptors 1 and 2, so pytest's own capturing still works) written to a file.
 Where the fork server is not available (Windows), a plain ``python -m pytest`` subprocess
 runs instead; the result is the same.
@@ -61,7 +62,9 @@ def _child(args: list[str], cwd: str, env: dict, log: str) -> None:
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
-    sys.path.insert(0, cwd)
+    # as a fresh interpreter would start: the folder first, then $PYTHONPATH's entries
+    extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[:0] = [cwd] + [os.path.abspath(p) for p in extra if os.path.abspath(p) not in sys.path]
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)

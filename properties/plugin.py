@@ -3,7 +3,14 @@
 Enable it with ``-p properties.plugin`` (this repo's pyproject does) or
 ``pytest_plugins = ["properties.plugin"]`` in your root ``conftest.py``.
 
-- ``--attn-impl MODULE`` (or ``ATTN_IMPL``) selects the subject; default ``impl``.
+- ``--attn-impl MODULE`` (or ``ATTN_IMPL``) selects the subject; default ``impl``. A module
+  name (importable from the current folder or ``PYTHONPATH``) or a ``.py`` file.
+- ``--attn-results FILE`` writes one JSON line per test: outcome and every distinct failure
+  with its message, counterexample and the subject's frame (:mod:`properties.results`);
+  ``attnprops check`` and ``attnprops mutants`` read it. ``--attn-tests NAME,...`` runs only
+  those property functions, in that order.
+- With pytest-xdist (``-n N``, N > 1) each process gets one BLAS/OpenMP thread unless the
+  environment sets one (:func:`one_thread_per_process`).
 - ``HYPOTHESIS_PROFILE`` / ``--hypothesis-profile`` selects ``dev``, ``ci`` (default) or
   ``thorough`` (see :mod:`properties.profiles`).
 - ``@pytest.mark.requires("kv_cache", ...)`` skips a test, with the reason, when the subject
@@ -22,12 +29,14 @@ Enable it with ``-p properties.plugin`` (this repo's pyproject does) or
 from __future__ import annotations
 
 import builtins
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from . import results
 from .profiles import load_profile
 from .sizes import limits
 from .subject import ENV_VAR, Subject, SubjectError, load_subject
@@ -58,6 +67,22 @@ def pytest_addoption(parser):
         default=None,
         metavar="MODULE",
         help=f"module under test (default: ${ENV_VAR} or 'impl')",
+    )
+    group.addoption(
+        "--attn-results",
+        action="store",
+        default=None,
+        metavar="FILE",
+        help="write one JSON line per test to FILE: outcome, every distinct failure with its "
+             "message, counterexample and the subject's frame (see properties/results.py)",
+    )
+    group.addoption(
+        "--attn-tests",
+        action="store",
+        default=None,
+        metavar="NAME[,NAME...]",
+        help="run only the property tests of these function names, in this order (a name "
+             "that matches no collected test is a usage error)",
     )
     group.addoption(
         "--attn-xfail",
@@ -111,6 +136,12 @@ def pytest_configure(config):
         except (OSError, ValueError) as exc:
             raise pytest.UsageError(f"attnprops: expected-failures file {path}: {exc}") from None
     _STATE["xfail_entries"] = entries
+    _STATE["results"] = None
+    results_file = config.getoption("--attn-results")
+    if results_file and not hasattr(config, "workerinput"):  # xdist: the controller writes
+        path = Path(config.invocation_params.dir, results_file)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _STATE["results"] = path.open("w", encoding="utf-8")
 
 
 def one_thread_per_process(*, workers) -> None:
@@ -127,6 +158,58 @@ def one_thread_per_process(*, workers) -> None:
     if isinstance(workers, int) and workers > 1:
         for name in THREAD_ENV_VARS:
             os.environ.setdefault(name, "1")
+
+
+def pytest_unconfigure(config):
+    stream = _STATE.pop("results", None)
+    if stream is not None:
+        stream.close()
+
+
+def _subject_files() -> tuple[str, ...]:
+    """The subject's source: its module file, or its package folder."""
+    module = current_subject().module
+    path = getattr(module, "__file__", None)
+    if not path:
+        return ()
+    path = Path(path).resolve()
+    return (str(path.parent),) if path.name == "__init__.py" else (str(path),)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Attach each failure's record (:func:`properties.results.failures_of`: message,
+    counterexample, subject frame, from the exception itself) to the report, in the process
+    that ran the test; xdist carries ``user_properties`` to the controller."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is not None and (report.failed or hasattr(report, "wasxfail")):
+        failures = results.failures_of(call.excinfo.value, _subject_files())
+        report.user_properties.append((results.PROPERTY_NAME, json.dumps(failures)))
+
+
+def pytest_runtest_logreport(report):
+    """Write the test's record to ``--attn-results`` (see :mod:`properties.results`): one
+    per test (its call phase, or the phase that skipped or failed it)."""
+    stream = _STATE.get("results")
+    if stream is None or (report.when != "call" and report.outcome == "passed"):
+        return
+    failures = [f for name, value in report.user_properties if name == results.PROPERTY_NAME
+                for f in json.loads(value)]
+    reason = ""
+    if hasattr(report, "wasxfail"):
+        reason = report.wasxfail
+    elif report.skipped and isinstance(report.longrepr, tuple):
+        reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+    if report.failed and not failures:  # failed without an exception of its own
+        failures = [{"type": "", "violation": False, "message": str(report.longrepr)[-2000:],
+                     "counterexample": "", "explicit": False, "notes": [], "subject_frame": ""}]
+    name = report.nodeid.rsplit("::", 1)[-1].split("[", 1)[0]
+    record = {"schema": results.SCHEMA_VERSION, "nodeid": report.nodeid, "test": name,
+              "outcome": results.outcome_of(report), "when": report.when, "reason": reason,
+              "failures": failures}
+    stream.write(json.dumps(record) + "\n")
+    stream.flush()
 
 
 def pytest_report_header(config):
@@ -280,7 +363,29 @@ def _stale(entry: ExpectedFailure, items, config) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection: ids are matched on all tests
 def pytest_collection_modifyitems(session, config, items):
-    """Mark the listed tests xfail(strict=True); report ids that match no collected test."""
+    """Mark the listed tests xfail(strict=True); report ids that match no collected test;
+    keep only the ``--attn-tests`` names, in their order."""
+    _mark_expected_failures(config, items)
+    names = config.getoption("--attn-tests")
+    if names:
+        wanted = [n.strip() for n in names.split(",") if n.strip()]
+        order = {name: k for k, name in enumerate(wanted)}
+        missing = [n for n in wanted if not any(_name(item) == n for item in items)]
+        if missing:
+            raise pytest.UsageError(f"attnprops: --attn-tests: no collected test named "
+                                    f"{', '.join(missing)}")
+        keep = sorted((item for item in items if _name(item) in order),
+                      key=lambda item: order[_name(item)])
+        config.hook.pytest_deselected(items=[item for item in items if _name(item) not in order])
+        items[:] = keep
+
+
+def _name(item) -> str:
+    """A test item's function name, without ``[params]``."""
+    return getattr(item, "originalname", None) or item.name.split("[", 1)[0]
+
+
+def _mark_expected_failures(config, items) -> None:
     entries: list[ExpectedFailure] = _STATE.get("xfail_entries") or []
     if not entries:
         return

@@ -47,9 +47,12 @@ Properties that need a capability the subject lacks are reported as skipped with
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
+import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -132,6 +135,36 @@ class Subject:
         return self.module.attention_weights(query, key, **kwargs)
 
 
+def _is_file_name(name: str) -> bool:
+    return name.endswith(".py") or "/" in name or os.sep in name
+
+
+def _import(name: str):
+    """The module ``name``: a dotted module name, or a ``.py`` file (relative to the
+    current folder), imported under its file's stem with its folder on ``sys.path`` (so it
+    can import its neighbours)."""
+    if not _is_file_name(name):
+        return importlib.import_module(name)
+    path = Path(name).expanduser().resolve()
+    if not path.is_file():
+        raise SubjectError(f"cannot import the attention subject {name!r}: no such file {path}")
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    existing = sys.modules.get(path.stem)
+    if existing is not None and Path(getattr(existing, "__file__", "") or "").resolve() == path:
+        return existing
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[path.stem]
+        raise
+    return module
+
+
 def load_subject(name: str | None = None) -> Subject:
     """Import the subject ``name`` (default: ``$ATTN_IMPL`` or ``impl``) and read its declaration.
 
@@ -149,13 +182,16 @@ def load_subject(name: str | None = None) -> Subject:
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.append(os.getcwd())  # a module in the current folder, as `python -m pytest`
     try:
-        module = importlib.import_module(name)
+        module = _import(name)
+    except SubjectError:
+        raise
     except Exception as exc:
+        where = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
         raise SubjectError(
             f"cannot import the attention subject {name!r} ({type(exc).__name__}: {exc}). "
-            f"Pass an importable module with --attn-impl MODULE or {ENV_VAR}=MODULE, e.g. "
-            f"--attn-impl impl; if it lives in your tree, run pytest from the folder that "
-            f"contains it or add that folder to PYTHONPATH."
+            f"Name an importable module (--impl MODULE for attnprops, --attn-impl MODULE or "
+            f"{ENV_VAR}=MODULE for pytest; a module in the current folder, or on PYTHONPATH, "
+            f"imports) or a file (--impl ./my_attention.py).\n{where}"
         ) from exc
     if not callable(getattr(module, "attention", None)):
         raise SubjectError(f"subject {name!r} has no callable 'attention'")

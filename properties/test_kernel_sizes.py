@@ -133,18 +133,24 @@ def test_kernel_sized_decode_matches_reference(subject, spec):
     """Decode (1-4 queries) against up to the profile's decode length of keys (the split-KV
     regime of flash-decoding): see _matches_reference. Then the same kind of decode against
     ``L < Tk`` keys for every ``L`` one short of, at and one past the largest multiple
-    ``m t`` below ``Tk`` of each tile ``t`` (every row against a float64 evaluation): each
-    example so meets the split remainders ``t - 1``, 0 and 1 of every tile, where a split-KV
-    kernel that drops a partial split, or the last key of one, goes wrong."""
+    ``m t`` below ``Tk`` of each tile ``t`` (every row against a float64 evaluation; key
+    padding dropped and "large" values made "unit", so that every key counts): each example
+    so meets the split remainders ``t - 1``, 0 and 1 of every tile, where a split-KV kernel
+    that drops a partial split, or the last key of one, goes wrong."""
     _matches_reference(subject, spec)
     lengths = set()
     for t in TILES:
         m = (spec.key_len - 1) // t
         lengths |= {m * t - 1, m * t, m * t + 1}
+    # These calls ask which keys the kernel reads, so every key must matter: no key padding
+    # (it hides the tail, where the remainders are) and no "large" values (a one-hot
+    # softmax ignores every key but one).
+    probe = spec._replace(mask="none" if spec.mask == "key padding" else spec.mask, padding=(),
+                          magnitude="unit" if spec.magnitude == "large" else spec.magnitude)
     for length in sorted(n for n in lengths if spec.query_len <= n < spec.key_len):
-        case = spec._replace(key_len=length,
-                             padding=tuple(min(p, length) for p in spec.padding)).build()
-        _matches_float64_evaluation(subject, case, what=f"output against {length} keys")
+        case = probe._replace(key_len=length).build()
+        _matches_float64_evaluation(subject, case, what=f"output against {length} keys "
+                                                        f"({probe.mask}, {probe.magnitude})")
 
 
 @kernel_examples()

@@ -1,0 +1,78 @@
+"""The structured result channel (properties/results.py): every distinct counterexample of
+every failing property reaches attnprops check and attnprops mutants, with the subject's
+frame, and subjects are found from the caller's folder or by file path."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+
+from ci.suite_runner import run_suite
+from properties.results import _GROUP, failures_of
+
+TWO_BUGS = textwrap.dedent("""\
+    import impl
+    from impl import KVCache, attention_weights, cached_attention, kv_cache_bytes
+
+    def attention(query, key, value, **kwargs):
+        if query.dtype.name == "float32":
+            raise RuntimeError("bug one: float32 crashes")  # line 6
+        out = impl.attention(query, key, value, **kwargs)
+        return out * 1.5 if key.shape[-2] == 1 else out  # bug two: wrong values, one key
+""")
+
+
+def _raise(message: str, note: str):
+    exc = AssertionError(message)
+    exc.__notes__ = [f"Falsifying example: test_x(\n    case={note},\n)", "Draw 1 (n): 3",
+                     "case: a note"]  # as Hypothesis adds them (add_note from Python 3.11)
+    return exc
+
+
+def test_every_failure_of_an_exception_group_keeps_its_counterexample():
+    group = _GROUP("Hypothesis found 2 distinct failures",
+                           [_raise("first", "1"), ValueError("second crash")])
+    first, second = failures_of(group, ())
+    assert first == {"type": "AssertionError", "violation": True, "message": "first",
+                     "counterexample": "Falsifying example: test_x(\n    case=1,\n)\n"
+                                       "Draw 1 (n): 3",
+                     "explicit": False, "notes": ["case: a note"], "subject_frame": ""}
+    assert (second["type"], second["violation"], second["counterexample"]) == (
+        "ValueError", False, "")
+
+
+def test_subject_with_two_bugs_shows_both_counterexamples_and_its_frame(tmp_path):
+    """One property, two distinct bugs: both come back, each with its own shrunk
+    counterexample; the crash names the subject's file and line. The subject is a file
+    given by path, outside this repository."""
+    path = tmp_path / "two_bugs.py"
+    path.write_text(TWO_BUGS, encoding="utf-8")
+    result = run_suite(str(path), tmp_path / "work", tests=["test_output_matches_oracle"],
+                       profile="ci")  # the explicit examples have float64 and more keys
+    assert result.returncode == 1, result.output_tail
+    failures = [f for f in result.failures if f.test == "test_output_matches_oracle"]
+    assert len(failures) == 2, failures
+    messages = sorted(f.message for f in failures)
+    assert "bug one" in messages[0] and "outside the bound" in messages[1], messages
+    assert all(f.is_property_violation for f in failures)
+    assert all(f.falsifying_example.startswith(("Falsifying example:", "Failing test case:"))
+               for f in failures), failures
+    crash = next(f for f in failures if "bug one" in f.message)
+    assert crash.subject_frame == f"{path}:6 in attention", crash.subject_frame
+
+
+def test_a_module_in_the_callers_folder_imports(tmp_path, monkeypatch):
+    """attnprops check --impl NAME from the folder holding NAME.py (no PYTHONPATH), and
+    PYTHONPATH=. meaning the caller's folder, not this repository."""
+    (tmp_path / "here_subject.py").write_text("from impl import *  # noqa\n"
+                                              "from impl import attention\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    for pythonpath in (None, "."):
+        if pythonpath is None:
+            monkeypatch.delenv("PYTHONPATH", raising=False)
+        else:
+            monkeypatch.setenv("PYTHONPATH", pythonpath)
+        result = run_suite("here_subject", tmp_path / "work", tests=["test_single_visible_key_returns_its_value"],
+                           profile="dev")
+        assert result.returncode == 0 and result.tests_run == 1, result.output_tail
+    assert os.getcwd() == str(tmp_path)

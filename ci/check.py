@@ -2,7 +2,10 @@
 subject module (default ``impl``) with ``-n auto`` and print a short summary.
 
 Exit code 0 when every property passes (skipped properties are listed with their count;
-a subject declares what it lacks, see :mod:`properties.subject`), 1 otherwise.
+a subject declares what it lacks, see :mod:`properties.subject`), 1 otherwise. Every
+distinct counterexample of every failing property is printed, with the subject's line where
+it raised. Robustness-tier properties (:data:`properties.plugin.ROBUSTNESS_REASON`) are
+listed apart and do not fail the check unless ``--robustness gate``.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from properties.plugin import ROBUSTNESS_ENV_VAR, ROBUSTNESS_MODES
 from properties.profiles import PROFILES
 
 from .suite_runner import run_suite
@@ -24,6 +28,10 @@ def add_arguments(parser) -> None:
                         help=f"Hypothesis profile, one of {', '.join(PROFILES)} (default: "
                              "$HYPOTHESIS_PROFILE or ci)")
     parser.add_argument("--jobs", default="auto", help="pytest-xdist workers (default auto)")
+    parser.add_argument("--robustness", choices=ROBUSTNESS_MODES,
+                        default=os.environ.get(ROBUSTNESS_ENV_VAR) or "report",
+                        help="robustness-tier properties: 'report' them without failing the "
+                             "check (default, or $ATTN_ROBUSTNESS) or 'gate' on them")
 
 
 def _jobs(text: str) -> int:
@@ -58,7 +66,8 @@ def run(args) -> int:
     if impl.endswith(".py") or os.sep in impl or "/" in impl:  # a file, relative to here
         impl = str(Path(impl).expanduser().resolve())
     with tempfile.TemporaryDirectory() as tmp:
-        result = run_suite(impl, Path(tmp), jobs=jobs, profile=args.profile, tag="check")
+        result = run_suite(impl, Path(tmp), jobs=jobs, profile=args.profile, tag="check",
+                           robustness=args.robustness)
     examples = sum(result.examples.values())
     print(f"attnprops check: subject {args.impl}, profile {args.profile}")
     print(f"  {result.tests_run} property tests ran ({result.skipped} skipped, "
@@ -75,6 +84,13 @@ def run(args) -> int:
             print(f"    in the subject at {failure.subject_frame}")
         if failure.falsifying_example:
             print("    " + failure.falsifying_example.replace("\n", "\n    "))
+    for failure in result.robustness:
+        print(f"  robustness (reported, not gated; --robustness gate to gate): {failure.test}: "
+              f"{failure.message}")
+        if failure.falsifying_example:
+            print("    " + failure.falsifying_example.replace("\n", "\n    "))
     failed = len({f.test for f in result.failures})
-    print(f"{result.tests_run - failed} passed, {failed} failed")
+    robust = len({f.test for f in result.robustness})
+    print(f"{result.tests_run - failed} passed, {failed} failed"
+          + (f", {robust} robustness-tier not met (reported)" if robust else ""))
     return 0 if result.returncode == 0 else 1

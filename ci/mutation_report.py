@@ -116,7 +116,8 @@ def run_mutant(name: str, workdir: Path, *, profile: str = "ci",
             passes.append((profile, list(mutant.killed_by), 1, f"{name}-{profile}"))
         passes.append((profile, None, None, f"{name}-full"))
     for used, tests, maxfail, tag in passes:
-        run = run_suite(subject, workdir, tests=tests, profile=used, tag=tag, maxfail=maxfail)
+        run = run_suite(subject, workdir, tests=tests, profile=used, tag=tag, maxfail=maxfail,
+                        robustness="gate")
         outcome, failures = _classify(run, expected)
         if outcome is not Outcome.SURVIVED:
             break
@@ -236,7 +237,8 @@ def run(args) -> int:
     one_thread_per_process(workers=args.jobs)  # the pool runs --jobs pytest processes at once
     reference = harness = None
     if not args.skip_reference:
-        reference = run_suite(REFERENCE_SUBJECT, work, jobs=args.jobs, profile=args.profile)
+        reference = run_suite(REFERENCE_SUBJECT, work, jobs=args.jobs, profile=args.profile,
+                              robustness="gate")
         print(f"reference impl: {'passed' if reference.returncode == 0 else 'FAILED'} "
               f"({reference.tests_run} properties, {reference.seconds:.1f} s)", flush=True)
         harness = run_suite(BROKEN_SUBJECT, work, tests=["test_output_matches_oracle"],

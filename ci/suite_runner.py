@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from properties.plugin import FAST_START
+from properties.plugin import FAST_START, ROBUSTNESS_REASON
 from properties.results import read_records
 
 from .pytest_process import run_pytest
@@ -59,19 +59,21 @@ class RunResult:
     skipped: int = 0
     xfailed: int = 0
     failures: list[PropertyFailure] = field(default_factory=list)
+    robustness: list[PropertyFailure] = field(default_factory=list)  # reported, not gated
     examples: dict[str, int] = field(default_factory=dict)
     output_tail: str = ""
 
 
 def _pytest_args(subject: str, results: Path, tests: list[str] | None, jobs: int,
-                 profile: str, maxfail: int | None = None) -> list[str]:
+                 profile: str, maxfail: int | None = None,
+                 robustness: str = "report") -> list[str]:
     """Arguments of ``python -m pytest`` for one run."""
     cmd = [
         str(PROPERTIES), "-q", "-p", "no:cacheprovider", *FAST_START,
         f"--ignore={PROPERTIES / 'meta_tests'}",
         "-o", "addopts=", "-p", "properties.plugin", "--attn-impl", subject,
         f"--attn-results={results}", "--hypothesis-show-statistics",
-        f"--hypothesis-profile={profile}",
+        f"--hypothesis-profile={profile}", f"--attn-robustness={robustness}",
     ]
     if tests:  # selected by collected function name, in this order (--maxfail=1: the first decides)
         cmd += ["--attn-tests", ",".join(tests)]
@@ -88,27 +90,30 @@ def is_explicit_example(example: str) -> bool:
     return "explicit example" in example.split("\n", 1)[0]
 
 
-def _read_results(path: Path) -> tuple[int, int, int, list[PropertyFailure]]:
-    """(tests run, skipped, xfailed, failures) from the plugin's results file
-    (:mod:`properties.results`; a test may have two records, its call and a failed
-    teardown)."""
+def _failures(record: dict) -> list[PropertyFailure]:
+    return [PropertyFailure(test=record["test"],
+                            is_property_violation=f["violation"] and record["when"] == "call",
+                            message=f["message"][:400], falsifying_example=f["counterexample"],
+                            subject_frame=f["subject_frame"])
+            for f in record["failures"]]
+
+
+def _read_results(path: Path):
+    """(tests run, skipped, xfailed, failures, robustness-tier failures) from the plugin's
+    results file (:mod:`properties.results`; a test may have two records, its call and a
+    failed teardown). Robustness-tier failures (non-strict xfails of ``--attn-robustness
+    report``) count as xfailed."""
     outcomes: dict[str, set[str]] = {}
-    failures = []
+    failures, robust = [], []
     for record in read_records(path):
         outcomes.setdefault(record["nodeid"], set()).add(record["outcome"])
-        if record["outcome"] != "failed":
-            continue
-        for failure in record["failures"]:
-            failures.append(PropertyFailure(
-                test=record["test"],
-                is_property_violation=failure["violation"] and record["when"] == "call",
-                message=failure["message"][:400],
-                falsifying_example=failure["counterexample"],
-                subject_frame=failure["subject_frame"],
-            ))
+        if record["outcome"] == "failed":
+            failures += _failures(record)
+        elif record["outcome"] == "xfailed" and record["reason"].startswith(ROBUSTNESS_REASON):
+            robust += _failures(record)
     skipped = sum(seen == {"skipped"} for seen in outcomes.values())
     xfailed = sum(seen == {"xfailed"} for seen in outcomes.values())
-    return len(outcomes) - skipped - xfailed, skipped, xfailed, failures
+    return len(outcomes) - skipped - xfailed, skipped, xfailed, failures, robust
 
 
 _STATS_TEST = re.compile(r"^\S*::(test_\w+).*:$")
@@ -147,19 +152,20 @@ def _user_path() -> str:
 
 def run_suite(subject: str, workdir: Path, *, tests: list[str] | None = None, jobs: int = 1,
               profile: str = "ci", tag: str | None = None,
-              maxfail: int | None = None) -> RunResult:
+              maxfail: int | None = None, robustness: str = "report") -> RunResult:
     """Run the property suite (or ``tests``) against ``subject``; parse what failed."""
     workdir.mkdir(parents=True, exist_ok=True)
     results = workdir / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', tag or subject)}.jsonl"
     env = dict(os.environ, HYPOTHESIS_PROFILE=profile, ATTN_IMPL=subject,
                PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=_user_path())
     started = time.perf_counter()
-    run = run_pytest(_pytest_args(subject, results, tests, jobs, profile, maxfail), cwd=REPO,
-                     env=env)
+    run = run_pytest(_pytest_args(subject, results, tests, jobs, profile, maxfail, robustness),
+                     cwd=REPO, env=env)
     seconds = time.perf_counter() - started
-    count, skipped, xfailed, failures = _read_results(results)
+    count, skipped, xfailed, failures, robust = _read_results(results)
     return RunResult(subject=subject, returncode=run.returncode, seconds=seconds,
                      tests_run=count, skipped=skipped, xfailed=xfailed, failures=failures,
+                     robustness=robust,
                      examples=_parse_statistics(run.output), output_tail=run.output[-3000:])
 
 

@@ -144,6 +144,8 @@ def _visible_value_range(case, visible: np.ndarray, value: np.ndarray):
 _NEAR_MAX = (1.0, -1.0, 0.9375, -0.75, 0.5)
 
 
+@pytest.mark.robustness("values near the dtype's maximum: PyTorch SDPA and JAX return inf "
+                        "here too (docs/findings.md F3)")
 @given(case=_cases(), data=st.data())
 def test_values_near_the_dtype_maximum_give_a_finite_output(subject, case, data):
     """Values of magnitude up to the dtype's maximum still give a finite output inside the

@@ -76,3 +76,30 @@ def test_a_module_in_the_callers_folder_imports(tmp_path, monkeypatch):
                            profile="dev")
         assert result.returncode == 0 and result.tests_run == 1, result.output_tail
     assert os.getcwd() == str(tmp_path)
+
+
+def test_robustness_tier_failures_are_reported_apart(tmp_path):
+    """A robustness-tier property the subject fails (a non-strict xfail under the default
+    --attn-robustness=report) is counted as xfailed and listed apart, not as a failure."""
+    import json
+
+    from ci.suite_runner import _read_results
+    from properties.plugin import ROBUSTNESS_REASON
+
+    failure = {"type": "PropertyViolation", "violation": True, "message": "inf",
+               "counterexample": "Falsifying example: test_r(\n    case=1,\n)",
+               "explicit": False, "notes": [], "subject_frame": ""}
+    records = [
+        {"nodeid": "a::test_r", "test": "test_r", "outcome": "xfailed", "when": "call",
+         "reason": f"{ROBUSTNESS_REASON}: why", "failures": [failure]},
+        {"nodeid": "a::test_known", "test": "test_known", "outcome": "xfailed", "when": "call",
+         "reason": "known deviation of x: y", "failures": [failure]},
+        {"nodeid": "a::test_p", "test": "test_p", "outcome": "passed", "when": "call",
+         "reason": "", "failures": []},
+    ]
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    run, skipped, xfailed, failures, robust = _read_results(path)
+    assert (run, skipped, xfailed, failures) == (1, 0, 2, [])
+    assert [(f.test, f.falsifying_example) for f in robust] == [
+        ("test_r", "Falsifying example: test_r(\n    case=1,\n)")]

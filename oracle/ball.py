@@ -84,6 +84,8 @@ def _to_float(x: arb) -> float:
     """Ball ``x`` correctly rounded to float64; raises _Unresolved when the two ends of the
     ball round to different float64s. A ball that rounds to zero gives ``+0.0`` (as the
     50-digit oracle's exact zeros; a zero's sign is unknowable when the ball contains 0)."""
+    if x.is_exact():  # radius 0 (most scores): the midpoint rounded to nearest, ties to even
+        return float(x) + 0.0
     low = float(x.lower())
     if low != float(x.upper()):
         raise _Unresolved

@@ -37,7 +37,9 @@ class Limits(NamedTuple):
     """Largest sizes drawn: prefill ``Tq``/``Tk`` (``max_len``), decode ``Tk``
     (``max_decode_len``), score elements ``B * Hq * Tq * Tk`` per call (``max_scores``), K/V
     elements ``B * Hkv * Tk * (D + Dv)`` (``max_kv``: what a reference call converts to
-    exact numbers; ci's lets decode reach ``D = Dv = 128`` at 8192 keys), and the positions
+    exact numbers, about 0.2 us each, the largest part of a long decode's reference: ci's
+    lets one K/V head reach ``D = Dv = 64`` at 8192 keys and ``D = Dv = 128`` at 4096;
+    thorough's ``256`` at 16384), and the positions
     a growing cache is appended to (``max_appends``: in ci well past 2048, the second
     doubling of a 1024-slot buffer)."""
 
@@ -52,7 +54,7 @@ class Limits(NamedTuple):
 LIMITS = {
     "dev": Limits(max_len=300, max_decode_len=2100, max_scores=1 << 19, max_kv=1 << 20,
                   max_appends=1100),
-    "ci": Limits(max_len=1100, max_decode_len=8200, max_scores=1 << 20, max_kv=1 << 21,
+    "ci": Limits(max_len=1100, max_decode_len=8200, max_scores=1 << 20, max_kv=1 << 20,
                  max_appends=3100),
     "thorough": Limits(max_len=2100, max_decode_len=16500, max_scores=1 << 23, max_kv=1 << 23,
                        max_appends=6200),

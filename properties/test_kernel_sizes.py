@@ -144,9 +144,11 @@ def test_kernel_sized_decode_matches_reference(subject, spec):
         lengths |= {m * t - 1, m * t, m * t + 1}
     # These calls ask which keys the kernel reads, so every key must matter: no key padding
     # (it hides the tail, where the remainders are) and no "large" values (a one-hot
-    # softmax ignores every key but one).
+    # softmax ignores every key but one); one batch element (the keys are split the same
+    # way for each).
     probe = spec._replace(mask="none" if spec.mask == "key padding" else spec.mask, padding=(),
-                          magnitude="unit" if spec.magnitude == "large" else spec.magnitude)
+                          magnitude="unit" if spec.magnitude == "large" else spec.magnitude,
+                          batch=1)
     for length in sorted(n for n in lengths if spec.query_len <= n < spec.key_len):
         case = probe._replace(key_len=length).build()
         _matches_float64_evaluation(subject, case, what=f"output against {length} keys "

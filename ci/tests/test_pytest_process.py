@@ -42,8 +42,8 @@ def test_child_gets_the_environment_folder_output_and_exit_status(runner, tmp_pa
     assert "PROBE_VALUE" not in os.environ  # the parent's own environment is untouched
 
 
-def test_usage_error_exit_status_comes_back(runner, tmp_path):
-    run = runner(["--no-such-option"], cwd=tmp_path, env=dict(os.environ))
+def test_usage_error_exit_status_comes_back(tmp_path):
+    run = pytest_process.run_pytest(["--no-such-option"], cwd=tmp_path, env=dict(os.environ))
     assert run.returncode == 4, run.output  # pytest's ExitCode.USAGE_ERROR
     assert "--no-such-option" in run.output
 

@@ -2,16 +2,23 @@
 ``ATTNPROPS_EXPECTED_FAILURES``): listed tests are strict xfails with the file's reason, a
 listed test that passes or crashes fails the run, and a stale id is a collection error.
 
-The pytest runs are subprocesses (``pytester.runpytest_subprocess``): the plugin keeps the
-selected subject in module state, which an in-process run would overwrite for this session.
+The pytest runs are fresh processes (:func:`ci.pytest_process.run_pytest`, forked with the
+libraries imported; plain subprocesses in a vendored copy): the plugin keeps the selected subject in module state, which an
+in-process run would overwrite for this session.
 """
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
 import pytest
+
+try:
+    from ci.pytest_process import run_pytest
+except ImportError:  # a vendored copy of properties/ has no ci/: plain subprocesses
+    run_pytest = None
 
 from properties.plugin import FAST_START
 
@@ -61,10 +68,13 @@ def demo(pytester, monkeypatch):
     pytester.makepyfile(tiny_subject=textwrap.dedent(TINY_SUBJECT).replace("{extra}", ""))
 
     def run(*args, subject="tiny_subject"):
-        return pytester.runpytest_subprocess(
-            "-p", "properties.plugin", "-p", "no:cacheprovider", *FAST_START,
-            "--attn-impl", subject,
-            "-rxXfE", *args)
+        args = ["-p", "properties.plugin", "-p", "no:cacheprovider", *FAST_START,
+                "--attn-impl", subject, "-rxXfE", *args]
+        if run_pytest is None:
+            return pytester.runpytest_subprocess(*args)
+        done = run_pytest(args, cwd=pytester.path, env=dict(os.environ))
+        lines = done.output.splitlines()  # one stream: stdout and stderr together
+        return pytest.RunResult(done.returncode, lines, lines, 0.0)
 
     return run
 

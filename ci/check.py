@@ -16,6 +16,7 @@ from pathlib import Path
 
 from properties.plugin import ROBUSTNESS_ENV_VAR, ROBUSTNESS_MODES
 from properties.profiles import PROFILES
+from properties.subject import is_file_name
 
 from .suite_runner import run_suite
 
@@ -63,7 +64,7 @@ def run(args) -> int:
                          "module, e.g. --impl impl")
     jobs = _jobs(args.jobs)
     impl = args.impl.strip()
-    if impl.endswith(".py") or os.sep in impl or "/" in impl:  # a file, relative to here
+    if is_file_name(impl):  # a file, relative to here
         impl = str(Path(impl).expanduser().resolve())
     with tempfile.TemporaryDirectory() as tmp:
         result = run_suite(impl, Path(tmp), jobs=jobs, profile=args.profile, tag="check",

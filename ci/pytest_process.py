@@ -10,8 +10,8 @@ working folder and output), and starts in milliseconds.
 
 The child runs ``pytest.main(args)`` with the given environment and working folder, the
 folder and then ``$PYTHONPATH``'s entries first on ``sys.path`` (as ``python -m pytest``
-started there would have them), and its standard output and
-error (file descriptors 1 and 2, so pytest's own capturing still works) written to a file.
+started there would have them), and its standard output and error (file descriptors 1 and
+2, so pytest's own capturing still works) written to a file.
 Where the fork server is not available (Windows), a plain ``python -m pytest`` subprocess
 runs instead; the result is the same.
 """
@@ -29,8 +29,7 @@ from typing import NamedTuple
 
 # Third-party libraries every suite run imports (project modules are left to each child,
 # whose subject decides what they compute at import).
-PRELOAD = ("numpy", "hypothesis", "hypothesis.extra.numpy", "pytest", "_pytest.junitxml",
-           "mpmath", "flint")
+PRELOAD = ("numpy", "hypothesis", "hypothesis.extra.numpy", "pytest", "mpmath", "flint")
 
 _LOCK = threading.Lock()
 _CONTEXT: list = []

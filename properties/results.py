@@ -32,9 +32,9 @@ import sys
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
-    _GROUP = BaseExceptionGroup  # noqa: F821 (a builtin from 3.11)
+    from builtins import BaseExceptionGroup
 else:  # Hypothesis depends on the backport there
-    from exceptiongroup import BaseExceptionGroup as _GROUP
+    from exceptiongroup import BaseExceptionGroup
 
 SCHEMA_VERSION = 1
 PROPERTY_NAME = "attnprops_result"  # the user_properties key that carries a record
@@ -45,7 +45,7 @@ _HEADINGS = ("Falsifying example", "Falsifying explicit example", "Failing test 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
     """The distinct failures inside ``exc`` (an ExceptionGroup's leaves, else ``exc``)."""
-    if isinstance(exc, _GROUP):
+    if isinstance(exc, BaseExceptionGroup):
         return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
     return [exc]
 

@@ -135,7 +135,28 @@ class Subject:
         return self.module.attention_weights(query, key, **kwargs)
 
 
-def _is_file_name(name: str) -> bool:
+# Optional libraries of the ready adapters and the pyproject extra that installs each.
+_EXTRAS = {"torch": "torch", "jax": "jax", "jaxlib": "jax"}
+
+
+def _dtype_names(name: str, declared) -> tuple[str, ...]:
+    """The declared ``dtypes`` as names, or a SubjectError naming the key and what it
+    accepts (a string, an unknown dtype such as ``bfloat16``, or none at all)."""
+    problem = f"subject {name!r}: ATTNPROPS_CAPABILITIES dtypes={declared!r} must be a " \
+              f"non-empty tuple of {ALL_DTYPES}"
+    if isinstance(declared, (str, bytes)):
+        raise SubjectError(problem)
+    try:
+        names = tuple(np.dtype(d).name for d in declared if d is not None)
+    except TypeError:  # not a dtype NumPy knows (bfloat16 without ml_dtypes, 'fp16', ...)
+        raise SubjectError(problem) from None
+    if not names or len(names) != len(tuple(declared)) or not set(names) <= set(ALL_DTYPES):
+        raise SubjectError(problem)
+    return names
+
+
+def is_file_name(name: str) -> bool:
+    """Whether a subject name is a file path (``./my_attention.py``), not a module name."""
     return name.endswith(".py") or "/" in name or os.sep in name
 
 
@@ -143,7 +164,7 @@ def _import(name: str):
     """The module ``name``: a dotted module name, or a ``.py`` file (relative to the
     current folder), imported under its file's stem with its folder on ``sys.path`` (so it
     can import its neighbours)."""
-    if not _is_file_name(name):
+    if not is_file_name(name):
         return importlib.import_module(name)
     path = Path(name).expanduser().resolve()
     if not path.is_file():
@@ -187,6 +208,9 @@ def load_subject(name: str | None = None) -> Subject:
         raise
     except Exception as exc:
         where = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
+        extra = _EXTRAS.get((getattr(exc, "name", None) or "").split(".")[0])
+        if isinstance(exc, ModuleNotFoundError) and extra:
+            where = f"{exc.name} is an optional dependency: pip install -e .[{extra}]\n" + where
         raise SubjectError(
             f"cannot import the attention subject {name!r} ({type(exc).__name__}: {exc}). "
             f"Name an importable module (--impl MODULE for attnprops, --attn-impl MODULE or "
@@ -209,10 +233,7 @@ def load_subject(name: str | None = None) -> Subject:
         caps["kv_cache"] = hasattr(module, "KVCache") and hasattr(module, "cached_attention")
     if caps["kv_cache_bytes"] is None:
         caps["kv_cache_bytes"] = callable(getattr(module, "kv_cache_bytes", None))
-    dtypes = tuple(np.dtype(d).name for d in caps["dtypes"])
-    bad = sorted(set(dtypes) - set(ALL_DTYPES))
-    if bad or not dtypes:
-        raise SubjectError(f"subject {name!r}: dtypes {dtypes} must be a non-empty subset of {ALL_DTYPES}")
+    dtypes = _dtype_names(name, caps["dtypes"])
     if caps["fully_masked_rows"] not in ("raise", "zeros"):
         raise SubjectError(
             f"subject {name!r}: fully_masked_rows={caps['fully_masked_rows']!r} must be "

@@ -8,7 +8,7 @@ import os
 import textwrap
 
 from ci.suite_runner import run_suite
-from properties.results import _GROUP, failures_of
+from properties.results import BaseExceptionGroup, failures_of
 
 TWO_BUGS = textwrap.dedent("""\
     import impl
@@ -30,7 +30,7 @@ def _raise(message: str, note: str):
 
 
 def test_every_failure_of_an_exception_group_keeps_its_counterexample():
-    group = _GROUP("Hypothesis found 2 distinct failures",
+    group = BaseExceptionGroup("Hypothesis found 2 distinct failures",
                            [_raise("first", "1"), ValueError("second crash")])
     first, second = failures_of(group, ())
     assert first == {"type": "AssertionError", "violation": True, "message": "first",

@@ -45,3 +45,20 @@ def test_declared_arithmetic_reaches_the_bounds(monkeypatch):
 def test_bad_arithmetic_declarations_are_errors(monkeypatch, caps, message):
     with pytest.raises(SubjectError, match=message):
         _subject(monkeypatch, caps)
+
+
+@pytest.mark.parametrize("dtypes", [("bfloat16",), "float32", (), ("float32", None), ("int8",),
+                                    5])
+def test_unsupported_dtypes_are_one_line_errors_naming_the_key(monkeypatch, dtypes):
+    with pytest.raises(SubjectError, match=r"dtypes=.* must be a non-empty tuple of") as info:
+        _subject(monkeypatch, {"dtypes": dtypes})
+    assert "\n" not in str(info.value)
+
+
+def test_a_missing_optional_library_names_its_extra(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "torch", None)  # "import torch" now fails as if absent
+    path = tmp_path / "needs_torch.py"
+    path.write_text("import torch\n\ndef attention(query, key, value, **kwargs):\n    pass\n",
+                    encoding="utf-8")
+    with pytest.raises(SubjectError, match=r"pip install -e \.\[torch\]"):
+        load_subject(str(path))

@@ -230,8 +230,8 @@ def run(args) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise SystemExit(f"attnprops mutants: --out {out} exists and is not a folder")
-    work = out / "junit"
-    for stale in work.glob("*.xml"):  # one JUnit file per run; none left from an earlier one
+    work = out / "runs"
+    for stale in work.glob("*.jsonl"):  # one results file per run; none left from an earlier one
         stale.unlink()
     names = select(sorted(all_mutants()), args.only, args.shard)
     one_thread_per_process(workers=args.jobs)  # the pool runs --jobs pytest processes at once

@@ -10,7 +10,7 @@ selected by their collected function names (``--attn-tests``). A failure counts 
 another ``AssertionError`` raised while the test ran; any other exception (import error,
 crash of the suite's own code) is reported as such.
 
-The subprocess runs with ``--assert=plain``: the properties report through
+The pytest process runs with ``--assert=plain``: the properties report through
 :class:`properties.checks.PropertyViolation` and carry no bare ``assert``, and pytest's
 assertion rewriting would otherwise re-compile every module of each plugin's distribution
 (all of Hypothesis, about 100 modules) in every process where bytecode is not cached

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from properties.plugin import ROBUSTNESS_ENV_VAR, ROBUSTNESS_MODES
 from properties.profiles import PROFILES
-from properties.subject import is_file_name
 
 from .suite_runner import run_suite
 
@@ -63,12 +62,9 @@ def run(args) -> int:
         raise SystemExit("attnprops check: --impl (or $ATTN_IMPL) is empty; name the subject "
                          "module, e.g. --impl impl")
     jobs = _jobs(args.jobs)
-    impl = args.impl.strip()
-    if is_file_name(impl):  # a file, relative to here
-        impl = str(Path(impl).expanduser().resolve())
     with tempfile.TemporaryDirectory() as tmp:
-        result = run_suite(impl, Path(tmp), jobs=jobs, profile=args.profile, tag="check",
-                           robustness=args.robustness)
+        result = run_suite(args.impl.strip(), Path(tmp), jobs=jobs, profile=args.profile,
+                           tag="check", robustness=args.robustness)
     examples = sum(result.examples.values())
     print(f"attnprops check: subject {args.impl}, profile {args.profile}")
     print(f"  {result.tests_run} property tests ran ({result.skipped} skipped, "

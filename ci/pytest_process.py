@@ -18,21 +18,18 @@ runs instead; the result is the same.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 from typing import NamedTuple
 
 # Third-party libraries every suite run imports (project modules are left to each child,
 # whose subject decides what they compute at import).
 PRELOAD = ("numpy", "hypothesis", "hypothesis.extra.numpy", "pytest", "mpmath", "flint")
-
-_LOCK = threading.Lock()
-_CONTEXT: list = []
 
 
 class PytestRun(NamedTuple):
@@ -42,18 +39,15 @@ class PytestRun(NamedTuple):
     output: str
 
 
+@functools.cache
 def _fork_server():
-    """The fork-server context, created (and its preload set) once; None where there is
-    none."""
-    with _LOCK:
-        if not _CONTEXT:
-            if "forkserver" in multiprocessing.get_all_start_methods():
-                context = multiprocessing.get_context("forkserver")
-                context.set_forkserver_preload(list(PRELOAD))
-                _CONTEXT.append(context)
-            else:
-                _CONTEXT.append(None)
-        return _CONTEXT[0]
+    """The fork-server context with its preload set; None where there is none. (The
+    context is one object per process, so a first call made twice at once is harmless.)"""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return None
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(PRELOAD))
+    return context
 
 
 def _child(args: list[str], cwd: str, env: dict, log: str) -> None:
@@ -62,8 +56,8 @@ def _child(args: list[str], cwd: str, env: dict, log: str) -> None:
     os.environ.clear()
     os.environ.update(env)
     # as a fresh interpreter would start: the folder first, then $PYTHONPATH's entries
-    extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    sys.path[:0] = [cwd] + [os.path.abspath(p) for p in extra if os.path.abspath(p) not in sys.path]
+    extra = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[:0] = [cwd] + [p for p in extra if p not in sys.path]
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)

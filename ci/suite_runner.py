@@ -28,6 +28,7 @@ from pathlib import Path
 
 from properties.plugin import FAST_START, ROBUSTNESS_REASON
 from properties.results import read_records
+from properties.subject import is_file_name
 
 from .pytest_process import run_pytest
 
@@ -45,6 +46,7 @@ class PropertyFailure:
     message: str
     falsifying_example: str
     subject_frame: str = ""  # "file:line in function" of the subject's code, where known
+    explicit: bool = False  # the counterexample is a hand-written @example, not generated
 
 
 @dataclass
@@ -84,17 +86,11 @@ def _pytest_args(subject: str, results: Path, tests: list[str] | None, jobs: int
     return cmd
 
 
-def is_explicit_example(example: str) -> bool:
-    """True when ``example`` (a record's counterexample) is a hand-written ``@example`` case,
-    not a generated (and shrunk) one."""
-    return "explicit example" in example.split("\n", 1)[0]
-
-
 def _failures(record: dict) -> list[PropertyFailure]:
     return [PropertyFailure(test=record["test"],
                             is_property_violation=f["violation"] and record["when"] == "call",
                             message=f["message"][:400], falsifying_example=f["counterexample"],
-                            subject_frame=f["subject_frame"])
+                            subject_frame=f["subject_frame"], explicit=f["explicit"])
             for f in record["failures"]]
 
 
@@ -153,7 +149,10 @@ def _user_path() -> str:
 def run_suite(subject: str, workdir: Path, *, tests: list[str] | None = None, jobs: int = 1,
               profile: str = "ci", tag: str | None = None,
               maxfail: int | None = None, robustness: str = "report") -> RunResult:
-    """Run the property suite (or ``tests``) against ``subject``; parse what failed."""
+    """Run the property suite (or ``tests``) against ``subject`` (a module name, or a file
+    relative to the caller's folder); parse what failed."""
+    if is_file_name(subject):  # the pytest process runs in this repository, not here
+        subject = str(Path(subject).expanduser().resolve())
     workdir.mkdir(parents=True, exist_ok=True)
     results = workdir / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', tag or subject)}.jsonl"
     env = dict(os.environ, HYPOTHESIS_PROFILE=profile, ATTN_IMPL=subject,

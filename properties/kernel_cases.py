@@ -40,8 +40,7 @@ from .strategies import AttentionCase, subject_declared
 SHAPE_KINDS = ("prefill", "decode", "chunk", "cross")
 MASK_KINDS = ("none", "key padding", "random bool", "alibi")
 GROUPS = (1, 2, 4, 8, 3)  # query heads per K/V head (shrinks to 1: MHA)
-# Strategies drawn in every spec, built once (Hypothesis validates each new strategy object on
-# its first draw; building them per draw cost seconds of a shrink).
+# Strategies drawn in every spec, built once (see properties.sizes.cached_strategy).
 _BOOLEANS = st.booleans()
 _ONE_OR_TWO = st.integers(1, 2)
 _GROUPS = st.sampled_from(GROUPS)

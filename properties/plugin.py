@@ -226,18 +226,7 @@ def pytest_runtest_logreport(report):
         return
     failures = [f for name, value in report.user_properties if name == results.PROPERTY_NAME
                 for f in json.loads(value)]
-    reason = ""
-    if hasattr(report, "wasxfail"):
-        reason = report.wasxfail
-    elif report.skipped and isinstance(report.longrepr, tuple):
-        reason = str(report.longrepr[2]).removeprefix("Skipped: ")
-    if report.failed and not failures:  # failed without an exception of its own
-        failures = [{"type": "", "violation": False, "message": str(report.longrepr)[-2000:],
-                     "counterexample": "", "explicit": False, "notes": [], "subject_frame": ""}]
-    name = report.nodeid.rsplit("::", 1)[-1].split("[", 1)[0]
-    record = {"schema": results.SCHEMA_VERSION, "nodeid": report.nodeid, "test": name,
-              "outcome": results.outcome_of(report), "when": report.when, "reason": reason,
-              "failures": failures}
+    record = results.record_of(report, failures)
     stream.write(json.dumps(record) + "\n")
     stream.flush()
 

@@ -89,16 +89,18 @@ def failure_record(exc: BaseException, subject_files: tuple[str, ...]) -> dict:
             example.append(n)
         else:
             other.append(n)
-    message = str(exc).strip() or type(exc).__name__
-    return {
-        "type": type(exc).__name__,
-        "violation": isinstance(exc, AssertionError),
-        "message": message,
-        "counterexample": "\n".join(example),
-        "explicit": bool(example) and " explicit " in example[0].split("\n", 1)[0],
-        "notes": other,
-        "subject_frame": subject_frame(exc, subject_files),
-    }
+    return _entry(type(exc).__name__, isinstance(exc, AssertionError),
+                  str(exc).strip() or type(exc).__name__, "\n".join(example),
+                  bool(example) and " explicit " in example[0].split("\n", 1)[0], other,
+                  subject_frame(exc, subject_files))
+
+
+def _entry(kind: str, violation: bool, message: str, counterexample: str = "",
+           explicit: bool = False, notes: list[str] | None = None, frame: str = "") -> dict:
+    """One entry of a record's ``failures`` (the fields of the module docstring)."""
+    return {"type": kind, "violation": violation, "message": message,
+            "counterexample": counterexample, "explicit": explicit, "notes": notes or [],
+            "subject_frame": frame}
 
 
 def failures_of(exc: BaseException, subject_files: tuple[str, ...]) -> list[dict]:
@@ -111,6 +113,22 @@ def outcome_of(report) -> str:
     if hasattr(report, "wasxfail"):
         return "xfailed" if report.skipped else "xpassed"
     return report.outcome
+
+
+def record_of(report, failures: list[dict]) -> dict:
+    """The record of a pytest report whose distinct failures are ``failures`` (a failed
+    report without an exception of its own gets one crash entry with pytest's text)."""
+    reason = ""
+    if hasattr(report, "wasxfail"):
+        reason = report.wasxfail
+    elif report.skipped and isinstance(report.longrepr, tuple):
+        reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+    if report.failed and not failures:
+        failures = [_entry("", False, str(report.longrepr)[-2000:])]
+    return {"schema": SCHEMA_VERSION, "nodeid": report.nodeid,
+            "test": report.nodeid.rsplit("::", 1)[-1].split("[", 1)[0],
+            "outcome": outcome_of(report), "when": report.when, "reason": reason,
+            "failures": failures}
 
 
 def read_records(path) -> list[dict]:

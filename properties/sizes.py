@@ -105,6 +105,13 @@ def limits(profile: str | None = None) -> Limits:
                   max(base.max_appends, max_len) if raised_len else base.max_appends)
 
 
+# Strategies are built once per distinct (hashable) argument tuple and reused: Hypothesis
+# works out a new strategy object's properties (emptiness, labels, reusable values) on its
+# first draw, which cost about a tenth of the suite's time, and seconds of each kernel
+# mutant's shrink, when every draw built its own. Reuse changes nothing a draw produces.
+cached_strategy = functools.lru_cache(maxsize=8192)
+
+
 def primes_up_to(n: int) -> list[int]:
     """Primes ``<= n`` (a sieve); lengths no tile divides."""
     sieve = bytearray([1]) * (n + 1)
@@ -124,7 +131,7 @@ def _one_in(n: int, first: st.SearchStrategy, other: st.SearchStrategy) -> st.Se
                      st.integers(0, n - 1), first, other)
 
 
-@functools.lru_cache(maxsize=4096)
+@cached_strategy
 def boundary_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int]:
     """Sizes in ``[min_size, max_size]``, mostly at and around multiples of :data:`TILES`.
 
@@ -160,7 +167,7 @@ def boundary_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int
     return _one_in(8, tiny, boundary())
 
 
-@functools.lru_cache(maxsize=4096)
+@cached_strategy
 def long_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int]:
     """Boundary sizes for a regime that is about length (a decode against a long cache, a
     cache grown past its capacities): three draws in four are ``low + n`` with ``n`` a
@@ -178,7 +185,7 @@ def long_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int]:
     return _one_in(4, anywhere, top)
 
 
-@functools.lru_cache(maxsize=4096)
+@cached_strategy
 def head_dims(max_dim: int = 256) -> st.SearchStrategy[int]:
     """Head dims up to ``max_dim``: :data:`HEAD_DIMS` (shrinks to 64), or tiny ``[1, 8]`` one
     draw in four (shrinks there first); when no listed dim fits, any of ``[1, max_dim]``."""

@@ -15,12 +15,13 @@ masks of every broadcast shape, per-batch masks, finite additive biases, scores 
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+
+from .sizes import cached_strategy
 
 ALL_DTYPES = ("float16", "float32", "float64")
 
@@ -40,11 +41,6 @@ MASK_LAYOUTS = (
 )
 
 
-# Strategies are built once per distinct (hashable) argument tuple and reused: Hypothesis
-# works out a new strategy object's properties (emptiness, labels, reusable values) on its
-# first draw, which cost about a tenth of the suite's time when every draw built its own.
-# Reuse changes nothing a draw produces.
-_cached = functools.lru_cache(maxsize=8192)
 _NONE_OR_SCALE = st.one_of(st.none(), st.floats(0.05, 4))
 
 
@@ -103,7 +99,7 @@ class Dims(NamedTuple):
         return self.num_heads // self.num_kv_heads
 
 
-@_cached
+@cached_strategy
 @st.composite
 def dims(draw, *, max_batch=2, max_kv_heads=2, max_group=3, max_len=6, max_dim=5,
          causal_ok: bool = False, query_len: int | None = None) -> Dims:
@@ -133,7 +129,7 @@ def dims(draw, *, max_batch=2, max_kv_heads=2, max_group=3, max_len=6, max_dim=5
                 value_dim)
 
 
-@_cached
+@cached_strategy
 def _elements(dtype: str, magnitude: str):
     width = np.dtype(dtype).itemsize * 8
     if magnitude == "ties":
@@ -144,13 +140,13 @@ def _elements(dtype: str, magnitude: str):
     return st.floats(-4, 4, width=width)
 
 
-@_cached
+@cached_strategy
 def values(shape, dtype: str, magnitude: str):
     """Arrays of ``shape``/``dtype`` in a value regime (``unit``, ``ties`` or ``large``)."""
     return hnp.arrays(np.dtype(dtype), shape, elements=_elements(dtype, magnitude))
 
 
-@_cached
+@cached_strategy
 @st.composite
 def _mask_shape(draw, layout: str, d: Dims) -> tuple[int, ...]:
     B, Hq, Tq, Tk = d.batch, d.num_heads, d.query_len, d.key_len
@@ -177,19 +173,19 @@ def _visible_limit(d: Dims, is_causal: bool, start: int) -> np.ndarray:
     return np.minimum(start + rows, d.key_len - 1) if is_causal else np.full(d.query_len, d.key_len - 1)
 
 
-@_cached
+@cached_strategy
 def _bool_arrays(shape: tuple[int, ...]):
     return hnp.arrays(np.bool_, shape)
 
 
-@_cached
+@cached_strategy
 def _bias_arrays(dtype: str, shape: tuple[int, ...]):
     """Additive biases: ``-inf`` or finite in ``[-8, 8]``."""
     bias = st.one_of(st.just(-np.inf), st.floats(-8, 8, width=np.dtype(dtype).itemsize * 8))
     return hnp.arrays(np.dtype(dtype), shape, elements=bias)
 
 
-@_cached
+@cached_strategy
 @st.composite
 def masks(draw, d: Dims, *, is_causal: bool, start: int, float_masks: bool = True,
           layouts: tuple[str, ...] = MASK_LAYOUTS, two_d: bool = False):

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from ci.mutation_report import Outcome, _classify, run_mutant, select
-from ci.suite_runner import RunResult, PropertyFailure, _parse_statistics, is_explicit_example
+from ci.suite_runner import RunResult, PropertyFailure, _parse_statistics
 from mutants import all_mutants
+from properties.results import failure_record
 
 
 @pytest.mark.parametrize("name", ["column_softmax"])
@@ -63,10 +64,14 @@ def test_explicit_examples_and_statistics_formats_of_hypothesis_releases():
     """Both the pinned Hypothesis (6.155: "Falsifying example", "N passing examples") and
     later releases (6.170: "Failing test case", "N passing, M failing, and K invalid test
     cases") are read; an explicit @example is told apart from a generated one."""
-    assert not is_explicit_example("Failing test case: test_x(\n    case=1,\n)")
-    assert not is_explicit_example("Falsifying example: test_x(\n    case=1,\n)")
-    for head in ("Falsifying explicit example", "Failing explicit example"):
-        assert is_explicit_example(f"{head}: test_x(\n    case=1,\n)")
+    for head, explicit in (("Failing test case", False), ("Falsifying example", False),
+                           ("Falsifying explicit example", True),
+                           ("Failing explicit example", True)):
+        exc = AssertionError("m")
+        exc.__notes__ = [f"{head}: test_x(\n    case=1,\n)"]
+        record = failure_record(exc, ())
+        assert record["counterexample"] == f"{head}: test_x(\n    case=1,\n)", head
+        assert record["explicit"] is explicit, head
     for stats in ("    - 3 passing examples, 6 failing examples, 1 invalid example",
                   "    - 3 passing, 6 failing, and 1 invalid test cases"):
         output = ("properties/test_values.py::test_x:\n\n  - during generate phase (0.2 s):\n"

@@ -1,4 +1,4 @@
-"""``python -m benchmarks`` / ``attnprops bench``: every performance figure of attnprops in one run.
+"""``python -m attnprops.benchmarks`` / ``attnprops bench``: every performance figure of attnprops in one run.
 
 Sections (``--only`` selects some):
 
@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from ._harness import REPO, environment, load_average, set_threads, table
+from attnprops.benchmarks._harness import REPO, environment, load_average, set_threads, table
 
 SECTIONS = ("verdict", "oracle", "numpy", "memory", "kv")
 
@@ -76,7 +76,7 @@ def _previous(path: Path) -> dict:
 
 
 def run(args) -> int:
-    from . import kv_cache, memory, numpy_speed, oracle_speed, verdict
+    from attnprops.benchmarks import kv_cache, memory, numpy_speed, oracle_speed, verdict
 
     sections = args.only or SECTIONS
     out = Path(args.out)
@@ -85,7 +85,7 @@ def run(args) -> int:
     started_at = _dt.datetime.now().isoformat(timespec="seconds")
     threads = set_threads(args.threads)
     env = environment()
-    prog = "attnprops" if Path(sys.argv[0]).name == "attnprops" else "python -m benchmarks"
+    prog = "attnprops" if Path(sys.argv[0]).name == "attnprops" else "python -m attnprops.benchmarks"
     command = " ".join([prog, *sys.argv[1:]])
     print(f"attnprops benchmarks, {started_at}; threads {threads}; load average "
           f"{env['load_average_1_5_15min']} on {env['cpu_count']} CPUs ({env['processor']})",
@@ -138,7 +138,7 @@ def run(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks",
+    parser = argparse.ArgumentParser(prog="python -m attnprops.benchmarks",
                                      description=__doc__.split("\n")[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))

@@ -1,6 +1,6 @@
 """Where a property-suite run spends its time (run in a fresh process by :mod:`benchmarks.verdict`).
 
-``python -m benchmarks._suite_profile --subject impl --out FILE [--maxfail N] [TEST_NAME ...]``
+``python -m attnprops.benchmarks._suite_profile --subject impl --out FILE [--maxfail N] [TEST_NAME ...]``
 runs the property suite (or only the named properties, in that order, as the mutation runner
 does) in this process, single-threaded, in the ``--profile`` Hypothesis profile (default
 ``ci``; the mutation runner's first pass uses ``mutation``), and writes a JSON summary:
@@ -58,7 +58,7 @@ class _NullPrinter:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks._suite_profile")
+    parser = argparse.ArgumentParser(prog="python -m attnprops.benchmarks._suite_profile")
     parser.add_argument("--subject", default="impl")
     parser.add_argument("--profile", default="ci")
     parser.add_argument("--out", required=True)
@@ -76,9 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     import pytest
     from hypothesis.internal import observability
 
-    import oracle
-    import properties._support as support
-    from properties.subject import Subject
+    from attnprops import oracle
+    from attnprops.properties import _support as support
+    from attnprops.properties.subject import Subject
 
     observability.OBSERVABILITY_COLLECT_COVERAGE = False  # no tracing: it would slow the run
     hypothesis.core.RepresentationPrinter = _NullPrinter
@@ -112,11 +112,11 @@ def main(argv: list[str] | None = None) -> int:
         span[1] = max(span[1], now)
 
     observability.add_observability_callback(observe)
-    from properties.plugin import FAST_START
+    from attnprops.properties.plugin import FAST_START
 
     selection = ["--attn-tests", ",".join(args.tests)] if args.tests else []
     command = [str(REPO / "properties"), *selection, "-q", "-p", "no:cacheprovider", *FAST_START, "-p", "no:xdist",
-               "-o", "addopts=", "-p", "properties.plugin", "--attn-impl", args.subject,
+               "-o", "addopts=", "-p", "attnprops.properties.plugin", "--attn-impl", args.subject,
                f"--hypothesis-profile={args.profile}",
                f"--ignore={REPO / 'properties' / 'meta_tests'}",
                "-W", "ignore::pytest.PytestUnknownMarkWarning"]

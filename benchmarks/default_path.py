@@ -1,4 +1,4 @@
-"""``python -m benchmarks.default_path``: the measurement behind impl.attention's default path.
+"""``python -m attnprops.benchmarks.default_path``: the measurement behind impl.attention's default path.
 
 ``impl.attention(..., block_size=None)`` takes the dense path or the blocked path with
 ``n = 128`` by the call's size (``impl.attention._default_block_size``). This script times
@@ -6,7 +6,7 @@ both paths on shapes on either side of each condition of that rule, in one proce
 same BLAS threads (``--threads``, default 1), best of ``--repeat`` runs, and prints for each
 shape the dense time, blocked time / dense time, the default's pick and the default's time /
 the faster path's time (1.00: the rule picked the faster path). Random standard-normal
-inputs, ``B = 1``, ``Dv = D``. Not part of ``python -m benchmarks`` (it takes a few minutes);
+inputs, ``B = 1``, ``Dv = D``. Not part of ``python -m attnprops.benchmarks`` (it takes a few minutes);
 section 3 there times the default call against PyTorch on the two benchmark shapes.
 
 On a shared machine a ratio within about 10-20% of 1 is noise; the rule's conditions sit
@@ -20,7 +20,7 @@ import sys
 
 import numpy as np
 
-from ._harness import best_of, load_average, set_threads
+from attnprops.benchmarks._harness import best_of, load_average, set_threads
 
 # (Hq, Hkv, Tq, Tk, D, is_causal, what the row probes)
 SHAPES = [
@@ -52,8 +52,8 @@ SHAPES = [
 
 
 def measure(shape, dtype, repeat: int) -> dict:
-    import impl
-    from impl.attention import _default_block_size
+    from attnprops import impl
+    from attnprops.impl.attention import _default_block_size
 
     Hq, Hkv, Tq, Tk, D, causal, what = shape
     rng = np.random.default_rng(7)
@@ -72,7 +72,7 @@ def measure(shape, dtype, repeat: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.default_path",
+    parser = argparse.ArgumentParser(prog="python -m attnprops.benchmarks.default_path",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=7)

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from ._harness import Row
+from attnprops.benchmarks._harness import Row
 
 B, HKV, D = 1, 8, 64
 
@@ -27,7 +27,7 @@ def _tokens(n: int):
 
 
 def cache_appends(n: int, keys, values) -> float:
-    import impl
+    from attnprops import impl
 
     cache = impl.KVCache(B, HKV, D, dtype=np.float32)
     started = time.perf_counter()

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from ._harness import Row, peak_bytes
+from attnprops.benchmarks._harness import Row, peak_bytes
 
 MIB = 2**20
 
@@ -25,7 +25,7 @@ def _inputs(T: int, D: int = 64):
 
 
 def _measure(T: int, block_size: int | str) -> dict:
-    import impl
+    from attnprops import impl
 
     q, k, v = _inputs(T)
     started = time.perf_counter()

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._harness import Row, best_of_each
+from attnprops.benchmarks._harness import Row, best_of_each
 
 CASES = {
     "causal": dict(B=1, H=8, Tq=1024, Tk=1024, D=64, is_causal=True,
@@ -47,8 +47,8 @@ def _path_name(block_size: int | None) -> str:
 
 
 def measure(case: dict, dtype, block_size: int, repeat: int) -> dict:
-    import impl
-    from impl.attention import _default_block_size
+    from attnprops import impl
+    from attnprops.impl.attention import _default_block_size
 
     q, k, v = _inputs(case, dtype)
     causal = case["is_causal"]

@@ -18,7 +18,7 @@ import time
 import mpmath
 import numpy as np
 
-from ._harness import Row, best_of
+from attnprops.benchmarks._harness import Row, best_of
 
 T, D = 64, 64
 
@@ -65,7 +65,7 @@ def _count_differences(exact: np.ndarray, naive: list) -> tuple[int, int, float]
 
 
 def run(args) -> tuple[list[Row], dict]:
-    import oracle
+    from attnprops import oracle
 
     rng = np.random.default_rng(2024)
     q = rng.standard_normal((1, 1, T, D))

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ._harness import REPO, Row
+from attnprops.benchmarks._harness import REPO, Row
 
 # Oracle-backed, generation-heavy and the slowest non-oracle properties of the ci profile.
 PROFILE_TESTS = ("test_output_matches_oracle", "test_weights_match_oracle",
@@ -92,7 +92,7 @@ def profile(subject: str, tests: list[str], maxfail: int = 0,
     """Run :mod:`benchmarks._suite_profile` in a fresh process; return its summary."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "profile.json"
-        command = [sys.executable, "-m", "benchmarks._suite_profile", "--subject", subject,
+        command = [sys.executable, "-m", "attnprops.benchmarks._suite_profile", "--subject", subject,
                    "--out", str(out), f"--maxfail={maxfail}",
                    f"--profile={hypothesis_profile}", *tests]
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
@@ -118,10 +118,10 @@ def run(args, previous: dict | None = None) -> tuple[list[Row], dict]:
     details["suite"] = suite
     if suite is None:
         rows.append(Row("1", "pytest -n auto (ci profile), whole project", None, "s",
-                        target="< 60 s", note="not measured: run `python -m benchmarks --suite`"))
+                        target="< 60 s", note="not measured: run `python -m attnprops.benchmarks --suite`"))
     else:
         where = ("measured in this run" if args.suite
-                 else f"recorded {suite['measured']} by `python -m benchmarks --suite`")
+                 else f"recorded {suite['measured']} by `python -m attnprops.benchmarks --suite`")
         ok = suite["returncode"] == 0
         rows.append(Row("1", "pytest -n auto (ci profile), whole project", suite["seconds"], "s",
                         anchor="target", anchor_value=60.0, ratio=suite["seconds"] / 60.0,
@@ -176,12 +176,12 @@ def run(args, previous: dict | None = None) -> tuple[list[Row], dict]:
                         note=f"{per_call:.1f} ms per oracle call"))
     mutant = args.shrink_mutant or (report or {}).get("slowest_mutant") or SHRINK_MUTANT
     try:
-        from mutants import all_mutants
+        from attnprops.mutants import all_mutants
 
         killed_by = list(all_mutants()[mutant].killed_by)
     except Exception:  # an unknown name: fall back to the default mutant
         mutant = SHRINK_MUTANT
-        from mutants import all_mutants
+        from attnprops.mutants import all_mutants
 
         killed_by = list(all_mutants()[mutant].killed_by)
     # as the first pass of `attnprops mutants`: its named properties, no explicit examples

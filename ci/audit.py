@@ -144,7 +144,7 @@ GIB = 2**30
 
 def example_inputs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The lab's fixed tensors: query ``(3, 4)``, key ``(3, 4)``, value ``(3, 2)``, float64."""
-    from ci.example import KEY, QUERY, VALUE
+    from attnprops.ci.example import KEY, QUERY, VALUE
 
     return QUERY.copy(), KEY.copy(), VALUE.copy()
 
@@ -245,7 +245,7 @@ def max_abs_error(values, exact) -> float:
     """
     import mpmath
 
-    import oracle
+    from attnprops import oracle
 
     values = np.asarray(values, dtype=np.float64)
     if values.shape != exact.shape:
@@ -308,19 +308,19 @@ def _impl_scores(query, key, **kwargs) -> np.ndarray:
     (validation, then ``-inf`` where hidden). Prefers a public ``impl.attention_scores`` if
     one is added.
     """
-    import impl
+    from attnprops import impl
 
     public = getattr(impl, "attention_scores", None)
     if callable(public):
         return np.asarray(public(query, key, **kwargs))
-    module = importlib.import_module("impl.attention")
+    module = importlib.import_module("attnprops.impl.attention")
     return module._attention_scores(query, key, **kwargs)
 
 
 def audit_example(audit: Audit) -> None:
     """Section 3: scores, masked scores, weights, context; impl and oracle vs published."""
-    import impl
-    import oracle
+    from attnprops import impl
+    from attnprops import oracle
 
     Q, K, V = example_inputs()
     src = f"{SEED} §3 (published, rounded)"
@@ -392,8 +392,8 @@ def audit_example(audit: Audit) -> None:
 
 def audit_decode(audit: Audit) -> None:
     """Section 4: the last query (absolute position 2) against 3 cached keys."""
-    import impl
-    import oracle
+    from attnprops import impl
+    from attnprops import oracle
 
     Q, K, V = example_inputs()
     q = Q[2:3]  # (1, 4): one query at absolute position 2
@@ -445,8 +445,8 @@ def audit_decode(audit: Audit) -> None:
 
 def audit_cache_state(audit: Audit) -> None:
     """Section 5: appends store copies; a failed append leaves the cached K/V unchanged."""
-    import impl
-    from oracle.rules import AttentionInputError
+    from attnprops import impl
+    from attnprops.oracle.rules import AttentionInputError
 
     Q, K, V = example_inputs()
     src = f"{SEED} §5 (缓存追加失败后，原有 K/V 必须保持不变)"
@@ -500,8 +500,8 @@ def audit_mutants(audit: Audit) -> None:
     mask is ``key >= query``; column normalization is the softmax of the transposed scores
     under the transposed causal mask, transposed back.
     """
-    import impl
-    import oracle
+    from attnprops import impl
+    from attnprops import oracle
 
     Q, K, _ = example_inputs()
     causal = np.arange(3)[None, :] <= np.arange(3)[:, None]  # (Tq, Tk): key <= query
@@ -516,7 +516,7 @@ def audit_mutants(audit: Audit) -> None:
          lambda: oracle.attention_weights(K, Q, attn_mask=causal.T)),
     )
     for name, what, figure, published, oracle_call in specs:
-        module_name = f"mutants.{name}"
+        module_name = f"attnprops.mutants.{name}"
         check_name = "forbidden_weight" if name == "reversed_mask" else "row_sum_error"
         try:
             module = importlib.import_module(module_name)
@@ -550,8 +550,8 @@ def audit_mutants(audit: Audit) -> None:
 
 def audit_batch(audit: Audit) -> None:
     """Section 5: B=2, H=3, L=7, dk=4, dv=5, seed 42: cache vs full, future invariance."""
-    import impl
-    import oracle
+    from attnprops import impl
+    from attnprops import oracle
 
     q, k, v = batch_inputs()
     B, H, L = q.shape[:3]
@@ -676,8 +676,8 @@ def _raised(call) -> dict:
 
 def audit_rejects(audit: Audit) -> None:
     """Section 5 (rejected inputs) and every error class of :mod:`oracle.rules`."""
-    import impl
-    import oracle
+    from attnprops import impl
+    from attnprops import oracle
 
     for name, error, call in _reject_cases():
         measured = {"impl": _raised(lambda: call(impl)), "oracle": _raised(lambda: call(oracle))}
@@ -694,8 +694,8 @@ def audit_rejects(audit: Audit) -> None:
 
 def audit_kv_bytes(audit: Audit) -> None:
     """Section 6: the KV-byte table, the 7e9-parameter weights, a real 480-byte fp16 pair."""
-    import impl
-    import oracle
+    from attnprops import impl
+    from attnprops import oracle
 
     src = (f"{SEED} §6: bytes = 2 * layers * batch * tokens * kv_heads * head_dim * "
            "bytes_per_element (32 layers, batch 1, 10,000 tokens, head_dim 128, 2 bytes)")

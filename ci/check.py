@@ -14,14 +14,14 @@ import os
 import tempfile
 from pathlib import Path
 
-from properties.plugin import ROBUSTNESS_ENV_VAR, ROBUSTNESS_MODES
-from properties.profiles import PROFILES
+from attnprops.properties.plugin import ROBUSTNESS_ENV_VAR, ROBUSTNESS_MODES
+from attnprops.properties.profiles import PROFILES
 
-from .suite_runner import run_suite
+from attnprops.ci.suite_runner import run_suite
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--impl", default=os.environ.get("ATTN_IMPL", "impl"), metavar="MODULE",
+    parser.add_argument("--impl", default=os.environ.get("ATTN_IMPL", "attnprops.impl"), metavar="MODULE",
                         help="subject: a module importable from the current folder or "
                              "PYTHONPATH, or a .py file (default: $ATTN_IMPL or impl)")
     parser.add_argument("--profile", default=os.environ.get("HYPOTHESIS_PROFILE", "ci"),

@@ -10,13 +10,13 @@ import importlib
 import sys
 
 SUBCOMMANDS = {
-    "example": ("ci.example", "print the source lab's 3-token causal example"),
-    "check": ("ci.check", "run the property suite against a subject module"),
-    "mutants": ("ci.mutation_report", "run the suite against every mutant; write the report"),
-    "audit": ("ci.audit", "recompute and check every number of the source lab"),
-    "plot": ("ci.plot", "heatmaps of the 3-token example and two wrong variants (extra: plot)"),
-    "kv-bytes": ("ci.kv_bytes", "KV cache size in bytes for a model configuration"),
-    "bench": ("benchmarks.__main__", "speed and memory benchmarks"),
+    "example": ("attnprops.ci.example", "print the source lab's 3-token causal example"),
+    "check": ("attnprops.ci.check", "run the property suite against a subject module"),
+    "mutants": ("attnprops.ci.mutation_report", "run the suite against every mutant; write the report"),
+    "audit": ("attnprops.ci.audit", "recompute and check every number of the source lab"),
+    "plot": ("attnprops.ci.plot", "heatmaps of the 3-token example and two wrong variants (extra: plot)"),
+    "kv-bytes": ("attnprops.ci.kv_bytes", "KV cache size in bytes for a model configuration"),
+    "bench": ("attnprops.benchmarks.__main__", "speed and memory benchmarks"),
 }
 
 

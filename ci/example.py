@@ -17,8 +17,8 @@ VALUE = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])
 
 def example_arrays() -> dict[str, np.ndarray]:
     """The four arrays of the example: scaled scores, masked scores, weights, context."""
-    import impl
-    import oracle
+    from attnprops import impl
+    from attnprops import oracle
 
     scaled = oracle.attention_scores(QUERY, KEY).value  # (3, 3)
     masked = oracle.attention_scores(QUERY, KEY, is_causal=True).value  # (3, 3), -inf above

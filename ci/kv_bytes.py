@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import argparse
 
-from oracle.rules import DTYPE_BYTES
+from attnprops.oracle.rules import DTYPE_BYTES
 
 GIB = 2**30
 FORMULA = "2 * num_layers * batch * tokens * num_kv_heads * head_dim * bytes_per_element"
@@ -88,7 +88,7 @@ def human(nbytes: int) -> str:
 
 def kv_bytes(args, num_kv_heads: int) -> int:
     """:func:`oracle.kv_cache_bytes` for ``args``'s configuration with ``num_kv_heads``."""
-    import oracle
+    from attnprops import oracle
 
     return oracle.kv_cache_bytes(num_layers=args.num_layers, batch=args.batch,
                                  tokens=args.tokens, num_kv_heads=num_kv_heads,

@@ -1,4 +1,4 @@
-"""``attnprops mutants`` (also ``python -m ci.mutation_report``): the mutation-kill runner.
+"""``attnprops mutants`` (also ``python -m attnprops.ci.mutation_report``): the mutation-kill runner.
 
 Phases, in order (as mutation tools do):
 
@@ -50,14 +50,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from properties.plugin import one_thread_per_process
+from attnprops.properties.plugin import one_thread_per_process
 
-from .check import validate_profiles
-from .suite_runner import RunResult, PropertyFailure, run_suite
+from attnprops.ci.check import validate_profiles
+from attnprops.ci.suite_runner import RunResult, PropertyFailure, run_suite
 
 SCHEMA_VERSION = 2  # 2: mutant_profile; per mutant profile and shrunk
-REFERENCE_SUBJECT = "impl"
-BROKEN_SUBJECT = "ci.broken_subject"
+REFERENCE_SUBJECT = "attnprops.impl"
+BROKEN_SUBJECT = "attnprops.ci.broken_subject"
 
 
 class Outcome(str, enum.Enum):
@@ -102,11 +102,11 @@ def run_mutant(name: str, workdir: Path, *, profile: str = "ci",
     """Run the suite against ``mutants.<name>`` and decide killed / survived / error, in the
     passes described in the module docstring (``full``: one run of the whole suite under
     ``profile``)."""
-    from mutants import all_mutants
+    from attnprops.mutants import all_mutants
 
     mutant = all_mutants()[name]
     expected = set(mutant.killed_by)
-    subject = f"mutants.{name}"
+    subject = f"attnprops.mutants.{name}"
     started = time.perf_counter()
     if full:
         passes = [(profile, None, None, name)]
@@ -221,7 +221,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from mutants import all_mutants
+    from attnprops.mutants import all_mutants
 
     started = time.perf_counter()
     mutant_profile = args.mutant_profile or ("mutation" if args.profile == "ci" else args.profile)
@@ -302,7 +302,7 @@ def verdict(results: list[MutantResult], reference: RunResult | None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ci.mutation_report",
+    parser = argparse.ArgumentParser(prog="attnprops mutants",
                                      description=__doc__.split("\n")[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))

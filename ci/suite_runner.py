@@ -26,11 +26,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from properties.plugin import FAST_START, ROBUSTNESS_REASON
-from properties.results import read_records
-from properties.subject import is_file_name
+from attnprops.properties.plugin import FAST_START, ROBUSTNESS_REASON
+from attnprops.properties.results import read_records
+from attnprops.properties.subject import is_file_name
 
-from .pytest_process import run_pytest
+from attnprops.ci.pytest_process import run_pytest
 
 REPO = Path(__file__).resolve().parent.parent
 PROPERTIES = REPO / "properties"
@@ -73,7 +73,7 @@ def _pytest_args(subject: str, results: Path, tests: list[str] | None, jobs: int
     cmd = [
         str(PROPERTIES), "-q", "-p", "no:cacheprovider", *FAST_START,
         f"--ignore={PROPERTIES / 'meta_tests'}",
-        "-o", "addopts=", "-p", "properties.plugin", "--attn-impl", subject,
+        "-o", "addopts=", "-p", "attnprops.properties.plugin", "--attn-impl", subject,
         f"--attn-results={results}", "--hypothesis-show-statistics",
         f"--hypothesis-profile={profile}", f"--attn-robustness={robustness}",
     ]

@@ -39,7 +39,7 @@ see (the dense path multiplies and exponentiates the hidden half), reads each K/
 while it is in cache (the dense path scans K and V for NaN in a pass of their own, then streams
 them through both products) and holds one tile of scores; it pays about 10-20 NumPy calls per
 key block, which small blocks (few heads, few query rows) do not amortize. Measured by
-``python -m benchmarks.default_path`` (dense and blocked timed in one process, best of 7, 1
+``python -m attnprops.benchmarks.default_path`` (dense and blocked timed in one process, best of 7, 1
 BLAS thread, float32 and float64, on a shared 2-core machine): blocked / dense about 0.45-0.6
 for causal ``T = 1024..2048``, 0.55-0.7 for decode ``(Hq, Tk, D) = (32, 8192, 128)``, 0.55-0.85
 for ``Tk = 1024``; 1.3-2.7 for one-head decode, ``Hq = 4`` decode and non-causal calls of
@@ -47,7 +47,7 @@ for ``Tk = 1024``; 1.3-2.7 for one-head decode, ``Hq = 4`` decode and non-causal
 (``T = 256..300`` causal, ``2**18``-``2**19`` K/V elements per block, non-causal ``T = 1024``)
 measure within about 20% either way from run to run. ``n = 128`` was the fastest of 64, 128,
 256 and 512 on both benchmark shapes (causal ``(1, 8, 1024, 64)``, decode
-``(1, 32, 1, 8192, 128)``); ``python -m benchmarks --only numpy`` times the default there
+``(1, 32, 1, 8192, 128)``); ``python -m attnprops.benchmarks --only numpy`` times the default there
 against PyTorch. Every call of the property suite's value properties (``T <= 6``) takes the
 dense path, bitwise as before (the kernel-sized properties reach both); ``block_size="dense"``
 forces the dense path at any size.
@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from oracle.rules import (
+from attnprops.oracle.rules import (
     AttentionCall,
     AttentionInputError,
     FullyMaskedRowError,

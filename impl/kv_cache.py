@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from oracle.rules import (
+from attnprops.oracle.rules import (
     check_cache_append,
     check_cache_config,
     check_cache_instance,
@@ -19,7 +19,7 @@ from oracle.rules import (
     kv_cache_bytes,
 )
 
-from .attention import attention
+from attnprops.impl.attention import attention
 
 __all__ = ["KVCache", "cached_attention", "kv_cache_bytes"]
 

@@ -4,7 +4,7 @@
 compute on their dense path (``block_size="dense"``; impl's default ``block_size=None`` takes it
 too for calls with ``Tk <= 128`` or fewer than ``2**15`` scores, every call the property suite
 draws among them): the same NumPy operations in the same order, so its results are bitwise
-equal to impl's; ``python -m mutants._common`` checks this against ``block_size="dense"``, and
+equal to impl's; ``python -m attnprops.mutants._common`` checks this against ``block_size="dense"``, and
 must be rerun when impl's dense path changes. It is a copy of impl's steps rather than calls into
 impl's private helpers so that the mutants do not break when impl reorganizes its internals.
 A mutant subclasses it, overrides the ONE step that holds its fault, and exposes the bound
@@ -33,7 +33,7 @@ import types
 
 import numpy as np
 
-from oracle.rules import (
+from attnprops.oracle.rules import (
     AttentionProblem,
     check_attention_inputs,
     compute_dtype,
@@ -179,7 +179,7 @@ class Pipeline:
 def _self_check(trials: int = 200) -> None:
     """The unmodified Pipeline is bitwise equal to impl's dense path (``block_size="dense"``
     for attention; attention_weights has only that path) on random valid inputs."""
-    import impl
+    from attnprops import impl
 
     rng = np.random.default_rng(0)
     base = Pipeline()

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-import impl
-from oracle.rules import AttentionProblem, check_attention_inputs, compute_dtype
+from attnprops import impl
+from attnprops.oracle.rules import AttentionProblem, check_attention_inputs, compute_dtype
 
 __all__ = ["TILED_CAPABILITIES", "TiledKernel"]
 

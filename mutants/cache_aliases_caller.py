@@ -14,10 +14,10 @@ buffer). The source lab (000, section 5) checks that the history K/V are not cha
 Expected to be killed by: test_cache_copies_caller_arrays.
 """
 
-import impl
-from impl import attention, attention_weights, cached_attention, kv_cache_bytes
-from mutants import Mutant
-from oracle.rules import check_cache_append
+from attnprops import impl
+from attnprops.impl import attention, attention_weights, cached_attention, kv_cache_bytes
+from attnprops.mutants import Mutant
+from attnprops.oracle.rules import check_cache_append
 
 
 class KVCache(impl.KVCache):

@@ -17,10 +17,10 @@ kv_cache_bytes).
 
 import numpy as np
 
-import impl
-from impl import attention, attention_weights, kv_cache_bytes
-from mutants import Mutant
-from oracle.rules import check_cache_append, check_cached_query
+from attnprops import impl
+from attnprops.impl import attention, attention_weights, kv_cache_bytes
+from attnprops.mutants import Mutant
+from attnprops.oracle.rules import check_cache_append, check_cached_query
 
 
 class KVCache(impl.KVCache):

@@ -14,12 +14,12 @@ Expected to be killed by: test_kernel_sized_cache_growth_equals_full_causal.
 
 import numpy as np
 
-import impl
-from impl import attention, attention_weights, kv_cache_bytes
-from impl.kv_cache import cached_attention as _impl_cached_attention
-from mutants import Mutant
-from mutants._common import rebind
-from oracle.rules import check_cache_append
+from attnprops import impl
+from attnprops.impl import attention, attention_weights, kv_cache_bytes
+from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops.mutants import Mutant
+from attnprops.mutants._common import rebind
+from attnprops.oracle.rules import check_cache_append
 
 
 class KVCache(impl.KVCache):

@@ -12,9 +12,9 @@ the source lab's opening lists "缓存里明明有历史信息却没有读取" a
 Expected to be killed by: test_cached_decode_equals_full_causal.
 """
 
-from impl import KVCache, attention, attention_weights, kv_cache_bytes
-from mutants import Mutant
-from oracle.rules import check_cached_query
+from attnprops.impl import KVCache, attention, attention_weights, kv_cache_bytes
+from attnprops.mutants import Mutant
+from attnprops.oracle.rules import check_cached_query
 
 
 def cached_attention(query, key, value, cache, *, attn_mask=None, scale=None):

@@ -14,10 +14,10 @@ Expected to be killed by: test_is_causal_equals_explicit_mask (the explicit bott
 and test_output_matches_oracle (``Tq < Tk``).
 """
 
-from impl import KVCache, kv_cache_bytes
-from impl.kv_cache import cached_attention as _impl_cached_attention
-from mutants import Mutant
-from mutants._common import Pipeline, rebind
+from attnprops.impl import KVCache, kv_cache_bytes
+from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops.mutants import Mutant
+from attnprops.mutants._common import Pipeline, rebind
 
 
 class _TopLeft(Pipeline):

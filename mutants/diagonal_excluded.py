@@ -13,10 +13,10 @@ Expected to be killed by: test_output_matches_oracle and test_weights_match_orac
 diagonal weight is 0); also test_seed_examples.
 """
 
-from impl import KVCache, kv_cache_bytes
-from impl.kv_cache import cached_attention as _impl_cached_attention
-from mutants import Mutant
-from mutants._common import Pipeline, causal_positions, rebind, replace_visible
+from attnprops.impl import KVCache, kv_cache_bytes
+from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops.mutants import Mutant
+from attnprops.mutants._common import Pipeline, causal_positions, rebind, replace_visible
 
 
 class _DiagonalExcluded(Pipeline):

@@ -19,11 +19,11 @@ under float32 arithmetic).
 
 import numpy as np
 
-from impl import KVCache, attention_weights, kv_cache_bytes
-from impl.kv_cache import cached_attention as _impl_cached_attention
-from mutants import Mutant
-from mutants._common import rebind
-from mutants._tiled import TILED_CAPABILITIES, TiledKernel
+from attnprops.impl import KVCache, attention_weights, kv_cache_bytes
+from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops.mutants import Mutant
+from attnprops.mutants._common import rebind
+from attnprops.mutants._tiled import TILED_CAPABILITIES, TiledKernel
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
 

@@ -15,10 +15,10 @@ Expected to be killed by: test_output_matches_oracle (on any B > 1 or Hkv > 1 in
 test_batch_and_heads_independent (batch elements and heads leak into each other).
 """
 
-from impl import KVCache, kv_cache_bytes
-from impl.kv_cache import cached_attention as _impl_cached_attention
-from mutants import Mutant
-from mutants._common import Pipeline, rebind
+from attnprops.impl import KVCache, kv_cache_bytes
+from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops.mutants import Mutant
+from attnprops.mutants._common import Pipeline, rebind
 
 
 class _FullTranspose(Pipeline):

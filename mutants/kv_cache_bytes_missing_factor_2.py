@@ -12,9 +12,9 @@ head_dim * bytes_per_element"; 003: "Ncache = 2 × B × Hkv × T × D").
 Expected to be killed by: test_kv_cache_bytes_formula and test_cache_holds_kv_heads.
 """
 
-import impl
-from impl import KVCache, attention, attention_weights, cached_attention
-from mutants import Mutant
+from attnprops import impl
+from attnprops.impl import KVCache, attention, attention_weights, cached_attention
+from attnprops.mutants import Mutant
 
 
 def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) -> int:

@@ -14,10 +14,10 @@ Expected to be killed by: test_hidden_keys_get_zero_weight (padded keys get weig
 test_is_causal_equals_explicit_mask (is_causal + mask vs the explicit combined mask).
 """
 
-from impl import KVCache, kv_cache_bytes
-from impl.kv_cache import cached_attention as _impl_cached_attention
-from mutants import Mutant
-from mutants._common import Pipeline, rebind
+from attnprops.impl import KVCache, kv_cache_bytes
+from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops.mutants import Mutant
+from attnprops.mutants._common import Pipeline, rebind
 
 
 class _MaskIgnoredWithCausal(Pipeline):

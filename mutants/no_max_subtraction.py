@@ -18,10 +18,10 @@ pushed below ~-104 / ~-746 (underflow). Any oracle comparison on such large scor
 
 import numpy as np
 
-from impl import KVCache, kv_cache_bytes
-from impl.kv_cache import cached_attention as _impl_cached_attention
-from mutants import Mutant
-from mutants._common import Pipeline, rebind
+from attnprops.impl import KVCache, kv_cache_bytes
+from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops.mutants import Mutant
+from attnprops.mutants._common import Pipeline, rebind
 
 
 class _NoMaxSubtraction(Pipeline):

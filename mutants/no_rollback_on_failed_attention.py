@@ -13,9 +13,9 @@ The source lab (000, section 5): after a failed append the existing K/V must sta
 Expected to be killed by: test_failed_cached_attention_rolls_back.
 """
 
-from impl import KVCache, attention, attention_weights, kv_cache_bytes
-from mutants import Mutant
-from oracle.rules import check_cached_query
+from attnprops.impl import KVCache, attention, attention_weights, kv_cache_bytes
+from attnprops.mutants import Mutant
+from attnprops.oracle.rules import check_cached_query
 
 
 def cached_attention(query, key, value, cache, *, attn_mask=None, scale=None):

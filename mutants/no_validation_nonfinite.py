@@ -16,11 +16,11 @@ Expected to be killed by: test_invalid_inputs_raise (NaN/inf in ``value``).
 
 import numpy as np
 
-from impl import KVCache, kv_cache_bytes
-from impl.kv_cache import cached_attention as _impl_cached_attention
-from mutants import Mutant
-from mutants._common import Pipeline, rebind
-from oracle import rules
+from attnprops.impl import KVCache, kv_cache_bytes
+from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops.mutants import Mutant
+from attnprops.mutants._common import Pipeline, rebind
+from attnprops.oracle import rules
 
 
 def _check_float_array(x, name, *, scan=True):

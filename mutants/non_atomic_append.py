@@ -18,10 +18,10 @@ import types
 
 import numpy as np
 
-import impl
-from impl import attention, attention_weights, cached_attention, kv_cache_bytes
-from mutants import Mutant
-from oracle.rules import check_cache_append
+from attnprops import impl
+from attnprops.impl import attention, attention_weights, cached_attention, kv_cache_bytes
+from attnprops.mutants import Mutant
+from attnprops.oracle.rules import check_cache_append
 
 
 class KVCache(impl.KVCache):

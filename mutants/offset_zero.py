@@ -15,10 +15,10 @@ Expected to be killed by: test_cached_decode_equals_full_causal,
 test_query_chunk_equals_rows_of_full_causal (and test_seed_examples, error 1.439015).
 """
 
-from impl import KVCache, kv_cache_bytes
-from impl.kv_cache import cached_attention as _impl_cached_attention
-from mutants import Mutant
-from mutants._common import Pipeline, rebind
+from attnprops.impl import KVCache, kv_cache_bytes
+from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops.mutants import Mutant
+from attnprops.mutants._common import Pipeline, rebind
 
 
 class _OffsetZero(Pipeline):

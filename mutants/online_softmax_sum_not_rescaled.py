@@ -20,12 +20,12 @@ a second killer.
 
 import numpy as np
 
-from impl import KVCache, attention_weights, kv_cache_bytes
-from impl.attention import _blocked_output as _impl_blocked_output
-from impl.attention import attention as _impl_attention
-from impl.kv_cache import cached_attention as _impl_cached_attention
-from mutants import Mutant
-from mutants._common import rebind
+from attnprops.impl import KVCache, attention_weights, kv_cache_bytes
+from attnprops.impl.attention import _blocked_output as _impl_blocked_output
+from attnprops.impl.attention import attention as _impl_attention
+from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops.mutants import Mutant
+from attnprops.mutants._common import rebind
 
 ATTNPROPS_CAPABILITIES = {"block_size": True}
 

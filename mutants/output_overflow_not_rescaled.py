@@ -16,12 +16,12 @@ float32-weight softmax both return inf for such values (docs/findings.md, F3). T
 Expected to be killed by: test_values_near_the_dtype_maximum_give_a_finite_output.
 """
 
-from impl import KVCache, attention_weights, kv_cache_bytes
-from impl.attention import _blocked_output, _dense_output
-from impl.attention import attention as _impl_attention
-from impl.kv_cache import cached_attention as _impl_cached_attention
-from mutants import Mutant
-from mutants._common import rebind
+from attnprops.impl import KVCache, attention_weights, kv_cache_bytes
+from attnprops.impl.attention import _blocked_output, _dense_output
+from attnprops.impl.attention import attention as _impl_attention
+from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops.mutants import Mutant
+from attnprops.mutants._common import rebind
 
 ATTNPROPS_CAPABILITIES = {"block_size": True}
 

@@ -14,10 +14,10 @@ Expected to be killed by: test_hidden_keys_get_zero_weight (future keys get weig
 test_seed_examples (the lab's weights and 0.872569); also every oracle comparison.
 """
 
-from impl import KVCache, kv_cache_bytes
-from impl.kv_cache import cached_attention as _impl_cached_attention
-from mutants import Mutant
-from mutants._common import Pipeline, causal_positions, rebind, replace_visible
+from attnprops.impl import KVCache, kv_cache_bytes
+from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops.mutants import Mutant
+from attnprops.mutants._common import Pipeline, causal_positions, rebind, replace_visible
 
 
 class _ReversedMask(Pipeline):

@@ -19,10 +19,10 @@ query, test_hidden_keys_do_not_change_output fails too (that key's value is read
 
 import numpy as np
 
-from impl import KVCache, kv_cache_bytes
-from impl.kv_cache import cached_attention as _impl_cached_attention
-from mutants import Mutant
-from mutants._common import Pipeline, rebind
+from attnprops.impl import KVCache, kv_cache_bytes
+from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops.mutants import Mutant
+from attnprops.mutants._common import Pipeline, rebind
 
 
 class _WeightsTransposed(Pipeline):

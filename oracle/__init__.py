@@ -6,7 +6,7 @@ demand: ``from oracle import ball``). The package depends on NumPy and mpmath, a
 ``oracle.ball`` on python-flint, so it can be copied into another test tree on its own.
 """
 
-from .reference import (
+from attnprops.oracle.reference import (
     DIGITS,
     KVCache,
     OracleParts,
@@ -19,7 +19,7 @@ from .reference import (
     kv_cache_bytes,
     to_float,
 )
-from .rules import AttentionInputError
+from attnprops.oracle.rules import AttentionInputError
 
 __all__ = [
     "DIGITS",

@@ -41,7 +41,7 @@ from typing import NamedTuple
 import numpy as np
 from flint import arb, arb_mat, ctx
 
-from .rules import AttentionProblem, check_attention_inputs, compute_dtype, raise_score_overflow
+from attnprops.oracle.rules import AttentionProblem, check_attention_inputs, compute_dtype, raise_score_overflow
 
 PRECISION = 256  # bits to start with
 MAX_PRECISION = 8192  # bits; past this an unresolved value raises

@@ -30,7 +30,7 @@ from typing import NamedTuple
 import mpmath
 import numpy as np
 
-from .rules import (
+from attnprops.oracle.rules import (
     AttentionProblem,
     check_attention_inputs,
     check_cache_append,

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import note
 
-import oracle
-from oracle.rules import check_attention_inputs
+from attnprops import oracle
+from attnprops.oracle.rules import check_attention_inputs
 
-from .bounds import attention_bounds
-from .strategies import AttentionCase
+from attnprops.properties.bounds import attention_bounds
+from attnprops.properties.strategies import AttentionCase
 
 
 def for_subject(case, subject):

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 from hypothesis import strategies as st
 
-from .strategies import AttentionCase, attention_cases
+from attnprops.properties.strategies import AttentionCase, attention_cases
 
 # rule -> argument the rule is about (what a good error message names)
 INVALID_KINDS = {

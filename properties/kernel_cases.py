@@ -34,8 +34,8 @@ from typing import NamedTuple
 import numpy as np
 from hypothesis import strategies as st
 
-from .sizes import HEAD_DIMS, TILES, boundary_sizes, head_dims, limits, long_sizes
-from .strategies import AttentionCase, subject_declared
+from attnprops.properties.sizes import HEAD_DIMS, TILES, boundary_sizes, head_dims, limits, long_sizes
+from attnprops.properties.strategies import AttentionCase, subject_declared
 
 SHAPE_KINDS = ("prefill", "decode", "chunk", "cross")
 MASK_KINDS = ("none", "key padding", "random bool", "alibi")

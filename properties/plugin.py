@@ -1,7 +1,20 @@
 """pytest plugin of the property suite: subject selection, profiles, report header.
 
-Enable it with ``-p properties.plugin`` (this repo's pyproject does) or
-``pytest_plugins = ["properties.plugin"]`` in your root ``conftest.py``.
+Installed attnprops registers it with pytest (the ``pytest11`` entry point
+``attnprops.properties.plugin``); a vendored copy loads it with ``pytest_plugins =
+["attnprops.properties.plugin"]`` in the root ``conftest.py``.
+
+*Inert unless used.* Installed, it is loaded into every pytest run of the environment; it only
+adds its options there. It acts (header, subject, markers' effects, results) when the run
+*uses the suite*: a subject is named (``--attn-impl``, ``ATTN_IMPL``) or the suite's folder
+is inside the rootdir (this repository, a vendored copy) or named on the command line.
+
+- *The suite without copying:* ``pytest --attn-impl MODULE`` in any folder also collects the
+  installed property tests when the command line names no paths (pytest's own default
+  arguments, ``testpaths`` or the folder, are kept too); ``pytest --pyargs
+  attnprops.properties --attn-impl MODULE`` runs the suite alone.
+- *Tests of the suite itself* (``properties/meta_tests``) are collected only for the default
+  subject, ``attnprops.impl``: a run against a user's subject holds only properties.
 
 - ``--attn-impl MODULE`` (or ``ATTN_IMPL``) selects the subject; default ``impl``. A module
   name (importable from the current folder or ``PYTHONPATH``) or a ``.py`` file.
@@ -39,10 +52,10 @@ from pathlib import Path
 
 import pytest
 
-from . import results
-from .profiles import load_profile
-from .sizes import limits
-from .subject import ENV_VAR, Subject, SubjectError, load_subject
+from attnprops.properties import results
+from attnprops.properties.profiles import load_profile
+from attnprops.properties.sizes import limits
+from attnprops.properties.subject import DEFAULT_SUBJECT, ENV_VAR, Subject, SubjectError, load_subject
 
 _STATE: dict = {}
 
@@ -77,7 +90,8 @@ def pytest_addoption(parser):
         action="store",
         default=None,
         metavar="MODULE",
-        help=f"module under test (default: ${ENV_VAR} or 'impl')",
+        help=f"module under test (default: ${ENV_VAR} or {DEFAULT_SUBJECT!r}); naming one "
+             f"also collects the installed property suite when no paths are given",
     )
     group.addoption(
         "--attn-results",
@@ -132,6 +146,11 @@ def pytest_configure(config):
         "robustness(why): a robustness-tier property, reported but not gated unless "
         "--attn-robustness=gate",
     )
+    _STATE.clear()
+    _STATE["active"] = _uses_suite(config)
+    if not _STATE["active"]:
+        return
+    _add_suite(config)
     mode = config.getoption("--attn-robustness") or os.environ.get(ROBUSTNESS_ENV_VAR) or "report"
     if mode not in ROBUSTNESS_MODES:
         raise pytest.UsageError(f"attnprops: {ROBUSTNESS_ENV_VAR}={mode!r}: use one of "
@@ -149,9 +168,7 @@ def pytest_configure(config):
         limits(_STATE["profile"])  # ATTNPROPS_MAX_LEN=ten: one usage error, not N failures
     except ValueError as exc:
         raise pytest.UsageError(f"attnprops: {exc}") from None
-    name = config.getoption("--attn-impl")
-    if name is None:
-        name = os.environ.get(ENV_VAR, "impl")
+    name = _named_subject(config) or DEFAULT_SUBJECT
     # Exported so the subject is the same in xdist workers and in subprocesses.
     os.environ[ENV_VAR] = name
     try:
@@ -172,6 +189,53 @@ def pytest_configure(config):
         path = Path(config.invocation_params.dir, results_file)
         path.parent.mkdir(parents=True, exist_ok=True)
         _STATE["results"] = path.open("w", encoding="utf-8")
+
+
+SUITE_DIR = Path(__file__).resolve().parent  # properties/: the property tests
+META_TESTS_DIR = SUITE_DIR / "meta_tests"
+
+
+def _named_subject(config) -> str | None:
+    return config.getoption("--attn-impl") or os.environ.get(ENV_VAR) or None
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _uses_suite(config) -> bool:
+    """Whether this run uses the property suite (module docstring, *Inert unless used*)."""
+    if _named_subject(config):
+        return True
+    roots = [Path(config.rootpath).resolve()]
+    roots += [Path(config.invocation_params.dir, a.split("::", 1)[0]).resolve()
+              for a in config.args]
+    return any(_within(SUITE_DIR, root) or _within(root, SUITE_DIR) for root in roots)
+
+
+def _add_suite(config) -> None:
+    """Collect the property tests too when a subject is named and the command line gives no
+    paths (``pytest --attn-impl MODULE``: pytest's default arguments are the ``testpaths`` or
+    the folder). Once: an xdist worker receives the controller's arguments."""
+    if not _named_subject(config):
+        return
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        return
+    here = Path(config.invocation_params.dir)
+    if any(_within(SUITE_DIR, Path(here, a.split("::", 1)[0]).resolve()) for a in config.args):
+        return  # the default arguments already hold the suite (this repository, a copy)
+    config.args.append(str(SUITE_DIR))
+
+
+def pytest_ignore_collect(collection_path, config):
+    """The suite's own tests (``properties/meta_tests``) are not collected for a named
+    subject other than the default: a user's run holds only properties."""
+    if not _STATE.get("active"):
+        return None
+    name = _named_subject(config)
+    if name and name != DEFAULT_SUBJECT and _within(Path(collection_path).resolve(), META_TESTS_DIR):
+        return True
+    return None
 
 
 def one_thread_per_process(*, workers) -> None:
@@ -212,6 +276,8 @@ def pytest_runtest_makereport(item, call):
     counterexample, subject frame, from the exception itself) to the report, in the process
     that ran the test; xdist carries ``user_properties`` to the controller."""
     outcome = yield
+    if not _STATE.get("active"):
+        return
     report = outcome.get_result()
     if call.excinfo is not None and (report.failed or hasattr(report, "wasxfail")):
         failures = results.failures_of(call.excinfo.value, _subject_files())
@@ -231,10 +297,22 @@ def pytest_runtest_logreport(report):
     stream.flush()
 
 
+def _version() -> str:
+    """The installed distribution's version, or "(not installed)" for a vendored copy."""
+    from importlib import metadata
+    try:
+        return metadata.version("attnprops")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
 def pytest_report_header(config):
     """The profile, the subject with its declarations, and each expected-failures file."""
+    if not _STATE.get("active"):
+        return None
     subject = _STATE.get("subject")
-    lines = [f"attnprops hypothesis profile: {_STATE.get('profile')}"]
+    lines = [f"attnprops {_version()} from {SUITE_DIR.parent}",
+             f"attnprops hypothesis profile: {_STATE.get('profile')}"]
     if subject is not None:
         lines.append(f"attnprops subject: {subject.describe()}")
     files = _STATE.get("xfail_files") or []
@@ -384,6 +462,8 @@ def _stale(entry: ExpectedFailure, items, config) -> str | None:
 def pytest_collection_modifyitems(session, config, items):
     """Mark the listed tests xfail(strict=True); report ids that match no collected test;
     keep only the ``--attn-tests`` names, in their order."""
+    if not _STATE.get("active"):
+        return
     _mark_expected_failures(config, items)
     if _STATE.get("robustness", "report") == "report":
         for item in items:
@@ -450,6 +530,8 @@ def subject() -> Subject:
 
 
 def pytest_runtest_setup(item):
+    if not _STATE.get("active"):
+        return
     marker = item.get_closest_marker("requires")
     if marker is None:
         return

@@ -21,7 +21,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from .sizes import cached_strategy
+from attnprops.properties.sizes import cached_strategy
 
 ALL_DTYPES = ("float16", "float32", "float64")
 

@@ -57,9 +57,9 @@ from types import ModuleType
 
 import numpy as np
 
-from .bounds import Arithmetic
+from attnprops.properties.bounds import Arithmetic
 
-DEFAULT_SUBJECT = "impl"
+DEFAULT_SUBJECT = "attnprops.impl"
 ENV_VAR = "ATTN_IMPL"
 ALL_DTYPES = ("float16", "float32", "float64")
 

@@ -18,15 +18,15 @@ import pytest
 from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
-from oracle import ball
+from attnprops.oracle import ball
 
-from ._support import repeat_kv, visibility
-from .bounds import Arithmetic, agreement_bounds, agreement_from, attention_bounds, row_maxima
-from .checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
-from .kernel_cases import boundary_rows, subject_kernel_specs
-from .plugin import current_subject
-from .profiles import kernel_examples
-from .sizes import TILES, boundary_sizes, limits
+from attnprops.properties._support import repeat_kv, visibility
+from attnprops.properties.bounds import Arithmetic, agreement_bounds, agreement_from, attention_bounds, row_maxima
+from attnprops.properties.checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
+from attnprops.properties.kernel_cases import boundary_rows, subject_kernel_specs
+from attnprops.properties.plugin import current_subject
+from attnprops.properties.profiles import kernel_examples
+from attnprops.properties.sizes import TILES, boundary_sizes, limits
 
 SUBJECT = current_subject()
 # Exact multiply-adds per reference call, B * Hq * rows * Tk * (D + Dv) (the two arb_mat

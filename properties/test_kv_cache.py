@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from ._support import (
+from attnprops.properties._support import (
     LAB_KEY,
     LAB_QUERY,
     LAB_VALUE,
@@ -20,10 +20,10 @@ from ._support import (
     for_subject,
     oracle_with_bounds,
 )
-from .checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
-from .plugin import current_subject
-from .profiles import oracle_examples
-from .strategies import dims, values
+from attnprops.properties.checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
+from attnprops.properties.plugin import current_subject
+from attnprops.properties.profiles import oracle_examples
+from attnprops.properties.strategies import dims, values
 
 SUBJECT = current_subject()
 

@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from ._support import oracle_with_bounds
-from .checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
-from .invalid import INVALID_KINDS, fully_masked_cases, invalid_cases
-from .plugin import current_subject
-from .profiles import oracle_examples
-from .strategies import subject_cases
+from attnprops.properties._support import oracle_with_bounds
+from attnprops.properties.checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
+from attnprops.properties.invalid import INVALID_KINDS, fully_masked_cases, invalid_cases
+from attnprops.properties.plugin import current_subject
+from attnprops.properties.profiles import oracle_examples
+from attnprops.properties.strategies import subject_cases
 
 SUBJECT = current_subject()
 _KINDS = tuple(k for k in INVALID_KINDS

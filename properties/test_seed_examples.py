@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ._support import LAB_KEY, LAB_QUERY, LAB_VALUE, QUICK_QUERY, QUICK_VALUE
-from .checks import assert_within, call_subject
+from attnprops.properties._support import LAB_KEY, LAB_QUERY, LAB_VALUE, QUICK_QUERY, QUICK_VALUE
+from attnprops.properties.checks import assert_within, call_subject
 
 PRINTED_6 = 5e-7  # half a unit in the 6th printed decimal
 PRINTED_4 = 5e-5

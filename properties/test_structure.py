@@ -10,11 +10,11 @@ import numpy as np
 from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
-from ._support import oracle_with_bounds, repeat_kv
-from .checks import assert_shape_dtype, assert_within, call_subject
-from .plugin import current_subject
-from .profiles import oracle_examples
-from .strategies import subject_cases
+from attnprops.properties._support import oracle_with_bounds, repeat_kv
+from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject
+from attnprops.properties.plugin import current_subject
+from attnprops.properties.profiles import oracle_examples
+from attnprops.properties.strategies import subject_cases
 
 SUBJECT = current_subject()
 

@@ -12,7 +12,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from ._support import (
+from attnprops.properties._support import (
     LAB_CAUSAL,
     LAB_DECODE,
     QUICK_CAUSAL,
@@ -23,10 +23,10 @@ from ._support import (
     seed_batch_case,
     visibility,
 )
-from .checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
-from .plugin import current_subject
-from .profiles import oracle_examples
-from .strategies import subject_cases
+from attnprops.properties.checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
+from attnprops.properties.plugin import current_subject
+from attnprops.properties.profiles import oracle_examples
+from attnprops.properties.strategies import subject_cases
 
 SUBJECT = current_subject()
 

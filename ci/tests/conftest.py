@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ci import cli
+from attnprops.ci import cli
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ import sys
 import numpy as np
 import pytest
 
-from ci import audit
-from ci.tests.conftest import run_cli
-from oracle import rules
+from attnprops.ci import audit
+from attnprops.ci.tests.conftest import run_cli
+from attnprops.oracle import rules
 
 ROOT = audit.ROOT
 
@@ -147,11 +147,11 @@ def test_a_wrong_published_value_fails_naming_the_check(tmp_path, monkeypatch):
 
 
 def test_a_missing_mutant_fails_with_the_import_error(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "mutants.column_softmax", None)  # import raises
+    monkeypatch.setitem(sys.modules, "attnprops.mutants.column_softmax", None)  # import raises
     run = run_cli(["audit", "--out", str(tmp_path)], tmp_path)
     assert run.rc == 1
     assert "FAIL mutants.column_softmax.row_sum_error" in run.out
-    assert "import of mutants.column_softmax halted" in run.out  # ModuleNotFoundError text
+    assert "import of attnprops.mutants.column_softmax halted" in run.out  # ModuleNotFoundError text
     assert "mutants.column_softmax.row_sum_error" in run.lines[-1]
 
 
@@ -346,7 +346,7 @@ def test_reference_folder_is_complete():
 
 
 def test_command_line_entry_point_prints_ok_last(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "ci.cli", "audit", "--out", str(tmp_path)],
+    proc = subprocess.run([sys.executable, "-m", "attnprops.ci.cli", "audit", "--out", str(tmp_path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.splitlines()[-1] == "ATTENTION_AUDIT_OK"

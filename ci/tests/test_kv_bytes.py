@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ci import cli, kv_bytes
+from attnprops.ci import cli, kv_bytes
 
 
 def test_default_is_the_labs_mha_configuration(capsys):

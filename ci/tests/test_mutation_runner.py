@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ci.mutation_report import Outcome, _classify, run_mutant, select
-from ci.suite_runner import RunResult, PropertyFailure, _parse_statistics
-from mutants import all_mutants
-from properties.results import failure_record
+from attnprops.ci.mutation_report import Outcome, _classify, run_mutant, select
+from attnprops.ci.suite_runner import RunResult, PropertyFailure, _parse_statistics
+from attnprops.mutants import all_mutants
+from attnprops.properties.results import failure_record
 
 
 @pytest.mark.parametrize("name", ["column_softmax"])
@@ -83,7 +83,7 @@ def test_explicit_examples_and_statistics_formats_of_hypothesis_releases():
 def test_every_mutant_declares_itself():
     """Each mutants/ module has a MUTANT with description, model and killing properties that
     exist in the suite."""
-    import properties
+    from attnprops import properties
 
     suite = "\n".join(p.read_text() for p in Path(properties.__file__).parent.glob("test_*.py"))
     found = all_mutants()
@@ -96,7 +96,7 @@ def test_every_mutant_declares_itself():
 def test_mutant_pipeline_equals_impl():
     """mutants._common.Pipeline (impl's dense steps, copied so mutants survive impl's
     refactorings) is bitwise equal to impl: every mutant differs from impl only by its fault."""
-    from mutants._common import _self_check
+    from attnprops.mutants._common import _self_check
 
     _self_check(trials=60)
 
@@ -107,7 +107,7 @@ def test_properties_report_without_bare_asserts():
     through properties.checks instead."""
     import ast
 
-    import properties
+    from attnprops import properties
 
     root = Path(properties.__file__).parent
     found = [f"{path.name}:{node.lineno}" for path in sorted(root.glob("*.py"))
@@ -119,7 +119,7 @@ def test_properties_report_without_bare_asserts():
 def test_a_kill_without_a_shrunk_counterexample_fails_the_run():
     """attnprops mutants exits 1 unless every mutant is killed with a generated, shrunk
     counterexample: a kill by an explicit example only is not a kill of the suite."""
-    from ci.mutation_report import MutantResult, verdict
+    from attnprops.ci.mutation_report import MutantResult, verdict
 
     def result(name, outcome, shrunk):
         return MutantResult(name=name, description="d", killed_by=("test_a",), outcome=outcome,

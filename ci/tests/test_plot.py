@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from ci import audit, cli, plot
+from attnprops.ci import audit, cli, plot
 
 
 def test_without_matplotlib_names_the_extra(tmp_path, monkeypatch, capsys):

@@ -7,10 +7,10 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from ci.pytest_process import run_pytest
+from attnprops.ci.pytest_process import run_pytest
 
-from properties.plugin import FAST_START
-from properties.subject import load_subject
+from attnprops.properties.plugin import FAST_START
+from attnprops.properties.subject import load_subject
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,7 +48,7 @@ def test_readme_adapter_passes_the_suite(tmp_path, monkeypatch):
     proc = _pytest(
         [str(REPO / "properties"), "-p", "no:cacheprovider",
          *FAST_START,
-         "--attn-impl", "my_adapter", "-o", "addopts=", "-p", "properties.plugin", "-k",
+         "--attn-impl", "my_adapter", "-o", "addopts=", "-p", "attnprops.properties.plugin", "-k",
          "test_output_matches_oracle or test_hidden_keys_do_not_change_output or "
          "test_seed_examples or test_kv_cache_bytes_formula"],
         env)
@@ -67,7 +67,7 @@ def test_readme_adapter_misses_only_the_robustness_tier(tmp_path):
     env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
                HYPOTHESIS_PROFILE="ci")
     base = [str(REPO / "properties" / "test_values.py"),
-            "-p", "no:cacheprovider", *FAST_START, "-o", "addopts=", "-p", "properties.plugin",
+            "-p", "no:cacheprovider", *FAST_START, "-o", "addopts=", "-p", "attnprops.properties.plugin",
             "--attn-impl", "my_adapter", "-k", "test_values_near_the_dtype_maximum"]
     for mode, code, summary in (("report", 0, "1 xfailed"),):
         proc = _pytest(base + [f"--attn-robustness={mode}"], env)

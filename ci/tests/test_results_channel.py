@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 import textwrap
 
-from ci.suite_runner import run_suite
-from properties.results import BaseExceptionGroup, failures_of
+from attnprops.ci.suite_runner import run_suite
+from attnprops.properties.results import BaseExceptionGroup, failures_of
 
 TWO_BUGS = textwrap.dedent("""\
-    import impl
-    from impl import KVCache, attention_weights, cached_attention, kv_cache_bytes
+    from attnprops import impl
+    from attnprops.impl import KVCache, attention_weights, cached_attention, kv_cache_bytes
 
     def attention(query, key, value, **kwargs):
         if query.dtype.name == "float32":
@@ -83,8 +83,8 @@ def test_robustness_tier_failures_are_reported_apart(tmp_path):
     --attn-robustness=report) is counted as xfailed and listed apart, not as a failure."""
     import json
 
-    from ci.suite_runner import _read_results
-    from properties.plugin import ROBUSTNESS_REASON
+    from attnprops.ci.suite_runner import _read_results
+    from attnprops.properties.plugin import ROBUSTNESS_REASON
 
     failure = {"type": "PropertyViolation", "violation": True, "message": "inf",
                "counterexample": "Falsifying example: test_r(\n    case=1,\n)",

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import impl
-from mutants._tiled import TiledKernel
-from properties._support import visibility
-from properties.bounds import agreement_bounds
-from properties.kernel_cases import kernel_specs
+from attnprops import impl
+from attnprops.mutants._tiled import TiledKernel
+from attnprops.properties._support import visibility
+from attnprops.properties.bounds import agreement_bounds
+from attnprops.properties.kernel_cases import kernel_specs
 
 KERNEL_MUTANTS = ("tiled_last_key_tile_dropped", "split_kv_merge_not_rescaled",
                   "causal_tile_skip_off_by_one", "head_dim_tail_chunk_dropped",
@@ -50,7 +50,7 @@ def test_kernel_mutants_are_impl_below_their_thresholds(name, spec, chunks):
     spec = spec._replace(num_heads=spec.num_kv_heads * min(3, spec.num_heads // spec.num_kv_heads))
     if spec.head_dim > 64 or spec.value_dim > 64:
         spec = spec._replace(head_dim=min(spec.head_dim, 64), value_dim=min(spec.value_dim, 64))
-    mutant = importlib.import_module(f"mutants.{name}")
+    mutant = importlib.import_module(f"attnprops.mutants.{name}")
     case = spec.build()
     got = mutant.attention(case.query, case.key, case.value, **case.kwargs())
     np.testing.assert_array_equal(got, impl.attention(case.query, case.key, case.value,

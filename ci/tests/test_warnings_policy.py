@@ -8,12 +8,12 @@ import warnings
 
 import pytest
 
-from ci.suite_runner import run_suite
+from attnprops.ci.suite_runner import run_suite
 
 WARNS = """\
 import numpy as np
-import impl
-from impl import KVCache, attention_weights, cached_attention, kv_cache_bytes
+from attnprops import impl
+from attnprops.impl import KVCache, attention_weights, cached_attention, kv_cache_bytes
 
 def attention(query, key, value, **kwargs):
     np.exp(np.float64(1000.0))  # overflow: a harmless RuntimeWarning in the subject's code

@@ -16,17 +16,17 @@ import tracemalloc
 import numpy as np
 import pytest
 
-import impl
-import oracle
-from mutants._common import Pipeline
-from oracle.rules import (
+from attnprops import impl
+from attnprops import oracle
+from attnprops.mutants._common import Pipeline
+from attnprops.oracle.rules import (
     AttentionInputError,
     ScoreOverflowError,
     ShapeError,
     check_block_size,
     compute_dtype,
 )
-from oracle.tests.error_cases import CASE_IDS, build_cases
+from attnprops.oracle.tests.error_cases import CASE_IDS, build_cases
 
 DTYPES = (np.float16, np.float32, np.float64)
 

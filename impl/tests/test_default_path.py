@@ -6,8 +6,8 @@ blocked with ``n = 128`` for causal calls whose query tiles see at most 3/4 of t
 ``B * Hq * 128 * (D + Dv) >= 2**19`` and for ``B * Hq * Tq * Tk >= 2**24``; else dense. The
 default is *bitwise* the path it picks (so small calls, every one the value properties draw,
 are bitwise the dense formula ``mutants._common.Pipeline`` mirrors), and the name ``"dense"``
-keeps the dense path reachable at every size. Speed is measured by ``python -m benchmarks``
-(section 3) and ``python -m benchmarks.default_path``, never asserted here.
+keeps the dense path reachable at every size. Speed is measured by ``python -m attnprops.benchmarks``
+(section 3) and ``python -m attnprops.benchmarks.default_path``, never asserted here.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import impl
-import oracle
-from impl.attention import _default_block_size
-from mutants._common import Pipeline
-from oracle.rules import FullyMaskedRowError, NonFiniteInputError, ScoreOverflowError
+from attnprops import impl
+from attnprops import oracle
+from attnprops.impl.attention import _default_block_size
+from attnprops.mutants._common import Pipeline
+from attnprops.oracle.rules import FullyMaskedRowError, NonFiniteInputError, ScoreOverflowError
 
 
 def _pick(B, Hq, Hkv, Tq, Tk, D, Dv, is_causal=False, query_start=None):

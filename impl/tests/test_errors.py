@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import impl
-import oracle
-from oracle.rules import AttentionInputError, DtypeError
-from oracle.tests.error_cases import CASE_IDS, build_cases
+from attnprops import impl
+from attnprops import oracle
+from attnprops.oracle.rules import AttentionInputError, DtypeError
+from attnprops.oracle.tests.error_cases import CASE_IDS, build_cases
 
 MODULES = {"impl": impl, "oracle": oracle}
 

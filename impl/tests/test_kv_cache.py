@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-import impl
-import oracle
-from oracle.rules import (
+from attnprops import impl
+from attnprops import oracle
+from attnprops.oracle.rules import (
     AttentionInputError,
     DtypeError,
     FullyMaskedRowError,
@@ -295,7 +295,7 @@ def test_failed_cached_attention_rolls_back(module_name, capacity, name, exc, ar
 def test_cached_attention_refuses_a_foreign_cache():
     """A cache that is not the module's own KVCache is refused with an error naming `cache`
     (it used to fail with AttributeError on a private method); the real cache is untouched."""
-    from oracle.rules import AttentionInputError
+    from attnprops.oracle.rules import AttentionInputError
 
     q = k = v = np.zeros((1, 1, 1, 2))
     for module, foreign in ((impl, "x"), (impl, oracle.KVCache(1, 1, 2)),
@@ -309,7 +309,7 @@ def test_cached_attention_refuses_a_foreign_cache():
 def test_cached_query_of_another_dtype_than_the_cache_is_blamed_on_the_query():
     """A float32 query on a float64 cache: the error names `query` (it used to name `key`,
     the cached keys the caller passed correctly); impl and oracle agree, the cache is kept."""
-    from oracle.rules import DtypeError
+    from attnprops.oracle.rules import DtypeError
 
     for module in (impl, oracle):
         cache = module.KVCache(1, 1, 2)

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_almost_equal, assert_array_equal
 
-import impl
-import oracle
-from ci.example import KEY as K
-from ci.example import QUERY as Q
-from ci.example import VALUE as V
+from attnprops import impl
+from attnprops import oracle
+from attnprops.ci.example import KEY as K
+from attnprops.ci.example import QUERY as Q
+from attnprops.ci.example import VALUE as V
 
 SCORES = [[0.53, 0.095, -0.075], [-0.08, 0.87, 0.155], [-0.165, 0.26, 1.16]]
 WEIGHTS = [[1, 0, 0], [0.278885, 0.721115, 0], [0.158938, 0.243109, 0.597953]]
@@ -50,7 +50,7 @@ def test_impl_scores_recovered_from_noncausal_weights_seed000():
 
 def test_ci_example_arrays_seed000():
     """`attnprops example` prints the seed's scaled scores, masked scores, weights, context (seed 000 §3)."""
-    from ci.example import example_arrays
+    from attnprops.ci.example import example_arrays
 
     arrays = example_arrays()
     assert_array_almost_equal(arrays["Scaled scores"], SCORES, decimal=6)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from oracle.rules import (
+from attnprops.oracle.rules import (
     DtypeError,
     FullyMaskedRowError,
     NonFiniteInputError,

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from numpy.testing import assert_array_equal
 
-import oracle
-from oracle import ball
-from oracle.rules import AttentionInputError, ScoreOverflowError, compute_dtype
+from attnprops import oracle
+from attnprops.oracle import ball
+from attnprops.oracle.rules import AttentionInputError, ScoreOverflowError, compute_dtype
 
 # Value regimes. "spread" mixes exponents from subnormal to 1e4: dot products whose terms
 # span thousands of bits. Not much larger: the 50-digit oracle rounds each score to 50 digits

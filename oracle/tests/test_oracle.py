@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_almost_equal, assert_array_equal
 
-import oracle
-from oracle.rules import DtypeError, ShapeError
+from attnprops import oracle
+from attnprops.oracle.rules import DtypeError, ShapeError
 
 # seeds/000: the lab's fixed 3-token tensors (head_dim 4, value dim 2)
 Q = np.array([[1.0, 0.5, -0.2, 0.1], [-0.5, 1.2, 0.8, -0.4], [0.2, -0.1, 1.5, 0.9]])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import oracle
-from oracle.rules import (
+from attnprops import oracle
+from attnprops.oracle.rules import (
     AttentionInputError,
     DtypeError,
     FullyMaskedRowError,
@@ -14,7 +14,7 @@ from oracle.rules import (
     ScaleError,
     ShapeError,
 )
-from oracle.tests.error_cases import CASE_IDS, build_cases
+from attnprops.oracle.tests.error_cases import CASE_IDS, build_cases
 
 
 @pytest.mark.parametrize("index", range(len(CASE_IDS)), ids=CASE_IDS)

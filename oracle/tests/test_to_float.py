@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oracle.reference import to_float
+from attnprops.oracle.reference import to_float
 
 TINY = Fraction(1, 2**1074)  # the smallest subnormal
 

@@ -9,7 +9,7 @@ import types
 import numpy as np
 import pytest
 
-from properties.subject import SubjectError, load_subject
+from attnprops.properties.subject import SubjectError, load_subject
 
 
 def _subject(monkeypatch, caps):

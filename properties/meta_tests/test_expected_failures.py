@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 
 try:
-    from ci.pytest_process import run_pytest
+    from attnprops.ci.pytest_process import run_pytest
 except ImportError:  # a vendored copy of properties/ has no ci/: plain subprocesses
     run_pytest = None
 
-from properties.plugin import FAST_START
+from attnprops.properties.plugin import FAST_START
 
-import properties
-from properties.plugin import ExpectedFailure, read_expected_failures
+from attnprops import properties
+from attnprops.properties.plugin import ExpectedFailure, read_expected_failures
 
 pytest_plugins = ["pytester"]
 
@@ -68,8 +68,8 @@ def demo(pytester, monkeypatch):
     pytester.makepyfile(tiny_subject=textwrap.dedent(TINY_SUBJECT).replace("{extra}", ""))
 
     def run(*args, subject="tiny_subject"):
-        args = ["-p", "properties.plugin", "-p", "no:cacheprovider", *FAST_START,
-                "--attn-impl", subject, "-rxXfE", *args]
+        args = ["-p", "attnprops.properties.plugin", "-p", "no:cacheprovider", *FAST_START,
+                "--attn-impl", subject, "-rxXfE", "test_demo.py", *args]
         if run_pytest is None:
             return pytester.runpytest_subprocess(*args)
         done = run_pytest(args, cwd=pytester.path, env=dict(os.environ))

@@ -13,11 +13,11 @@ import types
 import numpy as np
 import pytest
 
-import oracle
-from properties._support import LAB_CAUSAL, case_from
-from properties.bounds import attention_bounds
-from properties.checks import PropertyViolation, assert_equal, assert_within
-from properties.subject import SubjectError, load_subject
+from attnprops import oracle
+from attnprops.properties._support import LAB_CAUSAL, case_from
+from attnprops.properties.bounds import attention_bounds
+from attnprops.properties.checks import PropertyViolation, assert_equal, assert_within
+from attnprops.properties.subject import SubjectError, load_subject
 
 
 def test_assert_within_fails_outside_the_bound_and_on_nan():

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from hypothesis import find, given, settings
 
-from properties.kernel_cases import KernelSpec, boundary_rows, kernel_specs
-from properties.sizes import LEN_ENV_VAR, LIMITS, TILES, boundary_sizes, limits, primes_up_to
+from attnprops.properties.kernel_cases import KernelSpec, boundary_rows, kernel_specs
+from attnprops.properties.sizes import LEN_ENV_VAR, LIMITS, TILES, boundary_sizes, limits, primes_up_to
 
 
 def test_boundary_rows_reach_tile_edges():
@@ -109,7 +109,7 @@ def test_readme_size_table_states_the_limits():
 
     from hypothesis import settings as hsettings
 
-    from properties.profiles import kernel_example_count
+    from attnprops.properties.profiles import kernel_example_count
 
     text = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     rows = {}

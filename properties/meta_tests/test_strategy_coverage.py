@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from hypothesis import Phase, given, settings
 
-import oracle
-from oracle.rules import AttentionInputError, check_attention_inputs
-from properties.invalid import INVALID_KINDS, fully_masked_cases, invalid_cases
-from properties.strategies import MASK_LAYOUTS, attention_cases
+from attnprops import oracle
+from attnprops.oracle.rules import AttentionInputError, check_attention_inputs
+from attnprops.properties.invalid import INVALID_KINDS, fully_masked_cases, invalid_cases
+from attnprops.properties.strategies import MASK_LAYOUTS, attention_cases
 
 DRAWS = settings(max_examples=200, derandomize=True, database=None, phases=[Phase.generate],
                  deadline=None)

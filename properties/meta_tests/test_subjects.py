@@ -16,16 +16,16 @@ import numpy as np
 import pytest
 
 try:
-    from ci.pytest_process import run_pytest
+    from attnprops.ci.pytest_process import run_pytest
 except ImportError:  # a vendored copy of properties/ has no ci/
     run_pytest = None
 
-from properties.plugin import FAST_START
+from attnprops.properties.plugin import FAST_START
 
-import oracle
-import properties
-from properties._support import LAB_DECODE, LAB_KEY, LAB_QUERY, LAB_VALUE
-from properties.subject import load_subject
+from attnprops import oracle
+from attnprops import properties
+from attnprops.properties._support import LAB_DECODE, LAB_KEY, LAB_QUERY, LAB_VALUE
+from attnprops.properties.subject import load_subject
 
 SUITE_ROOT = Path(properties.__file__).resolve().parent.parent
 
@@ -66,9 +66,9 @@ def _close(got, want, dtype, tol64=1e-12):
 def test_oracle_float64_returns_the_oracle_values():
     """The subject returns the oracle's correctly rounded float64 values for attention,
     weights and cached decode, and declares float64 only."""
-    from properties.subjects import oracle_float64 as subject
+    from attnprops.properties.subjects import oracle_float64 as subject
 
-    assert load_subject("properties.subjects.oracle_float64").dtypes == ("float64",)
+    assert load_subject("attnprops.properties.subjects.oracle_float64").dtypes == ("float64",)
     q, k, v = LAB_DECODE.query, LAB_DECODE.key, LAB_DECODE.value
     want = oracle.attention(q, k, v, is_causal=True, query_start=2).value
     assert np.array_equal(subject.attention(q, k, v, is_causal=True, query_start=2), want)
@@ -151,7 +151,7 @@ def test_torch_sdpa_declarations_and_float16():
     input validation, float16/32/64; float16 stays float16; an integer mask reaches SDPA,
     which rejects it."""
     subject = _module("torch_sdpa", "torch")
-    declared = load_subject("properties.subjects.torch_sdpa")
+    declared = load_subject("attnprops.properties.subjects.torch_sdpa")
     assert (declared.fully_masked_rows, declared.validates_inputs) == ("zeros", False)
     assert declared.dtypes == ("float16", "float32", "float64")
     q, k, v = np.zeros((1, 1, 2, 1)), np.zeros((1, 1, 2, 1)), np.array([1.0, 3.0]).reshape(1, 1, 2, 1)
@@ -169,9 +169,9 @@ def test_jax_declarations():
     """The JAX subject declares float32/float64, no validation, and an expected-failures
     file that exists and parses."""
     module = _module("jax_dot_product_attention", "jax")
-    from properties.plugin import read_expected_failures
+    from attnprops.properties.plugin import read_expected_failures
 
-    declared = load_subject("properties.subjects.jax_dot_product_attention")
+    declared = load_subject("attnprops.properties.subjects.jax_dot_product_attention")
     assert declared.dtypes == ("float32", "float64") and not declared.validates_inputs
     path = Path(module.__file__).parent / module.ATTNPROPS_EXPECTED_FAILURES
     assert read_expected_failures(path)
@@ -205,7 +205,7 @@ def test_suite_kills_naive_causal():
     env.pop("ATTN_XFAIL", None)
     props = SUITE_ROOT / "properties"
     args = ["-q", "-p", "no:cacheprovider", *FAST_START, "-o", "addopts=",
-            "-p", "properties.plugin", "--attn-impl", "properties.subjects.torch_sdpa_naive_causal",
+            "-p", "attnprops.properties.plugin", "--attn-impl", "attnprops.properties.subjects.torch_sdpa_naive_causal",
             str(props / "test_seed_examples.py"), str(props / "test_kv_cache.py"),
             "-k", "test_seed_examples or test_lab_decode_through_cache"]
     if run_pytest is None:  # a vendored copy of properties/ has no ci/

@@ -5,7 +5,7 @@ value, *, attn_mask=None, is_causal=False, query_start=None, scale=None)`` on Nu
 the shared ``(B, H, T, D)`` layout, optionally ``attention_weights``, ``KVCache``,
 ``cached_attention`` and ``kv_cache_bytes``) and declares what it lacks in
 ``ATTNPROPS_CAPABILITIES`` (see :mod:`properties.subject`). Select one with
-``attnprops check --impl properties.subjects.NAME`` or ``pytest --attn-impl
+``attnprops check --impl attnprops.properties.subjects.NAME`` or ``pytest --attn-impl
 properties.subjects.NAME``.
 
 ``oracle_float64``           the 50-digit oracle rounded to float64 (no-false-alarm check)

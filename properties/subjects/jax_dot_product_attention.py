@@ -4,7 +4,7 @@ Install the extra first: ``pip install -e .[jax]``. Run: ``attnprops check --imp
 properties.subjects.jax_dot_product_attention``. Importing this module turns on
 ``jax_enable_x64`` (float64 arrays stay float64) for the whole process.
 
-What the adapter maps (each mapping checked by ``python -m properties.subjects.probe
+What the adapter maps (each mapping checked by ``python -m attnprops.properties.subjects.probe
 jax_dot_product_attention``, see ``docs/conventions.md``):
 
 - Layout: JAX takes ``(B, T, N, H)``; the adapter transposes ``(B, H, T, D)`` in and out.
@@ -38,7 +38,7 @@ from functools import partial
 import jax
 import numpy as np
 
-from oracle.rules import (check_cache_append, check_cache_config, check_cached_query,
+from attnprops.oracle.rules import (check_cache_append, check_cache_config, check_cached_query,
                           check_positive_int)
 
 jax.config.update("jax_enable_x64", True)

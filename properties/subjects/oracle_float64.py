@@ -2,7 +2,7 @@
 
 The most accurate float64 subject there can be: every property must pass against it, so a
 failure here is a false alarm of the suite (a bound too tight, a property that is not a law)
-rather than a bug of a subject. Run: ``attnprops check --impl properties.subjects.oracle_float64``
+rather than a bug of a subject. Run: ``attnprops check --impl attnprops.properties.subjects.oracle_float64``
 (slow: the oracle runs for the subject and for the expected values).
 
 Small calls (at most :data:`MPMATH_SCORES` scores) run the 50-digit oracle; larger ones the
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-import oracle
-from oracle import KVCache, ball
-from oracle.rules import kv_cache_bytes
+from attnprops import oracle
+from attnprops.oracle import KVCache, ball
+from attnprops.oracle.rules import kv_cache_bytes
 
 __version__ = f"oracle ({oracle.DIGITS} digits)"
 

@@ -3,7 +3,7 @@ tells the conventions apart. ``docs/conventions.md`` is made from this script's 
 
 Usage::
 
-    python -m properties.subjects.probe SUBJECT [SUBJECT ...]
+    python -m attnprops.properties.subjects.probe SUBJECT [SUBJECT ...]
 
 ``SUBJECT`` is a module (``impl``, ``my_adapter``) or the name of one in
 :mod:`properties.subjects` (``torch_sdpa``, ``torch_sdpa_naive_causal``,
@@ -209,9 +209,9 @@ def probe_float16(call, oracle_bound: bool) -> str:
 
 def _float16_accuracy(call) -> str:
     """Largest ``|error| / bound`` over 20 seeded random float16 cases (<= 1 passes)."""
-    import oracle
-    from properties._support import case_from
-    from properties.bounds import attention_bounds
+    from attnprops import oracle
+    from attnprops.properties._support import case_from
+    from attnprops.properties.bounds import attention_bounds
 
     rng = np.random.default_rng(0)
     worst = 0.0
@@ -289,7 +289,7 @@ def report(name: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Print :func:`report` for each subject named on the command line."""
-    parser = argparse.ArgumentParser(prog="python -m properties.subjects.probe",
+    parser = argparse.ArgumentParser(prog="python -m attnprops.properties.subjects.probe",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("subjects", nargs="+", metavar="SUBJECT")
     args = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 """Subject: ``torch.nn.functional.scaled_dot_product_attention`` (SDPA) on the CPU.
 
 Install the extra first: ``pip install -e .[torch]`` (pins a CPU build of torch). Run:
-``attnprops check --impl properties.subjects.torch_sdpa``.
+``attnprops check --impl attnprops.properties.subjects.torch_sdpa``.
 
 What the adapter maps, and why (every mapping was checked by ``python -m
 properties.subjects.probe torch_sdpa``, see ``docs/conventions.md``):
@@ -37,7 +37,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from oracle.rules import (check_cache_append, check_cache_config, check_cached_query,
+from attnprops.oracle.rules import (check_cache_append, check_cache_config, check_cached_query,
                           check_positive_int)
 
 __version__ = torch.__version__

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .torch_sdpa import KVCache, kv_cache_bytes, sdpa_mask, to_numpy, to_tensor
+from attnprops.properties.subjects.torch_sdpa import KVCache, kv_cache_bytes, sdpa_mask, to_numpy, to_tensor
 
 __version__ = torch.__version__
 

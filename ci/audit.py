@@ -28,7 +28,17 @@ cell with the tolerance ``|fresh - ref| <= COMPARE_ABS + COMPARE_REL * |ref|`` (
 rel 1e-12: cross-platform BLAS/libm may change the last bits, which the lab says must not be
 required to match), non-finite cells and text cells exactly; and it checks that the reference's
 ``audit.json`` names the same checks. Every difference is printed with its file, line, index
-values and column, and fails the run.
+values and column, and fails the run. ``--compare``'s argument is a path, taken relative to the
+current folder; only the literal name ``reference`` (also written ``reference/`` or
+``./reference``) falls back, when no such folder exists there, to the reference shipped with
+the package (:data:`REFERENCE_DIR`: the repository's ``reference/`` in an editable install,
+``site-packages/attnprops/reference`` otherwise), so ``--compare reference`` works from any
+folder (:func:`resolve_reference`). A reference folder that does not exist is one difference:
+the run fails and its last line says the reference folder is missing (never "0 of N checks
+failed"). Source files whose SHA-256 differs from the reference's ``audit.json`` ``sources``
+are reported (as notes, never as failures) only when there are differences, as a hint to why
+the numbers differ: the sources are edited far more often than the reference is regenerated,
+so an untouched clone whose numbers all match prints no source notes (see :func:`compare_dirs`).
 
 Tolerances of the checks
     published value rounded to ``n`` decimals: ``0.5 * 10**-n`` (half a unit of the last
@@ -94,8 +104,9 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-REFERENCE_DIR = ROOT / "reference"
+ROOT = Path(__file__).resolve().parents[1]  # the installed ``attnprops`` package folder
+REFERENCE_DIR = ROOT / "reference"  # the committed reference, shipped with the package
+REFERENCE_NAME = "reference"  # the --compare name that falls back to REFERENCE_DIR
 DEFAULT_OUT = "results"
 SOURCE_PACKAGES = ("oracle", "impl", "mutants")
 SCHEMA_VERSION = 1
@@ -1079,17 +1090,46 @@ def compare_csv(fresh: Path, ref: Path, abs_tol: float = COMPARE_ABS,
     return cells, out
 
 
+def source_changes(ref_sources: dict, fresh_sources: dict | None = None) -> list[str]:
+    """Notes naming every source file whose SHA-256 differs from ``ref_sources`` (a reference
+    audit.json's ``sources``) or that is new since the reference, sorted by path.
+
+    ``fresh_sources`` defaults to :func:`source_hashes` of the installed package. A file that
+    the reference lists but that no longer exists counts as changed.
+    """
+    fresh_sources = source_hashes() if fresh_sources is None else fresh_sources
+    notes = [f"source {path} changed since the reference was made"
+             for path, digest in sorted(ref_sources.items())
+             if fresh_sources.get(path) != digest]
+    notes += [f"source {path} is new since the reference was made"
+              for path in sorted(set(fresh_sources) - set(ref_sources))]
+    return notes
+
+
 def compare_dirs(fresh_dir: Path, ref_dir: Path, written: list[str], checks: list[Check],
                  abs_tol: float = COMPARE_ABS, rel_tol: float = COMPARE_REL) -> dict:
     """Compare a fresh audit's CSVs (``written``) and check names with ``ref_dir``'s.
 
-    Returns the ``compare`` object of audit.json. Source-hash changes since the reference are
-    reported as notes, not failures.
+    Returns the ``compare`` object of audit.json; ``passed`` is true exactly when there are no
+    ``differences``. A differing cell, a CSV present on one side only, a check named on one side
+    only, a missing or unreadable reference ``audit.json`` and a missing ``ref_dir`` (the single
+    difference ``"<ref_dir>: reference folder is missing"``) are differences.
+
+    ``notes`` never fail the comparison: a check that failed in the reference itself is always
+    noted; source files changed or new since the reference (:func:`source_changes`, by SHA-256
+    of their content against the reference's ``sources``) are noted *only when there are
+    differences*, as a hint to why the numbers differ. Design decision: the sources are edited
+    far more often than the reference is regenerated (a refactoring, a new mutant or test does
+    not move a number), so noting every stale hash would make an untouched clone that
+    reproduces every number noisy; what the reference pins are the numbers and the set of
+    checks, and both audit.json files keep their full ``sources`` for whoever wants the diff.
     """
     ref_dir = Path(ref_dir)
     differences, notes, cells = [], [], 0
+    source_notes: list[str] = []
     if not ref_dir.is_dir():
-        differences.append(f"{ref_dir}: reference folder does not exist")
+        differences.append(f"{ref_dir}: reference folder is missing"
+                           + (" (a file of that name exists)" if ref_dir.exists() else ""))
     else:
         ref_files = sorted(p.name for p in ref_dir.glob("*.csv"))
         for name in sorted(set(ref_files) - set(written)):
@@ -1114,14 +1154,11 @@ def compare_dirs(fresh_dir: Path, ref_dir: Path, written: list[str], checks: lis
                     differences.append(f"audit.json: check {n} is not in the reference")
                 for n in ref_doc.get("failed", []):
                     notes.append(f"audit.json: check {n} failed in the reference itself")
-                fresh_sources = source_hashes()
-                for path, digest in sorted(ref_doc.get("sources", {}).items()):
-                    if fresh_sources.get(path) != digest:
-                        notes.append(f"source {path} changed since the reference was made")
-                for path in sorted(set(fresh_sources) - set(ref_doc.get("sources", {}))):
-                    notes.append(f"source {path} is new since the reference was made")
-            except (ValueError, KeyError, TypeError) as exc:
+                source_notes = source_changes(ref_doc.get("sources", {}))
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 differences.append(f"audit.json: unreadable reference ({exc})")
+    if differences:
+        notes += source_notes
     return {
         "reference": str(ref_dir),
         "abs_tolerance": abs_tol,
@@ -1160,6 +1197,21 @@ def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
+def resolve_reference(name: str | Path) -> Path:
+    """The folder ``--compare NAME`` compares with.
+
+    ``NAME`` as a path (relative to the current folder) when it exists, or when it is anything
+    but the literal :data:`REFERENCE_NAME` (``reference``, ``reference/``, ``./reference``): a
+    missing explicit path is returned unchanged, so the comparison reports it missing. Only
+    ``reference`` with no such folder here resolves to the package's :data:`REFERENCE_DIR`,
+    which makes ``--compare reference`` work from any folder.
+    """
+    path = Path(name)
+    if path.exists() or path != Path(REFERENCE_NAME):
+        return path
+    return REFERENCE_DIR
+
+
 def add_arguments(parser) -> None:
     """``--out DIR`` (default ``results``) and ``--compare REFERENCE_DIR``."""
     parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
@@ -1168,7 +1220,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--compare", default=None, metavar="REFERENCE_DIR",
                         help="after the audit, compare the fresh CSVs with this folder's "
                              f"(abs {COMPARE_ABS:g} + rel {COMPARE_REL:g} per value), e.g. "
-                             "reference")
+                             "reference: that name, when there is no ./reference, means the "
+                             "reference shipped with the package")
 
 
 def _describe(c: Check) -> str:
@@ -1190,10 +1243,13 @@ def run(args) -> int:
     """Run the audit; print one line per check and ``ATTENTION_AUDIT_OK`` last if all pass.
 
     Returns 0 when every check (and the comparison, if asked) passes, 1 otherwise, 2 when
-    ``--out`` is the reference folder.
+    ``--out`` is the reference folder. ``--compare`` is resolved by :func:`resolve_reference`
+    (the folder actually used is printed and recorded as ``compare.reference``); when that
+    folder is missing the last line is ``ATTENTION_AUDIT_FAILED: reference folder ... is
+    missing ...`` and says how many checks failed, never ``0 of N checks failed``.
     """
     out = Path(args.out)
-    compare = Path(args.compare) if getattr(args, "compare", None) else None
+    compare = resolve_reference(args.compare) if getattr(args, "compare", None) else None
     for folder in [REFERENCE_DIR] + ([compare] if compare is not None else []):
         if _inside(out, folder):
             print(f"attnprops audit: refusing to write into {out}: it is the reference folder "
@@ -1227,7 +1283,7 @@ def run(args) -> int:
                     "failed": len(failed)},
         "failed": failed,
         "environment": environment(),
-        "oracle_digits": importlib.import_module("oracle").DIGITS,
+        "oracle_digits": importlib.import_module("attnprops.oracle").DIGITS,
         "sources": source_hashes(),
         "inputs": recorded_inputs(),
         "files": files,
@@ -1247,6 +1303,12 @@ def run(args) -> int:
             print(f"note: {note}")
         for diff in comparison["differences"]:
             print(f"DIFF {diff}")
+        if not compare.is_dir():
+            checks = (f"{len(failed)} of {len(audit.checks)} checks failed: {', '.join(failed)}"
+                      if failed else f"all {len(audit.checks)} checks passed")
+            print(f"{FAIL_PREFIX}: reference folder {compare.absolute()} is missing "
+                  f"(--compare {args.compare}), nothing was compared; {checks}")
+            return 1
         print(f"compared {comparison['cells_compared']} cells with {compare}: "
               f"{len(comparison['differences'])} differences (tolerance abs "
               f"{COMPARE_ABS:g} + rel {COMPARE_REL:g} * |reference|)")

@@ -5,10 +5,12 @@ from __future__ import annotations
 import csv
 import hashlib
 import inspect
+import json
 import math
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -249,8 +251,13 @@ def test_compare_with_the_committed_reference_passes(tmp_path):
     assert run.rc == 0, "\n".join(l for l in run.lines if l.startswith(("DIFF", "FAIL")))
     assert " 0 differences (tolerance abs 1e-15 + rel 1e-12 * |reference|)" in run.out
     assert run.lines[-1] == "ATTENTION_AUDIT_OK"
+    # An untouched clone is silent: no source notes (nor any other) when every number matches,
+    # however stale the reference's source hashes are.
+    assert [l for l in run.lines if l.startswith("note:")] == []
     compare = run.audit_json()["compare"]
     assert compare["passed"] and compare["cells_compared"] > 1000
+    assert compare["differences"] == [] and compare["notes"] == []
+    assert compare["reference"] == str(audit.REFERENCE_DIR)
     assert audit.validate_audit(run.audit_json()) == []
 
 
@@ -270,19 +277,46 @@ def _edit_cell(path, line: int, column: str, new: str) -> str:
     return old
 
 
-def test_compare_fails_naming_the_broken_cell(tmp_path):
-    ref = _copy_reference(tmp_path)
+def _edit_source_hash(ref, path: str, digest: str) -> None:
+    """Set (or add) ``sources[path]`` in the reference copy's audit.json."""
+    doc = json.loads((ref / "audit.json").read_text(encoding="utf-8"))
+    doc["sources"][path] = digest
+    (ref / "audit.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+
+
+def test_compare_fails_naming_the_broken_cell(tmp_path, monkeypatch):
+    # A ./reference in the current folder wins over the package's for "--compare reference".
+    ref = tmp_path / "reference"
+    shutil.copytree(audit.REFERENCE_DIR, ref)
     old = _edit_cell(ref / "example_weights.csv", 3, "key_1", "0.7211")
     assert old == "0.72111517802286307"
+    _edit_source_hash(ref, "oracle/rules.py", "0" * 64)
+    _edit_source_hash(ref, "oracle/removed_since.py", "1" * 64)
+    monkeypatch.chdir(tmp_path)
     out = tmp_path / "out"
-    run = run_cli(["audit", "--out", str(out), "--compare", str(ref)], out)
+    run = run_cli(["audit", "--out", str(out), "--compare", "reference"], out)
     assert run.rc == 1
     assert ("DIFF example_weights.csv: line 3 (query=1), column key_1: fresh "
             "0.72111517802286307 != reference 0.7211") in run.out
     assert run.lines[-1].startswith("ATTENTION_AUDIT_FAILED: 0 of ")
     assert "example_weights.csv: line 3 (query=1), column key_1" in run.lines[-1]
     assert "ATTENTION_AUDIT_OK" not in run.out
-    assert run.audit_json()["compare"]["passed"] is False
+    compare = run.audit_json()["compare"]
+    assert compare["passed"] is False and compare["reference"] == "reference"
+    assert (f"compared {compare['cells_compared']} cells with reference: 1 differences"
+            in run.out) and compare["cells_compared"] > 1000
+    assert compare["differences"] == [
+        "example_weights.csv: line 3 (query=1), column key_1: fresh 0.72111517802286307 != "
+        "reference 0.7211 (|diff| = 1.52e-05 > 1e-15 + 1e-12*|ref|)"]
+    # With a difference, the sources changed since the reference are noted as a hint.
+    assert "note: source oracle/rules.py changed since the reference was made" in run.lines
+    assert "note: source oracle/removed_since.py changed since the reference was made" \
+        in run.lines
+    ref_sources = json.loads((ref / "audit.json").read_text(encoding="utf-8"))["sources"]
+    assert compare["notes"] == audit.source_changes(ref_sources)
+    assert [l for l in run.lines if l.startswith("note: ")] == [
+        f"note: {n}" for n in compare["notes"]]
+    assert audit.validate_audit(run.audit_json()) == []
 
 
 def test_compare_fails_on_a_broken_batch_cell_and_a_missing_file(tmp_path):
@@ -302,9 +336,57 @@ def test_compare_tolerates_last_bit_differences(tmp_path):
     old = _edit_cell(ref / "example_context.csv", 4, "dim_0", "0")
     nudged = np.nextafter(float(old), 0.0)  # one ulp away
     _edit_cell(ref / "example_context.csv", 4, "dim_0", "%.17g" % nudged)
+    # A changed source hash alone is no note while every number agrees.
+    _edit_source_hash(ref, "oracle/rules.py", "0" * 64)
     out = tmp_path / "out"
     run = run_cli(["audit", "--out", str(out), "--compare", str(ref)], out)
     assert run.rc == 0 and run.lines[-1] == "ATTENTION_AUDIT_OK"
+    assert [l for l in run.lines if l.startswith("note:")] == []
+    assert run.audit_json()["compare"]["notes"] == []
+
+
+def test_compare_with_a_missing_reference_says_it_is_missing(tmp_path):
+    missing = tmp_path / "no-such-reference"
+    out = tmp_path / "out"
+    run = run_cli(["audit", "--out", str(out), "--compare", str(missing)], out)
+    assert run.rc == 1
+    n = len(run.audit_json()["checks"])
+    assert f"DIFF {missing}: reference folder is missing" in run.lines
+    assert run.lines[-1] == (f"ATTENTION_AUDIT_FAILED: reference folder {missing} is missing "
+                             f"(--compare {missing}), nothing was compared; all {n} checks "
+                             "passed")
+    assert " 0 of " not in run.lines[-1] and "ATTENTION_AUDIT_OK" not in run.out
+    compare = run.audit_json()["compare"]
+    assert compare["passed"] is False and compare["cells_compared"] == 0
+    assert compare["differences"] == [f"{missing}: reference folder is missing"]
+    assert compare["notes"] == []
+    assert run.audit_json()["passed"] is False
+    assert audit.validate_audit(run.audit_json()) == []
+
+
+def test_resolve_reference(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    # No ./reference here: the literal name means the package's reference.
+    for name in ("reference", "reference/", "./reference", Path("reference")):
+        assert audit.resolve_reference(name) == audit.REFERENCE_DIR, name
+    # Any other missing path stays as given, so the comparison reports it missing.
+    assert audit.resolve_reference("elsewhere/reference") == Path("elsewhere/reference")
+    assert audit.resolve_reference("refs") == Path("refs")
+    # A folder relative to the current one wins.
+    (tmp_path / "reference").mkdir()
+    assert audit.resolve_reference("reference") == Path("reference")
+    assert audit.resolve_reference("./reference/") == Path("reference")
+    assert audit.REFERENCE_DIR == audit.ROOT / "reference" and audit.REFERENCE_DIR.is_dir()
+
+
+def test_source_changes_names_changed_removed_and_new_files():
+    fresh = {"impl/a.py": "1" * 64, "impl/new.py": "2" * 64}
+    ref = {"impl/a.py": "3" * 64, "impl/gone.py": "4" * 64}
+    assert audit.source_changes(ref, fresh) == [
+        "source impl/a.py changed since the reference was made",
+        "source impl/gone.py changed since the reference was made",
+        "source impl/new.py is new since the reference was made"]
+    assert audit.source_changes(fresh, dict(fresh)) == []
 
 
 def test_compare_cell_rule():
@@ -345,9 +427,22 @@ def test_reference_folder_is_complete():
     assert set(doc["files"]) == {n for n in names if n.endswith(".csv")}
 
 
-def test_command_line_entry_point_prints_ok_last(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "attnprops.ci.cli", "audit", "--out", str(tmp_path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.splitlines()[-1] == "ATTENTION_AUDIT_OK"
-    assert (tmp_path / "audit.json").is_file()
+def test_command_line_entry_point_from_another_folder_finds_the_reference(tmp_path):
+    # Started outside the repository, "--compare reference" is the package's reference.
+    assert not (tmp_path / "reference").exists()
+    proc = subprocess.run([sys.executable, "-m", "attnprops.ci.cli", "audit", "--out", "X",
+                           "--compare", "reference"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-2000:])
+    lines = proc.stdout.splitlines()
+    doc = json.loads((tmp_path / "X" / "audit.json").read_text(encoding="utf-8"))
+    assert lines[-1] == "ATTENTION_AUDIT_OK"
+    assert lines[-2] == (f"compared {doc['compare']['cells_compared']} cells with "
+                         f"{audit.REFERENCE_DIR}: 0 differences (tolerance abs 1e-15 + rel "
+                         "1e-12 * |reference|)")
+    assert doc["compare"]["cells_compared"] > 1000
+    assert [l for l in lines if l.startswith(("note:", "DIFF", "FAIL"))] == []
+    assert doc["passed"] is True and doc["oracle_digits"] == 50
+    assert doc["compare"]["reference"] == str(audit.REFERENCE_DIR)
+    assert doc["compare"]["passed"] and doc["compare"]["notes"] == []
+    assert not (tmp_path / "reference").exists()

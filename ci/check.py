@@ -1,5 +1,14 @@
-"""``attnprops check [--impl MODULE] [--profile NAME]``: run the property suite against a
-subject module (default ``impl``) with ``-n auto`` and print a short summary.
+"""``attnprops check [--impl MODULE] [--profile NAME] [-k EXPRESSION] [-x | --maxfail N]
+[--junitxml FILE] [--json FILE]``: run the property suite against a subject module (default
+``attnprops.impl``) with ``-n auto`` and print a short summary.
+
+While it runs, each finished property is printed to standard error as it finishes (a failure
+with its first message), with ``[done/total]``; on a terminal a status line names the
+properties running now. ``-x``/``--maxfail N`` stop after the first / N-th failing property.
+``-k EXPRESSION`` runs only the matching properties (pytest's ``-k``).
+``--junitxml FILE`` writes pytest's JUnit XML report; ``--json FILE`` writes the summary as
+JSON (:func:`summary`: counts, every failure with its counterexample, the skipped properties
+with their reasons). Skipped properties are listed by reason.
 
 Exit code 0 when every property passes (skipped properties are listed with their count;
 a subject declares what it lacks, see :mod:`properties.subject`), 1 otherwise. Every
@@ -10,11 +19,15 @@ listed apart and do not fail the check unless ``--robustness gate``.
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import tempfile
+import time
+from dataclasses import asdict
 from pathlib import Path
 
-from attnprops.properties.plugin import ROBUSTNESS_ENV_VAR, ROBUSTNESS_MODES
+from attnprops.properties.plugin import ROBUSTNESS_ENV_VAR, ROBUSTNESS_MODES, ROBUSTNESS_REASON
 from attnprops.properties.profiles import PROFILES
 
 from attnprops.ci.suite_runner import run_suite
@@ -23,15 +36,34 @@ from attnprops.ci.suite_runner import run_suite
 def add_arguments(parser) -> None:
     parser.add_argument("--impl", default=os.environ.get("ATTN_IMPL", "attnprops.impl"), metavar="MODULE",
                         help="subject: a module importable from the current folder or "
-                             "PYTHONPATH, or a .py file (default: $ATTN_IMPL or impl)")
+                             "PYTHONPATH, or a .py file (default: $ATTN_IMPL or attnprops.impl)")
     parser.add_argument("--profile", default=os.environ.get("HYPOTHESIS_PROFILE", "ci"),
                         help=f"Hypothesis profile, one of {', '.join(PROFILES)} (default: "
                              "$HYPOTHESIS_PROFILE or ci)")
     parser.add_argument("--jobs", default="auto", help="pytest-xdist workers (default auto)")
+    stop = parser.add_mutually_exclusive_group()
+    stop.add_argument("-x", "--exitfirst", action="store_const", const=1, dest="maxfail",
+                      help="stop after the first failing property")
+    stop.add_argument("--maxfail", type=_positive, metavar="N",
+                      help="stop after N failing properties")
+    parser.add_argument("-k", metavar="EXPRESSION", dest="keyword",
+                        help="run only the properties matching this pytest -k expression")
+    parser.add_argument("--junitxml", metavar="FILE", help="write pytest's JUnit XML report")
+    parser.add_argument("--json", metavar="FILE", dest="json_file",
+                        help="write the summary as JSON (counts, failures with their "
+                             "counterexamples, skipped properties with their reasons)")
     parser.add_argument("--robustness", choices=ROBUSTNESS_MODES,
                         default=os.environ.get(ROBUSTNESS_ENV_VAR) or "report",
                         help="robustness-tier properties: 'report' them without failing the "
                              "check (default, or $ATTN_ROBUSTNESS) or 'gate' on them")
+
+
+def _positive(text: str) -> int:
+    """argparse type: a positive integer (argparse turns the ValueError into a usage line)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
 
 
 def _jobs(text: str) -> int:
@@ -56,24 +88,101 @@ def validate_profiles(*names: str) -> None:
                              f"{', '.join(PROFILES)} (see --help)")
 
 
+class _Progress:
+    """Prints the run as it goes, to standard error: one line per finished property
+    (``[ 3/64] passed   test_x  1.2 s``; a failure with its first message, as it happens)
+    and, on a terminal, a status line naming the properties running now."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.total = 0
+        self.done = 0
+        self.failed = 0
+        self.running: dict[str, float] = {}
+        self.started: dict[str, float] = {}
+
+    def __call__(self, event: dict) -> None:
+        kind = event.get("event")
+        if kind == "collected":
+            self.total = event["tests"]
+            self._line(f"attnprops check: {self.total} property tests")
+        elif kind == "started":
+            self.started[event["nodeid"]] = time.monotonic()
+            self.running[event["nodeid"]] = time.monotonic()
+            self._status()
+        elif kind == "finished":
+            self.running.pop(event["nodeid"], None)
+            seconds = time.monotonic() - self.started.pop(event["nodeid"], time.monotonic())
+            self.done += 1
+            outcome = event["outcome"]
+            self.failed += outcome == "failed"
+            if event.get("reason", "").startswith(ROBUSTNESS_REASON):  # a non-strict xfail
+                outcome = {"xpassed": "passed", "xfailed": "not met"}.get(outcome, outcome)
+                outcome += " (robustness tier, reported)"
+            width = len(str(self.total or self.done))
+            head = f"[{self.done:>{width}}/{self.total or '?'}] {outcome:<8} {event['nodeid'].split('::', 1)[-1]}"
+            if outcome == "failed":
+                first = (event["failures"] or [{"message": event.get("reason", "")}])[0]
+                more = len(event["failures"]) - 1
+                head += f": {first['message'].splitlines()[0][:160] if first['message'] else ''}"
+                head += f" (+{more} more distinct failures)" if more > 0 else ""
+            elif outcome == "skipped":
+                head += f" ({event.get('reason', '')})"
+            self._line(f"{head}  {seconds:.1f} s" if outcome != "skipped" else head)
+            self._status()
+
+    def _line(self, text: str) -> None:
+        if self.tty:
+            self.stream.write("\r\x1b[K")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def _status(self) -> None:
+        if not self.tty or not self.running:
+            return
+        names = ", ".join(n.rsplit("::", 1)[-1] for n in self.running)
+        text = f"  running: {names}  ({self.done}/{self.total or '?'} done, {self.failed} failed)"
+        self.stream.write("\r\x1b[K" + text[:(os.get_terminal_size(self.stream.fileno()).columns - 1)])
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
 def run(args) -> int:
     validate_profiles(args.profile)
     if not args.impl.strip():
         raise SystemExit("attnprops check: --impl (or $ATTN_IMPL) is empty; name the subject "
-                         "module, e.g. --impl impl")
+                         "module, e.g. --impl attnprops.impl")
     jobs = _jobs(args.jobs)
-    with tempfile.TemporaryDirectory() as tmp:
-        result = run_suite(args.impl.strip(), Path(tmp), jobs=jobs, profile=args.profile,
-                           tag="check", robustness=args.robustness)
+    progress = _Progress()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            result = run_suite(args.impl.strip(), Path(tmp), jobs=jobs, profile=args.profile,
+                               tag="check", robustness=args.robustness, progress=progress,
+                               maxfail=args.maxfail, junitxml=args.junitxml,
+                               keyword=args.keyword)
+    finally:
+        progress.close()
+    if args.json_file:
+        Path(args.json_file).write_text(json.dumps(summary(args, result), indent=1) + "\n",
+                                        encoding="utf-8")
     examples = sum(result.examples.values())
     print(f"attnprops check: subject {args.impl}, profile {args.profile}")
     print(f"  {result.tests_run} property tests ran ({result.skipped} skipped, "
           f"{result.xfailed} expected failures), {examples} Hypothesis examples, "
           f"{result.seconds:.1f} s")
-    if result.returncode not in (0, 1) or (result.returncode and not result.failures):
+    stopped = bool(args.maxfail) and result.returncode == 2 and bool(result.failures)
+    if (result.returncode not in (0, 1) and not stopped) or (result.returncode
+                                                              and not result.failures):
         print(f"  the suite could not run (pytest exit {result.returncode}):")
         print(result.output_tail)
         return 1
+    for reason, tests in _by_reason(result.skips).items():
+        print(f"  skipped ({reason}): {', '.join(tests)}")
     for failure in result.failures:  # every distinct failure of every failing property
         kind = "violated" if failure.is_property_violation else "ERROR"
         print(f"  {kind}: {failure.test}: {failure.message}")
@@ -89,5 +198,29 @@ def run(args) -> int:
     failed = len({f.test for f in result.failures})
     robust = len({f.test for f in result.robustness})
     print(f"{result.tests_run - failed} passed, {failed} failed"
-          + (f", {robust} robustness-tier not met (reported)" if robust else ""))
+          + (f", {robust} robustness-tier not met (reported)" if robust else "")
+          + (f" (stopped after {args.maxfail} failing: -x/--maxfail)"
+             if args.maxfail and (stopped or failed >= args.maxfail) else ""))
     return 0 if result.returncode == 0 else 1
+
+
+def _by_reason(skips: list[tuple[str, str]]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = {}
+    for test, reason in skips:
+        grouped.setdefault(reason or "no reason given", []).append(test)
+    return grouped
+
+
+def summary(args, result) -> dict:
+    """The ``--json`` report: ``{"schema": 1, "subject", "profile", "passed" (the exit
+    status is 0), "returncode" (pytest's), "seconds", "tests_run", "skipped": [{"test",
+    "reason"}], "xfailed", "examples" (per test), "failures" and "robustness": [{"test",
+    "is_property_violation", "message", "falsifying_example", "subject_frame",
+    "explicit"}]}``."""
+    return {"schema": 1, "subject": args.impl, "profile": args.profile,
+            "passed": result.returncode == 0, "returncode": result.returncode,
+            "seconds": round(result.seconds, 3), "tests_run": result.tests_run,
+            "skipped": [{"test": t, "reason": r} for t, r in result.skips],
+            "xfailed": result.xfailed, "examples": result.examples,
+            "failures": [asdict(f) for f in result.failures],
+            "robustness": [asdict(f) for f in result.robustness]}

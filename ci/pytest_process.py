@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 # Third-party libraries every suite run imports (project modules are left to each child,
 # whose subject decides what they compute at import).
@@ -70,22 +70,46 @@ def _child(args: list[str], cwd: str, env: dict, log: str) -> None:
     os._exit(code)
 
 
-def run_pytest(args: list[str], *, cwd: Path, env: dict) -> PytestRun:
+POLL_SECONDS = 0.2  # how often ``poll`` is called while the process runs
+
+
+def run_pytest(args: list[str], *, cwd: Path, env: dict,
+               poll: Callable[[], None] | None = None) -> PytestRun:
     """``python -m pytest *args`` in ``cwd`` with environment ``env`` (see the module
-    docstring); returns its exit status and output."""
+    docstring); returns its exit status and output. ``poll`` (no arguments) is called every
+    :data:`POLL_SECONDS` while the process runs and once after it ended, in this process
+    (``attnprops check`` reads the plugin's progress file there)."""
     context = _fork_server()
-    if context is None:
-        proc = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=cwd, env=env,
-                              capture_output=True, text=True)
-        return PytestRun(proc.returncode, proc.stdout + proc.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "pytest.log")
-        process = context.Process(target=_child, args=(list(args), str(cwd), dict(env), log))
-        process.start()
-        process.join()
+        if context is None:
+            with open(log, "w", encoding="utf-8") as out:
+                process = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=cwd,
+                                           env=env, stdout=out, stderr=subprocess.STDOUT)
+                while process.poll() is None:
+                    _wait(poll, lambda: process.wait(POLL_SECONDS))
+            code = process.returncode
+        else:
+            process = context.Process(target=_child, args=(list(args), str(cwd), dict(env), log))
+            process.start()
+            while process.is_alive():
+                _wait(poll, lambda: process.join(POLL_SECONDS))
+            process.join()
+            code = process.exitcode
+        if poll is not None:
+            poll()
         output = Path(log).read_text(encoding="utf-8", errors="replace") if os.path.exists(log) else ""
-    code = process.exitcode
     if code is None or code < 0:  # killed by a signal: report it as pytest's internal error
         output += f"\n[pytest process ended by signal {-(code or 0)}]"
         code = 3
     return PytestRun(code, output)
+
+
+def _wait(poll, wait) -> None:
+    """One ``wait`` of at most :data:`POLL_SECONDS`, then ``poll``."""
+    try:
+        wait()
+    except subprocess.TimeoutExpired:
+        pass
+    if poll is not None:
+        poll()

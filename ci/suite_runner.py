@@ -20,11 +20,13 @@ collect the suite, which is most of a quickly killed mutant's time.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from attnprops.properties.plugin import FAST_START, ROBUSTNESS_REASON
 from attnprops.properties.results import read_records
@@ -63,20 +65,30 @@ class RunResult:
     failures: list[PropertyFailure] = field(default_factory=list)
     robustness: list[PropertyFailure] = field(default_factory=list)  # reported, not gated
     examples: dict[str, int] = field(default_factory=dict)
+    skips: list[tuple[str, str]] = field(default_factory=list)  # (test id, why skipped)
     output_tail: str = ""
 
 
 def _pytest_args(subject: str, results: Path, tests: list[str] | None, jobs: int,
                  profile: str, maxfail: int | None = None,
-                 robustness: str = "report") -> list[str]:
-    """Arguments of ``python -m pytest`` for one run."""
+                 robustness: str = "report", progress: Path | None = None,
+                 junitxml: Path | None = None, keyword: str | None = None) -> list[str]:
+    """Arguments of ``python -m pytest`` for one run (in the caller's folder: the suite's
+    folder is named by its absolute path and is the rootdir, so node ids read
+    ``properties/test_x.py::...`` whether attnprops is a clone or installed)."""
     cmd = [
         str(PROPERTIES), "-q", "-p", "no:cacheprovider", *FAST_START,
-        f"--ignore={PROPERTIES / 'meta_tests'}",
+        f"--rootdir={REPO}", f"--ignore={PROPERTIES / 'meta_tests'}",
         "-o", "addopts=", "-p", "attnprops.properties.plugin", "--attn-impl", subject,
         f"--attn-results={results}", "--hypothesis-show-statistics",
         f"--hypothesis-profile={profile}", f"--attn-robustness={robustness}",
     ]
+    if progress:
+        cmd += [f"--attn-progress={progress}"]
+    if junitxml:
+        cmd += [f"--junitxml={junitxml}"]
+    if keyword:
+        cmd += ["-k", keyword]
     if tests:  # selected by collected function name, in this order (--maxfail=1: the first decides)
         cmd += ["--attn-tests", ",".join(tests)]
     cmd += ["-p", "no:benchmark"]  # a plugin some environments have; unused here
@@ -95,27 +107,50 @@ def _failures(record: dict) -> list[PropertyFailure]:
 
 
 def _read_results(path: Path):
-    """(tests run, skipped, xfailed, failures, robustness-tier failures) from the plugin's
-    results file (:mod:`properties.results`; a test may have two records, its call and a
-    failed teardown). Robustness-tier failures (non-strict xfails of ``--attn-robustness
-    report``) count as xfailed."""
+    """(tests run, skipped, xfailed, failures, robustness-tier failures, skips) from the
+    plugin's results file (:mod:`properties.results`; a test may have two records, its call
+    and a failed teardown). Robustness-tier failures (non-strict xfails of
+    ``--attn-robustness report``) count as xfailed. ``skips``: (test id without the file,
+    reason) of each skipped test."""
     outcomes: dict[str, set[str]] = {}
-    failures, robust = [], []
+    failures, robust, skips = [], [], []
     for record in read_records(path):
         outcomes.setdefault(record["nodeid"], set()).add(record["outcome"])
         if record["outcome"] == "failed":
             failures += _failures(record)
         elif record["outcome"] == "xfailed" and record["reason"].startswith(ROBUSTNESS_REASON):
             robust += _failures(record)
+        elif record["outcome"] == "skipped":
+            skips.append((record["nodeid"].split("::", 1)[-1], record["reason"]))
     skipped = sum(seen == {"skipped"} for seen in outcomes.values())
     xfailed = sum(seen == {"xfailed"} for seen in outcomes.values())
-    return len(outcomes) - skipped - xfailed, skipped, xfailed, failures, robust
+    return len(outcomes) - skipped - xfailed, skipped, xfailed, failures, robust, skips
 
 
 _STATS_TEST = re.compile(r"^\S*::(test_\w+).*:$")
 # "3 passing examples, 6 failing examples" (6.155); "3 passing, 6 failing, and 1 invalid test
 # cases" (6.170)
 _STATS_GENERATE = re.compile(r"(\d+) passing(?: examples?)?, (\d+) failing")
+
+
+def _follow(path: Path, callback: Callable[[dict], None]) -> Callable[[], None]:
+    """A poll function that passes each new complete JSON line of ``path`` to ``callback``."""
+    offset = 0
+
+    def poll() -> None:
+        nonlocal offset
+        if not path.exists():
+            return
+        with path.open("rb") as stream:
+            stream.seek(offset)
+            data = stream.read()
+        complete = data[:data.rfind(b"\n") + 1]  # a line still being written waits
+        offset += len(complete)
+        for line in complete.decode("utf-8").splitlines():
+            if line.strip():
+                callback(json.loads(line))
+
+    return poll
 
 
 def _parse_statistics(output: str) -> dict[str, int]:
@@ -137,10 +172,11 @@ def _parse_statistics(output: str) -> dict[str, int]:
 
 
 def _user_path() -> str:
-    """``$PYTHONPATH`` for the pytest process, which runs in this repository: the caller's
-    folder first (a module there imports as with ``python -m``), then the caller's
-    ``$PYTHONPATH`` entries made absolute (``PYTHONPATH=.`` means the caller's folder, not
-    this repository). The repository itself still comes first, as the process's folder."""
+    """``$PYTHONPATH`` for the pytest process, which runs in the caller's folder: that folder
+    first (a module there imports as with ``python -m``), then the caller's ``$PYTHONPATH``
+    entries made absolute. Nothing of attnprops' own folder is put on the path: its packages
+    import as ``attnprops.*``, so a caller's own ``ci`` or ``impl`` package stays the one
+    found."""
     entries = [os.getcwd()] + [os.path.abspath(p) for p in
                                os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     return os.pathsep.join(dict.fromkeys(entries))
@@ -148,23 +184,33 @@ def _user_path() -> str:
 
 def run_suite(subject: str, workdir: Path, *, tests: list[str] | None = None, jobs: int = 1,
               profile: str = "ci", tag: str | None = None,
-              maxfail: int | None = None, robustness: str = "report") -> RunResult:
+              maxfail: int | None = None, robustness: str = "report",
+              progress: Callable[[dict], None] | None = None,
+              junitxml: Path | None = None, keyword: str | None = None) -> RunResult:
     """Run the property suite (or ``tests``) against ``subject`` (a module name, or a file
-    relative to the caller's folder); parse what failed."""
-    if is_file_name(subject):  # the pytest process runs in this repository, not here
+    relative to the caller's folder) in a pytest process started in the caller's folder;
+    parse what failed. ``progress`` is called in this process with each event of the
+    plugin's ``--attn-progress`` stream (collected, started, finished: see
+    :mod:`properties.plugin`) while the run goes on. ``junitxml``: pytest's JUnit XML
+    report, written there. ``keyword``: pytest's ``-k`` expression."""
+    if is_file_name(subject):
         subject = str(Path(subject).expanduser().resolve())
     workdir.mkdir(parents=True, exist_ok=True)
-    results = workdir / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', tag or subject)}.jsonl"
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", tag or subject)
+    results = workdir / f"{stem}.jsonl"
+    events = workdir / f"{stem}.progress.jsonl" if progress else None
     env = dict(os.environ, HYPOTHESIS_PROFILE=profile, ATTN_IMPL=subject,
                PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=_user_path())
     started = time.perf_counter()
-    run = run_pytest(_pytest_args(subject, results, tests, jobs, profile, maxfail, robustness),
-                     cwd=REPO, env=env)
+    args = _pytest_args(subject, results, tests, jobs, profile, maxfail, robustness,
+                        events, junitxml and Path(junitxml).resolve(), keyword)
+    run = run_pytest(args, cwd=Path.cwd(), env=env,
+                     poll=_follow(events, progress) if progress else None)
     seconds = time.perf_counter() - started
-    count, skipped, xfailed, failures, robust = _read_results(results)
+    count, skipped, xfailed, failures, robust, skips = _read_results(results)
     return RunResult(subject=subject, returncode=run.returncode, seconds=seconds,
                      tests_run=count, skipped=skipped, xfailed=xfailed, failures=failures,
-                     robustness=robust,
+                     robustness=robust, skips=skips,
                      examples=_parse_statistics(run.output), output_tail=run.output[-3000:])
 
 

@@ -20,8 +20,11 @@ is inside the rootdir (this repository, a vendored copy) or named on the command
   name (importable from the current folder or ``PYTHONPATH``) or a ``.py`` file.
 - ``--attn-results FILE`` writes one JSON line per test: outcome and every distinct failure
   with its message, counterexample and the subject's frame (:mod:`properties.results`);
-  ``attnprops check`` and ``attnprops mutants`` read it. ``--attn-tests NAME,...`` runs only
-  those property functions, in that order.
+  ``attnprops check`` and ``attnprops mutants`` read it. ``--attn-progress FILE`` writes the
+  run's events as they happen, one JSON line each: ``{"event": "collected", "tests": N}``,
+  ``{"event": "started", "nodeid", "test"}`` and ``{"event": "finished", ...}`` (the test's
+  results record); ``attnprops check`` prints its progress from them. ``--attn-tests
+  NAME,...`` runs only those property functions, in that order.
 - ``@pytest.mark.robustness(why)`` marks a *robustness-tier* property (see
   :data:`ROBUSTNESS_REASON`): reported as a non-strict xfail (``x`` when the subject fails
   it, ``X`` when it passes) unless ``--attn-robustness=gate`` (or ``ATTN_ROBUSTNESS=gate``),
@@ -77,6 +80,13 @@ ROBUSTNESS_MODES = ("report", "gate")
 ROBUSTNESS_ENV_VAR = "ATTN_ROBUSTNESS"
 ROBUSTNESS_REASON = "robustness tier (reported, not gated; --attn-robustness=gate gates it)"
 
+# The warnings policy (README "Warnings"): a RuntimeWarning raised in this project's own code
+# (the oracle, impl, the properties) is an error; one raised in a subject's code is shown in
+# pytest's warnings summary, never a failure. Added to pytest's ``filterwarnings`` in every
+# run that uses the suite (this repository's, ``attnprops check``/``mutants``, an installed
+# or vendored suite), after the project's own filters.
+WARNINGS_POLICY = r"error::RuntimeWarning:(attnprops\.)?(impl|oracle|properties)(\.|$)"
+
 # Thread-pool sizes of the numerical libraries (OpenBLAS, MKL, OpenMP: NumPy's matmul, torch's
 # intra-op pool), read when each library loads.
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -100,6 +110,14 @@ def pytest_addoption(parser):
         metavar="FILE",
         help="write one JSON line per test to FILE: outcome, every distinct failure with its "
              "message, counterexample and the subject's frame (see properties/results.py)",
+    )
+    group.addoption(
+        "--attn-progress",
+        action="store",
+        default=None,
+        metavar="FILE",
+        help="write the run's events to FILE as they happen, one JSON line each: collected "
+             "(with the number of tests), started and finished (with the test's record)",
     )
     group.addoption(
         "--attn-tests",
@@ -150,6 +168,7 @@ def pytest_configure(config):
     _STATE["active"] = _uses_suite(config)
     if not _STATE["active"]:
         return
+    config.addinivalue_line("filterwarnings", WARNINGS_POLICY)
     _add_suite(config)
     mode = config.getoption("--attn-robustness") or os.environ.get(ROBUSTNESS_ENV_VAR) or "report"
     if mode not in ROBUSTNESS_MODES:
@@ -183,12 +202,13 @@ def pytest_configure(config):
         except (OSError, ValueError) as exc:
             raise pytest.UsageError(f"attnprops: expected-failures file {path}: {exc}") from None
     _STATE["xfail_entries"] = entries
-    _STATE["results"] = None
-    results_file = config.getoption("--attn-results")
-    if results_file and not hasattr(config, "workerinput"):  # xdist: the controller writes
-        path = Path(config.invocation_params.dir, results_file)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _STATE["results"] = path.open("w", encoding="utf-8")
+    for key, option in (("results", "--attn-results"), ("progress", "--attn-progress")):
+        _STATE[key] = None
+        name = config.getoption(option)
+        if name and not hasattr(config, "workerinput"):  # xdist: the controller writes
+            path = Path(config.invocation_params.dir, name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _STATE[key] = path.open("w", encoding="utf-8")
 
 
 SUITE_DIR = Path(__file__).resolve().parent  # properties/: the property tests
@@ -255,9 +275,36 @@ def one_thread_per_process(*, workers) -> None:
 
 
 def pytest_unconfigure(config):
-    stream = _STATE.pop("results", None)
+    for key in ("results", "progress"):
+        stream = _STATE.pop(key, None)
+        if stream is not None:
+            stream.close()
+
+
+def _write(key: str, record: dict) -> None:
+    """One JSON line to the ``results`` or ``progress`` stream, if this process writes it."""
+    stream = _STATE.get(key)
     if stream is not None:
-        stream.close()
+        stream.write(json.dumps(record) + "\n")
+        stream.flush()
+
+
+def pytest_collection_finish(session):
+    """Progress: the number of tests to run (without xdist; see the xdist hook below)."""
+    _write("progress", {"event": "collected", "tests": len(session.items)})
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """Progress under xdist: the first worker's collection (they all collect the same)."""
+    if not _STATE.get("progress_collected"):
+        _STATE["progress_collected"] = True
+        _write("progress", {"event": "collected", "tests": len(ids)})
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _write("progress", {"event": "started", "nodeid": nodeid,
+                        "test": nodeid.rsplit("::", 1)[-1].split("[", 1)[0]})
 
 
 def _subject_files() -> tuple[str, ...]:
@@ -287,14 +334,14 @@ def pytest_runtest_makereport(item, call):
 def pytest_runtest_logreport(report):
     """Write the test's record to ``--attn-results`` (see :mod:`properties.results`): one
     per test (its call phase, or the phase that skipped or failed it)."""
-    stream = _STATE.get("results")
-    if stream is None or (report.when != "call" and report.outcome == "passed"):
+    if (_STATE.get("results") is None and _STATE.get("progress") is None) or (
+            report.when != "call" and report.outcome == "passed"):
         return
     failures = [f for name, value in report.user_properties if name == results.PROPERTY_NAME
                 for f in json.loads(value)]
     record = results.record_of(report, failures)
-    stream.write(json.dumps(record) + "\n")
-    stream.flush()
+    _write("results", record)
+    _write("progress", {"event": "finished", **record})
 
 
 def _version() -> str:

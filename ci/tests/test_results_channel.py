@@ -99,7 +99,7 @@ def test_robustness_tier_failures_are_reported_apart(tmp_path):
     ]
     path = tmp_path / "r.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    run, skipped, xfailed, failures, robust = _read_results(path)
-    assert (run, skipped, xfailed, failures) == (1, 0, 2, [])
+    run, skipped, xfailed, failures, robust, skips = _read_results(path)
+    assert (run, skipped, xfailed, failures, skips) == (1, 0, 2, [], [])
     assert [(f.test, f.falsifying_example) for f in robust] == [
         ("test_r", "Falsifying example: test_r(\n    case=1,\n)")]

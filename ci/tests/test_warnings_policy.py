@@ -1,6 +1,7 @@
 """One warnings policy for every way of running the suite: a RuntimeWarning from this
 project's own code (impl, oracle, properties) is an error, one from a subject's code is shown
-and never fails a property (pyproject.toml's filterwarnings; README "Warnings")."""
+and never fails a property (the plugin's WARNINGS_POLICY, added to filterwarnings; README
+"Warnings")."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ def attention(query, key, value, **kwargs):
 
 @pytest.mark.parametrize("module, is_error", [("impl.attention", True), ("oracle", True),
                                               ("properties.bounds", True),
+                                              ("attnprops.impl.attention", True),
+                                              ("attnprops.oracle.ball", True),
                                               ("my_subject", False), ("implement", False)])
 def test_runtime_warnings_are_errors_only_in_this_projects_code(module, is_error):
     def warn():

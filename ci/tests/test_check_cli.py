@@ -1,0 +1,77 @@
+"""``attnprops check``'s progress, ``-x``/``--maxfail``, ``--junitxml`` and ``--json``, and
+its list of skipped properties with their reasons: one run of a few quick properties
+(``-k``) against a subject whose ``attention`` always raises, stopped by ``-x``."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from attnprops.ci.cli import main
+
+RAISES = '''\
+ATTNPROPS_CAPABILITIES = {"dtypes": ("float64",), "validates_inputs": False,
+                          "weights": False, "kv_cache": False, "kv_cache_bytes": False}
+
+
+def attention(query, key, value, *, attn_mask=None, is_causal=False, query_start=None,
+              scale=None):
+    raise NotImplementedError("not written yet")
+'''
+
+
+@pytest.fixture(scope="module")
+def stopped_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("check")
+    (folder / "raises.py").write_text(RAISES, encoding="utf-8")
+    return folder
+
+
+def test_check_prints_progress_stops_at_the_first_failure_and_writes_reports(
+        stopped_run, capsys, monkeypatch):
+    monkeypatch.chdir(stopped_run)
+    code = main(["check", "--impl", "./raises.py", "--profile", "dev", "--jobs", "1", "-x",
+                 "-k", "test_kv_cache or test_weights or test_seed_examples or "
+                       "test_single_visible_key",
+                 "--junitxml", "report.xml", "--json", "summary.json"])
+    out, err = capsys.readouterr()
+    assert code == 1, out + err
+    total = int(re.search(r"^attnprops check: (\d+) property tests$", err, re.M).group(1))
+    lines = re.findall(r"^\[\s*(\d+)/(\d+)\] (\S+) +(\S+)(.*)$", err, re.M)
+    assert lines and all(int(of) == total for _, of, _, _, _ in lines), err
+    assert [int(n) for n, *_ in lines] == list(range(1, len(lines) + 1)), err  # in order
+    failed = [line for line in lines if line[2] == "failed"]
+    assert len(failed) == 1 and lines[-1] == failed[0], err  # -x: the first failure ends it
+    assert "NotImplementedError: not written yet" in failed[0][4], err
+    assert len(lines) < total, err  # stopped before the end
+    assert "(stopped after 1 failing: -x/--maxfail)" in out, out
+    skipped = [line for line in lines if line[2] == "skipped"]
+    assert skipped, err  # the KV-cache properties, declared missing, come first
+    summary = json.loads((stopped_run / "summary.json").read_text())
+    assert summary["passed"] is False and summary["subject"] == "./raises.py"
+    assert [f["test"] for f in summary["failures"]] == [failed[0][3].rstrip(":").split("[")[0]]
+    # raising on a valid call violates the property (checks.call_subject), with the subject's line
+    assert summary["failures"][0]["is_property_violation"] is True
+    assert summary["failures"][0]["subject_frame"].endswith(":7 in attention")
+    assert len(summary["skipped"]) == len(skipped)
+    reasons = {s["reason"] for s in summary["skipped"]}
+    assert all(re.fullmatch(r"subject \S+ declares \w+=False", r) for r in reasons), reasons
+    for reason in reasons:  # the summary lists skipped properties by reason
+        tests = [s["test"] for s in summary["skipped"] if s["reason"] == reason]
+        assert f"  skipped ({reason}): {', '.join(tests)}" in out, out
+    suite = ET.parse(stopped_run / "report.xml").getroot().find("testsuite")
+    assert int(suite.get("failures")) + int(suite.get("errors")) == 1
+    assert int(suite.get("skipped")) == len(skipped)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--maxfail", "0"], "--maxfail: invalid _positive value: '0'"),
+    (["-x", "--maxfail", "2"], "not allowed with argument"),
+])
+def test_check_rejects_bad_stop_options(argv, message, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["check", *argv])
+    assert stop.value.code == 2 and message in capsys.readouterr().err

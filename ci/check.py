@@ -1,11 +1,12 @@
-"""``attnprops check [--impl MODULE] [--profile NAME] [-k EXPRESSION] [-x | --maxfail N]
+"""``attnprops check [--impl MODULE] [--profile NAME] [-k EXPRESSION] [--shard I/N] [-x | --maxfail N]
 [--junitxml FILE] [--json FILE]``: run the property suite against a subject module (default
 ``attnprops.impl``) with ``-n auto`` and print a short summary.
 
 While it runs, each finished property is printed to standard error as it finishes (a failure
 with its first message), with ``[done/total]``; on a terminal a status line names the
 properties running now. ``-x``/``--maxfail N`` stop after the first / N-th failing property.
-``-k EXPRESSION`` runs only the matching properties (pytest's ``-k``).
+``-k EXPRESSION`` runs only the matching properties (pytest's ``-k``); ``--shard I/N`` runs
+every N-th from the I-th (a CI matrix of N jobs covers the suite once).
 ``--junitxml FILE`` writes pytest's JUnit XML report; ``--json FILE`` writes the summary as
 JSON (:func:`summary`: counts, every failure with its counterexample, the skipped properties
 with their reasons). Skipped properties are listed by reason.
@@ -27,7 +28,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from attnprops.properties.plugin import ROBUSTNESS_ENV_VAR, ROBUSTNESS_MODES, ROBUSTNESS_REASON
+from attnprops.properties.plugin import (ROBUSTNESS_ENV_VAR, ROBUSTNESS_MODES, ROBUSTNESS_REASON,
+                                         parse_shard)
 from attnprops.properties.profiles import PROFILES
 
 from attnprops.ci.suite_runner import run_suite
@@ -48,6 +50,9 @@ def add_arguments(parser) -> None:
                       help="stop after N failing properties")
     parser.add_argument("-k", metavar="EXPRESSION", dest="keyword",
                         help="run only the properties matching this pytest -k expression")
+    parser.add_argument("--shard", metavar="I/N",
+                        help="run shard I of N (1-based): every N-th property test from the "
+                             "I-th, the same split on every machine (a CI matrix fans out)")
     parser.add_argument("--junitxml", metavar="FILE", help="write pytest's JUnit XML report")
     parser.add_argument("--json", metavar="FILE", dest="json_file",
                         help="write the summary as JSON (counts, failures with their "
@@ -158,13 +163,18 @@ def run(args) -> int:
         raise SystemExit("attnprops check: --impl (or $ATTN_IMPL) is empty; name the subject "
                          "module, e.g. --impl attnprops.impl")
     jobs = _jobs(args.jobs)
+    if args.shard:
+        try:
+            parse_shard(args.shard)
+        except ValueError as exc:
+            raise SystemExit(f"attnprops check: --shard {exc}") from None
     progress = _Progress()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             result = run_suite(args.impl.strip(), Path(tmp), jobs=jobs, profile=args.profile,
                                tag="check", robustness=args.robustness, progress=progress,
                                maxfail=args.maxfail, junitxml=args.junitxml,
-                               keyword=args.keyword)
+                               keyword=args.keyword, shard=args.shard)
     finally:
         progress.close()
     if args.json_file:

@@ -72,7 +72,8 @@ class RunResult:
 def _pytest_args(subject: str, results: Path, tests: list[str] | None, jobs: int,
                  profile: str, maxfail: int | None = None,
                  robustness: str = "report", progress: Path | None = None,
-                 junitxml: Path | None = None, keyword: str | None = None) -> list[str]:
+                 junitxml: Path | None = None, keyword: str | None = None,
+                 shard: str | None = None) -> list[str]:
     """Arguments of ``python -m pytest`` for one run (in the caller's folder: the suite's
     folder is named by its absolute path and is the rootdir, so node ids read
     ``properties/test_x.py::...`` whether attnprops is a clone or installed)."""
@@ -89,6 +90,8 @@ def _pytest_args(subject: str, results: Path, tests: list[str] | None, jobs: int
         cmd += [f"--junitxml={junitxml}"]
     if keyword:
         cmd += ["-k", keyword]
+    if shard:
+        cmd += [f"--attn-shard={shard}"]
     if tests:  # selected by collected function name, in this order (--maxfail=1: the first decides)
         cmd += ["--attn-tests", ",".join(tests)]
     cmd += ["-p", "no:benchmark"]  # a plugin some environments have; unused here
@@ -186,13 +189,15 @@ def run_suite(subject: str, workdir: Path, *, tests: list[str] | None = None, jo
               profile: str = "ci", tag: str | None = None,
               maxfail: int | None = None, robustness: str = "report",
               progress: Callable[[dict], None] | None = None,
-              junitxml: Path | None = None, keyword: str | None = None) -> RunResult:
+              junitxml: Path | None = None, keyword: str | None = None,
+              shard: str | None = None) -> RunResult:
     """Run the property suite (or ``tests``) against ``subject`` (a module name, or a file
     relative to the caller's folder) in a pytest process started in the caller's folder;
     parse what failed. ``progress`` is called in this process with each event of the
     plugin's ``--attn-progress`` stream (collected, started, finished: see
     :mod:`properties.plugin`) while the run goes on. ``junitxml``: pytest's JUnit XML
-    report, written there. ``keyword``: pytest's ``-k`` expression."""
+    report, written there. ``keyword``: pytest's ``-k`` expression. ``shard``: ``I/N``, the
+    plugin's ``--attn-shard``."""
     if is_file_name(subject):
         subject = str(Path(subject).expanduser().resolve())
     workdir.mkdir(parents=True, exist_ok=True)
@@ -203,7 +208,7 @@ def run_suite(subject: str, workdir: Path, *, tests: list[str] | None = None, jo
                PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=_user_path())
     started = time.perf_counter()
     args = _pytest_args(subject, results, tests, jobs, profile, maxfail, robustness,
-                        events, junitxml and Path(junitxml).resolve(), keyword)
+                        events, junitxml and Path(junitxml).resolve(), keyword, shard)
     run = run_pytest(args, cwd=Path.cwd(), env=env,
                      poll=_follow(events, progress) if progress else None)
     seconds = time.perf_counter() - started

@@ -24,7 +24,10 @@ is inside the rootdir (this repository, a vendored copy) or named on the command
   run's events as they happen, one JSON line each: ``{"event": "collected", "tests": N}``,
   ``{"event": "started", "nodeid", "test"}`` and ``{"event": "finished", ...}`` (the test's
   results record); ``attnprops check`` prints its progress from them. ``--attn-tests
-  NAME,...`` runs only those property functions, in that order.
+  NAME,...`` runs only those property functions, in that order. ``--attn-shard I/N`` keeps
+  every N-th collected test from the I-th (:func:`parse_shard`; the same split in every
+  process), as ``attnprops check --shard`` and ``attnprops mutants --shard`` do, so a CI
+  matrix fans a run out.
 - ``@pytest.mark.robustness(why)`` marks a *robustness-tier* property (see
   :data:`ROBUSTNESS_REASON`): reported as a non-strict xfail (``x`` when the subject fails
   it, ``X`` when it passes) unless ``--attn-robustness=gate`` (or ``ATTN_ROBUSTNESS=gate``),
@@ -128,6 +131,13 @@ def pytest_addoption(parser):
              "that matches no collected test is a usage error)",
     )
     group.addoption(
+        "--attn-shard",
+        action="store",
+        default=None,
+        metavar="I/N",
+        help="run shard I of N (1-based): every N-th collected test from the I-th",
+    )
+    group.addoption(
         "--attn-robustness",
         action="store",
         choices=ROBUSTNESS_MODES,
@@ -176,13 +186,10 @@ def pytest_configure(config):
                                 f"{', '.join(ROBUSTNESS_MODES)}")
     _STATE["robustness"] = mode
     one_thread_per_process(workers=config.getoption("numprocesses", None))
-    if config.getoption("hypothesis_profile", None) is None:
-        try:
-            _STATE["profile"] = load_profile()
-        except ValueError as exc:
-            raise pytest.UsageError(f"attnprops: {exc}") from None
-    else:
-        _STATE["profile"] = config.getoption("hypothesis_profile")
+    try:  # --hypothesis-profile wins over $HYPOTHESIS_PROFILE; $ATTNPROPS_DATABASE applies
+        _STATE["profile"] = load_profile(config.getoption("hypothesis_profile", None))
+    except ValueError as exc:
+        raise pytest.UsageError(f"attnprops: {exc}") from None
     try:
         limits(_STATE["profile"])  # ATTNPROPS_MAX_LEN=ten: one usage error, not N failures
     except ValueError as exc:
@@ -531,6 +538,39 @@ def pytest_collection_modifyitems(session, config, items):
                       key=lambda item: order[_name(item)])
         config.hook.pytest_deselected(items=[item for item in items if _name(item) not in order])
         items[:] = keep
+
+
+# after -k/-m and --attn-tests (the hook above): shards split what would run
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+def pytest_collection_modifyitems_shard(session, config, items):
+    """``--attn-shard I/N``: keep shard I of N of the selected tests."""
+    shard = config.getoption("--attn-shard") if _STATE.get("active") else None
+    if shard:
+        try:
+            index, count = parse_shard(shard)
+        except ValueError as exc:
+            raise pytest.UsageError(f"attnprops: --attn-shard: {exc}") from None
+        keep = shard_of(items, index, count)
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"I/N"`` (1 <= I <= N) as ``(I, N)``.
+
+    Raises:
+        ValueError: anything else; the message shows the expected form.
+    """
+    index, sep, count = text.partition("/")
+    if not (sep and index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
+        raise ValueError(f"{text!r}: expected I/N with 1 <= I <= N, e.g. 2/4")
+    return int(index), int(count)
+
+
+def shard_of(items: list, index: int, count: int) -> list:
+    """Shard ``index`` of ``count`` (1-based) of ``items``: every ``count``-th from the
+    ``index``-th, so parametrizations and files spread over the shards."""
+    return items[index - 1::count]
 
 
 def _name(item) -> str:

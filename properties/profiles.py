@@ -12,6 +12,14 @@ Selected by ``HYPOTHESIS_PROFILE`` (or ``--hypothesis-profile NAME``, or
 ``thorough``  3x the ci examples, random (not derandomized): nightly runs, vary
               ``--hypothesis-seed``.
 
+``ATTNPROPS_DATABASE`` (any profile) sets the Hypothesis example database, so a failure
+found on one machine replays first on every other (Hypothesis's *reuse* phase; ``ci`` is
+derandomized and reads no database unless this is set): ``dir:PATH`` (a folder, e.g. a cache
+or artifact that CI jobs share), ``github:OWNER/REPO`` (the ``hypothesis-example-db``
+artifacts that a workflow uploads, read-only, in front of the local ``.hypothesis/examples``;
+needs ``GITHUB_TOKEN``), ``redis:URL`` (``pip install hypothesis[redis]``). See
+:func:`database_from` and the nightly recipe in ``docs/use-in-your-codebase.md``.
+
 Oracle-backed properties run :func:`oracle_examples` examples: the profile's count scaled down
 (the 50-digit oracle costs milliseconds per case), never below 10. Kernel-sized properties
 (``properties/test_kernel_sizes.py``) run :func:`kernel_examples`: a twelfth, never below 3
@@ -26,6 +34,7 @@ import os
 from hypothesis import HealthCheck, Phase, settings
 
 DEFAULT_PROFILE = "ci"
+DATABASE_ENV_VAR = "ATTNPROPS_DATABASE"
 PROFILES = ("dev", "ci", "mutation", "thorough")
 ORACLE_FRACTION = 2  # oracle-backed properties run 1/ORACLE_FRACTION of the examples
 KERNEL_FRACTION = 12  # kernel-sized properties run 1/KERNEL_FRACTION of the examples
@@ -52,12 +61,60 @@ settings.register_profile("thorough", max_examples=300, database=None, **_common
 
 
 def load_profile(name: str | None = None) -> str:
-    """Load ``name`` (default ``$HYPOTHESIS_PROFILE`` or ``ci``) and return it."""
+    """Load ``name`` (default ``$HYPOTHESIS_PROFILE`` or ``ci``), with the example database
+    of ``$ATTNPROPS_DATABASE`` when set (:func:`database_from`), and return the name.
+
+    Raises:
+        ValueError: an unknown profile or database specification (the message says which
+            forms are accepted).
+    """
     name = name or os.environ.get("HYPOTHESIS_PROFILE") or DEFAULT_PROFILE
     if name not in PROFILES:
         raise ValueError(f"HYPOTHESIS_PROFILE={name!r}: use one of {PROFILES}")
-    settings.load_profile(name)
+    spec = os.environ.get(DATABASE_ENV_VAR)
+    if spec:
+        settings.register_profile(f"{name}+database", settings.get_profile(name),
+                                  database=database_from(spec))
+        settings.load_profile(f"{name}+database")
+    else:
+        settings.load_profile(name)
     return name
+
+
+def database_from(spec: str):
+    """The Hypothesis example database that ``$ATTNPROPS_DATABASE`` names.
+
+    ``dir:PATH``: :class:`~hypothesis.database.DirectoryBasedExampleDatabase` at ``PATH``.
+    ``github:OWNER/REPO``: :class:`~hypothesis.database.GitHubArtifactDatabase` of that
+    repository, read-only (:class:`~hypothesis.database.ReadOnlyDatabase`), multiplexed with
+    the local ``.hypothesis/examples`` that this run writes (Hypothesis's documented
+    pattern: CI uploads that folder as the ``hypothesis-example-db`` artifact).
+    ``redis:URL``: :class:`~hypothesis.extra.redis.RedisExampleDatabase` on
+    ``redis.Redis.from_url(URL)``.
+
+    Raises:
+        ValueError: any other form, or ``redis:`` without the redis package.
+    """
+    from hypothesis import database
+
+    kind, _, rest = spec.partition(":")
+    if kind == "dir" and rest:
+        return database.DirectoryBasedExampleDatabase(rest)
+    if kind == "github" and rest.count("/") == 1 and all(rest.split("/")):
+        owner, repo = rest.split("/")
+        return database.MultiplexedDatabase(
+            database.DirectoryBasedExampleDatabase(".hypothesis/examples"),
+            database.ReadOnlyDatabase(database.GitHubArtifactDatabase(owner, repo)))
+    if kind == "redis" and rest:
+        try:
+            import redis
+            from hypothesis.extra.redis import RedisExampleDatabase
+        except ImportError:
+            raise ValueError(f"{DATABASE_ENV_VAR}={spec!r}: needs the redis package "
+                             "(pip install hypothesis[redis])") from None
+        return RedisExampleDatabase(redis.Redis.from_url(rest))
+    raise ValueError(f"{DATABASE_ENV_VAR}={spec!r}: use dir:PATH, github:OWNER/REPO or "
+                     "redis:URL")
 
 
 def oracle_examples() -> settings:

@@ -75,3 +75,22 @@ def test_check_rejects_bad_stop_options(argv, message, capsys):
     with pytest.raises(SystemExit) as stop:
         main(["check", *argv])
     assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
+def _skipped(folder, *argv) -> list[str]:
+    main(["check", "--impl", "./raises.py", "--profile", "dev", "--jobs", "1",
+          "-k", "test_kv_cache", "--json", "shard.json", *argv])
+    return [s["test"] for s in json.loads((folder / "shard.json").read_text())["skipped"]]
+
+
+def test_check_shards_split_the_selection_once(stopped_run, capsys, monkeypatch):
+    """--shard I/N: the N shards of a selection are disjoint, cover it, and are balanced."""
+    monkeypatch.chdir(stopped_run)
+    everything = _skipped(stopped_run)
+    shards = [_skipped(stopped_run, "--shard", f"{i}/3") for i in (1, 2, 3)]
+    assert len(everything) == 7 and sorted(sum(shards, [])) == sorted(everything)
+    assert [len(s) for s in shards] == [3, 2, 2]
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match=r"--shard '4/3': expected I/N with 1 <= I <= N"):
+        main(["check", "--shard", "4/3"])
+

@@ -1,0 +1,45 @@
+"""The profiles' example database (``$ATTNPROPS_DATABASE``): each accepted form builds the
+database Hypothesis documents for it, and a bad form is a one-line error."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import database, settings
+
+from attnprops.properties.profiles import DATABASE_ENV_VAR, database_from, load_profile
+
+
+def test_dir_database_is_a_directory_database(tmp_path):
+    db = database_from(f"dir:{tmp_path}")
+    assert isinstance(db, database.DirectoryBasedExampleDatabase)
+    db.save(b"key", b"value")  # it writes where it was told
+    assert list(db.fetch(b"key")) == [b"value"] and any(tmp_path.iterdir())
+
+
+def test_github_database_reads_the_artifact_and_writes_locally():
+    db = database_from("github:my-org/my-repo")
+    assert isinstance(db, database.MultiplexedDatabase)
+    local, remote = db._wrapped
+    assert isinstance(local, database.DirectoryBasedExampleDatabase)
+    assert isinstance(remote, database.ReadOnlyDatabase)
+    assert isinstance(remote._wrapped, database.GitHubArtifactDatabase)
+    assert (remote._wrapped.owner, remote._wrapped.repo) == ("my-org", "my-repo")
+
+
+@pytest.mark.parametrize("spec", ["bogus", "dir:", "github:only-owner", "github:a/b/c",
+                                  "github:/repo", "s3:bucket"])
+def test_bad_database_forms_name_the_accepted_ones(spec):
+    with pytest.raises(ValueError, match="use dir:PATH, github:OWNER/REPO or redis:URL"):
+        database_from(spec)
+
+
+def test_load_profile_applies_the_database(tmp_path, monkeypatch):
+    before = settings.get_current_profile_name()
+    monkeypatch.setenv(DATABASE_ENV_VAR, f"dir:{tmp_path}")
+    try:
+        assert load_profile("thorough") == "thorough"
+        db = settings.default.database
+        assert isinstance(db, database.DirectoryBasedExampleDatabase)
+        assert settings.default.max_examples == settings.get_profile("thorough").max_examples
+    finally:
+        settings.load_profile(before)

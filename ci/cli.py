@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 SUBCOMMANDS = {
@@ -44,7 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     only = argv[0] if argv and argv[0] in SUBCOMMANDS else None
     args = build_parser(only).parse_args(argv)
     module = importlib.import_module(SUBCOMMANDS[args.command][0])
-    return int(module.run(args) or 0)
+    try:
+        return int(module.run(args) or 0)
+    except BrokenPipeError:  # `attnprops example | head`: the reader left; not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        return 0
 
 
 if __name__ == "__main__":

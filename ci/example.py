@@ -1,11 +1,21 @@
 """``attnprops example``: the source lab's 3-token causal example, printed as the lab prints it.
 
-Inputs are the lab's fixed illustrative tensors (Q/K head_dim 4, V dim 2); the scores, causal
-mask, weights and context come from :func:`impl.attention_weights`, :func:`impl.attention` and
-:func:`oracle.attention_scores`.
+The *source lab* is the teaching lab this project grew from: a Chinese-language walk-through
+of transformer attention ("Transformer Attention math: Q/K/V, softmax weights, masks and the KV
+cache") that works one fixed 3-token causal example in NumPy through scores, mask, weights and
+context, then shows the single-query KV-cache decode-offset trap, the KV-cache byte formula and
+an audit of its own figures. Its printed numbers are this project's regression values
+(``attnprops audit`` re-checks every one of them).
+
+The output first prints the inputs -- the lab's fixed illustrative tensors Q and K of shape
+``(3, 4)`` (3 tokens, head_dim 4) and V of shape ``(3, 2)`` -- then the scaled scores, causal
+mask, weights and context, which come from :func:`oracle.attention_scores`,
+:func:`impl.attention_weights` and :func:`impl.attention`.
 """
 
 from __future__ import annotations
+
+import textwrap
 
 import numpy as np
 
@@ -13,6 +23,19 @@ import numpy as np
 QUERY = np.array([[1.0, 0.5, -0.2, 0.1], [-0.5, 1.2, 0.8, -0.4], [0.2, -0.1, 1.5, 0.9]])
 KEY = np.array([[0.8, 0.4, -0.3, 0.0], [-0.2, 1.0, 0.5, -0.1], [0.1, -0.2, 1.1, 0.7]])
 VALUE = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])
+
+# One or two sentences for a reader who has not seen the lab (also the --help text).
+SOURCE_LAB = ("The source lab is the Chinese-language teaching lab on transformer attention "
+              "this project grew from: it works this fixed 3-token causal example through "
+              "scores, mask, weights and context in NumPy, then covers decoding with a KV cache "
+              "(a cached query's absolute offset) and the KV-cache byte formula. Its printed "
+              "numbers are this "
+              "project's regression values (attnprops audit re-checks them).")
+
+
+def example_inputs() -> dict[str, np.ndarray]:
+    """The three inputs, labelled: Q and K ``(3, 4)``, V ``(3, 2)`` (one head, 3 tokens)."""
+    return {"Q (query)": QUERY, "K (key)": KEY, "V (value)": VALUE}
 
 
 def example_arrays() -> dict[str, np.ndarray]:
@@ -31,10 +54,31 @@ def example_arrays() -> dict[str, np.ndarray]:
 
 
 def add_arguments(parser) -> None:
+    parser.description = (f"{parser.description or 'print the source lab example'}: its inputs "
+                          f"Q, K, V, then the scaled scores, causal mask, weights and context. "
+                          f"{SOURCE_LAB}")
     parser.set_defaults()
 
 
+def decimals(array: np.ndarray, most: int = 6) -> int:
+    """The fewest decimals (1 to ``most``) that print every entry of ``array`` exactly."""
+    for places in range(1, most):
+        if np.array_equal(np.round(array, places), array):
+            return places
+    return most
+
+
 def run(args) -> int:
+    print("The source lab's 3-token causal example (one head; token i reads keys 0..i).")
+    print(textwrap.fill(SOURCE_LAB, width=96, break_on_hyphens=False))
+    print()
+    print("Inputs (the lab's fixed illustrative tensors, not embeddings of a trained model):")
+    for name, array in example_inputs().items():
+        with np.printoptions(precision=decimals(array), floatmode="fixed", suppress=True):
+            print(f"{name}, shape {array.shape}:\n", array)
+    print()
+    print(f"Results (scores = Q @ K.T / sqrt({QUERY.shape[-1]}); weights = causal softmax over "
+          "keys; context = weights @ V):")
     with np.printoptions(precision=6, suppress=True):
         for name, array in example_arrays().items():
             print(f"{name}:\n", array)

@@ -14,8 +14,19 @@ Defaults are the lab's configuration: 32 layers, batch 1, 10,000 tokens, 32 KV h
 ``--num-kv-heads`` when ``1 < Hkv < HQ``) and MQA (``Hkv = 1``); the ratio to MHA is
 ``Hkv / HQ`` (Shazeer 2019; Ainslie et al. 2023).
 
-Sizes must be integers >= 1 and ``--dtype`` one of :data:`oracle.rules.DTYPE_BYTES`; anything
-else is an argparse error (exit status 2) naming the argument.
+Sizes must be integers >= 1. ``--dtype`` takes the canonical names of
+:data:`oracle.rules.DTYPE_BYTES` (``float16``, ``bfloat16``, ``float32``, ``float64``, ``int8``,
+``float8_e4m3fn``, ``float8_e5m2``: how ``torch``, ``jax.numpy`` and ``ml_dtypes`` spell them)
+plus the documented aliases of :data:`DTYPE_ALIASES`, case-insensitively: ``fp16``/``half``,
+``bf16``, ``fp32``, ``fp64``/``double``. Decision: the ``fp16``/``bf16`` spellings are what
+training configs use (Hugging Face Accelerate's ``mixed_precision``, DeepSpeed, Megatron) and
+``half``/``double`` are torch's own aliases (``torch.half is torch.float16``), so a PyTorch or
+JAX user expects them to work; they are listed in ``--help`` and in the error. ``float`` is
+deliberately *not* an alias: it is float32 in PyTorch (``torch.float``) but float64 in NumPy and
+Python, so it is rejected rather than guessed; so is ``fp8`` (e4m3 or e5m2?). Anything else is
+an argparse error (exit status 2), one line naming the argument and the accepted values.
+
+Units: 1 GiB = 2**30 bytes, 1 MiB = 2**20, 1 KiB = 2**10; "1 byte", "2 bytes".
 """
 
 from __future__ import annotations
@@ -42,15 +53,33 @@ def positive_int(text: str) -> int:
     return value
 
 
+# Accepted alternative spellings (see the module doc for why these and not ``float``/``fp8``).
+DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32",
+                 "fp64": "float64", "double": "float64"}
+
+
+def plural(count: int, unit: str = "byte") -> str:
+    """``"1 byte"``, ``"2 bytes"``, ``"5,242,880,000 bytes"`` (thousands separated)."""
+    return f"{count:,} {unit}" if count == 1 else f"{count:,} {unit}s"
+
+
+def accepted_dtypes() -> str:
+    """The accepted ``--dtype`` values, for the help and the error: names, then aliases."""
+    by_name: dict[str, list[str]] = {}
+    for alias, name in DTYPE_ALIASES.items():
+        by_name.setdefault(name, []).append(alias)
+    aliases = "; ".join(f"{'/'.join(a)} = {name}" for name, a in by_name.items())
+    return f"{', '.join(sorted(DTYPE_BYTES))} (aliases: {aliases})"
+
+
 def kv_dtype(text: str) -> str:
-    """argparse type: a dtype name of :data:`oracle.rules.DTYPE_BYTES` (e.g. ``bfloat16``)."""
+    """argparse type: a dtype name of :data:`oracle.rules.DTYPE_BYTES` (e.g. ``bfloat16``) or
+    an alias of :data:`DTYPE_ALIASES` (e.g. ``bf16``), case-insensitive; returns the name."""
     name = text.strip().lower()
-    aliases = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32",
-               "float": "float32", "fp64": "float64", "double": "float64"}
-    name = aliases.get(name, name)
+    name = DTYPE_ALIASES.get(name, name)
     if name not in DTYPE_BYTES:
         raise argparse.ArgumentTypeError(
-            f"unknown dtype {text!r}; use one of {', '.join(sorted(DTYPE_BYTES))}")
+            f"unknown dtype {text!r}; use one of {accepted_dtypes()}")
     return name
 
 
@@ -66,8 +95,8 @@ def add_arguments(parser) -> None:
         parser.add_argument(flag, type=positive_int, default=DEFAULTS[key], metavar="N",
                             help=f"{help_text} (default {DEFAULTS[key]})")
     parser.add_argument("--dtype", type=kv_dtype, default=DEFAULTS["dtype"], metavar="DTYPE",
-                        help=f"element type, one of {', '.join(sorted(DTYPE_BYTES))} "
-                             f"(default {DEFAULTS['dtype']})")
+                        help=f"element type (default {DEFAULTS['dtype']}; case-insensitive), "
+                             f"one of {accepted_dtypes()}")
     parser.add_argument("--num-heads", type=positive_int, default=None, metavar="N",
                         help="query heads: also print the MHA / GQA / MQA comparison")
     parser.set_defaults(_parser=parser)
@@ -75,15 +104,20 @@ def add_arguments(parser) -> None:
 
 def human(nbytes: int) -> str:
     """``nbytes`` in GiB (2**30 bytes; 4 decimals, or 4 significant digits below 0.001 GiB),
-    followed below 1 GiB by the size in MiB, KiB or bytes (powers of 1024)."""
+    followed below 1 GiB by the size in MiB or KiB (2 decimals) or bytes (exact, "1 byte").
+
+    A value that would print as ``1024.00`` moves up a unit: ``2**20 - 1`` bytes reads
+    ``1.00 MiB`` (not ``1024.00 KiB``) and ``2**30 - 1`` bytes ``1.0000 GiB`` alone."""
     gib = nbytes / GIB
     text = f"{gib:.4f} GiB" if gib >= 1e-3 else f"{gib:.4g} GiB"
-    if nbytes >= GIB:
+    mib, kib = nbytes / 2**20, nbytes / 2**10
+    if nbytes >= GIB or f"{mib:.2f}" == "1024.00":
         return text
-    for unit, size in (("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= size:
-            return f"{text} = {nbytes / size:.2f} {unit}"
-    return f"{text} = {nbytes} bytes"
+    if nbytes >= 2**20 or f"{kib:.2f}" == "1024.00":
+        return f"{text} = {mib:.2f} MiB"
+    if nbytes >= 2**10:
+        return f"{text} = {kib:.2f} KiB"
+    return f"{text} = {plural(nbytes)}"
 
 
 def kv_bytes(args, num_kv_heads: int) -> int:
@@ -121,9 +155,9 @@ def run(args) -> int:
     print("KV cache, raw K and V payload (no allocator slack, metadata or paging):")
     print(f"  bytes = {FORMULA}")
     print(f"        = 2 * {args.num_layers} * {args.batch} * {args.tokens} * "
-          f"{args.num_kv_heads} * {args.head_dim} * {itemsize}   ({args.dtype}: {itemsize} "
-          "bytes per element)")
-    print(f"        = {total:,} bytes")
+          f"{args.num_kv_heads} * {args.head_dim} * {itemsize}   ({args.dtype}: "
+          f"{plural(itemsize)} per element)")
+    print(f"        = {plural(total)}")
     print(f"        = {human(total)}   (1 GiB = 2**30 bytes)")
     if args.num_heads is not None:
         hq = args.num_heads

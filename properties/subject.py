@@ -139,6 +139,15 @@ class Subject:
 _EXTRAS = {"torch": "torch", "jax": "jax", "jaxlib": "jax"}
 
 
+def install_hint(library: str) -> str:
+    """How to install an optional ``library`` (torch, jax, jaxlib) wherever the suite is: a
+    vendored copy has no extras, a clone and an installed attnprops have one."""
+    extra = _EXTRAS[library]
+    return (f"{library} is an optional dependency: install {extra} (pip install {extra}; "
+            f"from an attnprops clone: pip install -e .[{extra}]; for an installed "
+            f"attnprops: pip install 'attnprops[{extra}]')")
+
+
 def _dtype_names(name: str, declared) -> tuple[str, ...]:
     """The declared ``dtypes`` as names, or a SubjectError naming the key and what it
     accepts (a string, an unknown dtype such as ``bfloat16``, or none at all)."""
@@ -208,9 +217,9 @@ def load_subject(name: str | None = None) -> Subject:
         raise
     except Exception as exc:
         where = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
-        extra = _EXTRAS.get((getattr(exc, "name", None) or "").split(".")[0])
-        if isinstance(exc, ModuleNotFoundError) and extra:
-            where = f"{exc.name} is an optional dependency: pip install -e .[{extra}]\n" + where
+        library = (getattr(exc, "name", None) or "").split(".")[0]
+        if isinstance(exc, ModuleNotFoundError) and library in _EXTRAS:
+            where = install_hint(library) + "\n" + where
         raise SubjectError(
             f"cannot import the attention subject {name!r} ({type(exc).__name__}: {exc}). "
             f"Name an importable module (--impl MODULE for attnprops, --attn-impl MODULE or "

@@ -65,3 +65,54 @@ def test_human_units():
     assert kv_bytes.human(5_242_880_000) == "4.8828 GiB"
     assert kv_bytes.human(3 * 2**20) == "0.0029 GiB = 3.00 MiB"
     assert kv_bytes.human(480) == "4.47e-07 GiB = 480 bytes"
+
+
+def test_one_byte_is_singular_and_sizes_near_a_unit_move_up(capsys):
+    """int8 has 1 byte per element: "1 byte", never "1 bytes"; the human size never reads
+    "1024.00 KiB" or "1024.00 MiB" (it moves to the next unit)."""
+    assert cli.main(["kv-bytes", "--dtype", "int8", "--num-layers", "1", "--tokens", "1",
+                     "--num-kv-heads", "1", "--head-dim", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "= 2 * 1 * 1 * 1 * 1 * 1 * 1   (int8: 1 byte per element)" in out
+    assert "        = 2 bytes\n" in out and "1.863e-09 GiB = 2 bytes" in out
+    assert "1 bytes" not in out
+    assert kv_bytes.human(1) == "9.313e-10 GiB = 1 byte"
+    assert kv_bytes.human(1023) == "9.527e-07 GiB = 1,023 bytes"
+    assert kv_bytes.human(1024) == "9.537e-07 GiB = 1.00 KiB"
+    assert kv_bytes.human(2**20 - 1) == "0.0009766 GiB = 1.00 MiB"
+    assert kv_bytes.human(2**20) == "0.0009766 GiB = 1.00 MiB"
+    assert kv_bytes.human(2**30 - 2**20) == "0.9990 GiB = 1023.00 MiB"
+    assert kv_bytes.human(2**30 - 1) == "1.0000 GiB"
+    assert kv_bytes.plural(1) == "1 byte" and kv_bytes.plural(2) == "2 bytes"
+
+
+def test_dtype_aliases_are_documented_in_help_and_accepted(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["kv-bytes", "--help"])
+    assert exc.value.code == 0
+    help_text = " ".join(capsys.readouterr().out.split())  # argparse wraps the lines
+    assert ("(aliases: fp16/half = float16; bf16 = bfloat16; fp32 = float32; fp64/double = "
+            "float64)") in help_text
+    assert kv_bytes.DTYPE_ALIASES == {"fp16": "float16", "half": "float16", "bf16": "bfloat16",
+                                      "fp32": "float32", "fp64": "float64", "double": "float64"}
+    for alias, name, itemsize in (("fp16", "float16", 2), ("FP16", "float16", 2),
+                                  ("half", "float16", 2), ("bf16", "bfloat16", 2),
+                                  ("fp32", "float32", 4), ("double", "float64", 8)):
+        assert cli.main(["kv-bytes", "--dtype", alias]) == 0
+        out = capsys.readouterr().out
+        assert f"({name}: {itemsize} bytes per element)" in out
+        assert f"= {2 * 32 * 10000 * 32 * 128 * itemsize:,} bytes" in out
+
+
+@pytest.mark.parametrize("dtype", ["float", "fp8", "torch.float16"])
+def test_undocumented_dtype_spellings_are_one_line_errors_naming_the_accepted(dtype, capsys):
+    """``float`` is float32 in torch but float64 in NumPy: rejected, not guessed."""
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["kv-bytes", "--dtype", dtype])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    line = [ln for ln in err.splitlines() if "error:" in ln]
+    assert line == [f"attnprops kv-bytes: error: argument --dtype: unknown dtype {dtype!r}; use "
+                    "one of bfloat16, float16, float32, float64, float8_e4m3fn, float8_e5m2, "
+                    "int8 (aliases: fp16/half = float16; bf16 = bfloat16; fp32 = float32; "
+                    "fp64/double = float64)"]

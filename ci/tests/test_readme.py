@@ -36,8 +36,9 @@ def _adapter_source() -> str:
 
 def test_readme_adapter_passes_the_suite(tmp_path, monkeypatch):
     """The README's 20-odd-line adapter loads with its declared capabilities and passes the
-    oracle-agreement, causality and seed-example properties (the rest are covered by
-    `attnprops check --impl my_adapter`, which the README shows)."""
+    oracle-agreement, causality and seed-example properties. The whole suite (ci profile,
+    about 50 s here) runs on it in CI: .ci/run copies the block into a folder of its own and
+    runs `attnprops check --impl my_adapter` there, as the README says."""
     (tmp_path / "my_adapter.py").write_text(_adapter_source())
     monkeypatch.syspath_prepend(str(tmp_path))
     subject = load_subject("my_adapter")

@@ -62,3 +62,18 @@ def test_a_missing_optional_library_names_its_extra(monkeypatch, tmp_path):
                     encoding="utf-8")
     with pytest.raises(SubjectError, match=r"pip install -e \.\[torch\]"):
         load_subject(str(path))
+
+
+@pytest.mark.parametrize("library, extra", [("torch", "torch"), ("jax", "jax"), ("jaxlib", "jax")])
+def test_a_missing_optional_library_names_both_installs(monkeypatch, tmp_path, library, extra):
+    """The hint works in a vendored copy (no extra: pip install LIB) and in a clone/install."""
+    monkeypatch.setitem(sys.modules, library, None)  # "import LIB" now fails as if absent
+    path = tmp_path / f"needs_{library}.py"
+    path.write_text(f"import {library}\n\ndef attention(query, key, value, **kwargs):\n    pass\n",
+                    encoding="utf-8")
+    with pytest.raises(SubjectError) as info:
+        load_subject(str(path))
+    hint = [line for line in str(info.value).splitlines() if "optional dependency" in line]
+    assert hint == [f"{library} is an optional dependency: install {extra} (pip install {extra}; "
+                    f"from an attnprops clone: pip install -e .[{extra}]; for an installed "
+                    f"attnprops: pip install 'attnprops[{extra}]')"]

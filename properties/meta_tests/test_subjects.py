@@ -25,7 +25,7 @@ from attnprops.properties.plugin import FAST_START
 from attnprops import oracle
 from attnprops import properties
 from attnprops.properties._support import LAB_DECODE, LAB_KEY, LAB_QUERY, LAB_VALUE
-from attnprops.properties.subject import load_subject
+from attnprops.properties.subject import install_hint, load_subject
 
 SUITE_ROOT = Path(properties.__file__).resolve().parent.parent
 
@@ -34,8 +34,8 @@ def _module(name: str, extra: str):
     """Import ``properties.subjects.NAME`` or skip when the extra's library is missing."""
     library = {"torch": "torch", "jax": "jax"}[extra] if extra else None
     if library:
-        pytest.importorskip(library, reason=f"{library} is not installed: pip install -e .[{extra}]")
-    return importlib.import_module(f"properties.subjects.{name}")
+        pytest.importorskip(library, reason=install_hint(library))
+    return importlib.import_module(f"attnprops.properties.subjects.{name}")
 
 
 LIBRARY_SUBJECTS = [
@@ -200,7 +200,7 @@ def test_naive_causal_decodes_wrongly():
 def test_suite_kills_naive_causal():
     """The property suite's fixed-example tests (the lab's 3-token example and its cached
     decode), run on the naive subject, fail with property violations, not crashes."""
-    pytest.importorskip("torch", reason="torch is not installed: pip install -e .[torch]")
+    pytest.importorskip("torch", reason=install_hint("torch"))
     env = dict(os.environ, HYPOTHESIS_PROFILE="dev", PYTHONDONTWRITEBYTECODE="1")
     env.pop("ATTN_XFAIL", None)
     props = SUITE_ROOT / "properties"

@@ -263,9 +263,9 @@ def load(name: str):
         call = _jax_caller()
         return call, call.version, False
     try:
-        module = importlib.import_module(f"properties.subjects.{name}")
+        module = importlib.import_module(f"attnprops.properties.subjects.{name}")
     except ModuleNotFoundError as exc:
-        if exc.name != f"properties.subjects.{name}":
+        if exc.name != f"attnprops.properties.subjects.{name}":
             raise
         module = importlib.import_module(name)
     return _subject_caller(module), f"subject {module.__name__} {getattr(module, '__version__', '')}", True

@@ -1,6 +1,6 @@
 """Subject: ``torch.nn.functional.scaled_dot_product_attention`` (SDPA) on the CPU.
 
-Install the extra first: ``pip install -e .[torch]`` (pins a CPU build of torch). Run:
+Install torch first (``pip install torch``; from a clone, the extra ``pip install -e .[torch]`` pins a CPU build). Run:
 ``attnprops check --impl attnprops.properties.subjects.torch_sdpa``.
 
 What the adapter maps, and why (every mapping was checked by ``python -m

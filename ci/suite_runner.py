@@ -2,9 +2,9 @@
 
 Shared by ``attnprops check`` and ``attnprops mutants``. The plugin's results file
 (``--attn-results``, one JSON line per test, :mod:`properties.results`) says which properties
-failed, each distinct failure with its message, counterexample and the subject's frame; only
-the example counts are read from ``--hypothesis-show-statistics`` output (Hypothesis's
-structured alternative, observability, also switches on coverage tracing). Tests are
+failed, each distinct failure with its message, counterexample and the subject's frame, and
+how many examples each property ran (counted by the plugin through Hypothesis's
+observability callbacks). Nothing is read from pytest's text output. Tests are
 selected by their collected function names (``--attn-tests``). A failure counts as a
 *property violation* only when it is a :class:`properties.checks.PropertyViolation` or
 another ``AssertionError`` raised while the test ran; any other exception (import error,
@@ -81,7 +81,7 @@ def _pytest_args(subject: str, results: Path, tests: list[str] | None, jobs: int
         str(PROPERTIES), "-q", "-p", "no:cacheprovider", *FAST_START,
         f"--rootdir={REPO}", f"--ignore={PROPERTIES / 'meta_tests'}",
         "-o", "addopts=", "-p", "attnprops.properties.plugin", "--attn-impl", subject,
-        f"--attn-results={results}", "--hypothesis-show-statistics",
+        f"--attn-results={results}",
         f"--hypothesis-profile={profile}", f"--attn-robustness={robustness}",
     ]
     if progress:
@@ -110,15 +110,19 @@ def _failures(record: dict) -> list[PropertyFailure]:
 
 
 def _read_results(path: Path):
-    """(tests run, skipped, xfailed, failures, robustness-tier failures, skips) from the
+    """(tests run, skipped, xfailed, failures, robustness-tier failures, skips, examples per
+    test function) from the
     plugin's results file (:mod:`properties.results`; a test may have two records, its call
     and a failed teardown). Robustness-tier failures (non-strict xfails of
     ``--attn-robustness report``) count as xfailed. ``skips``: (test id without the file,
     reason) of each skipped test."""
     outcomes: dict[str, set[str]] = {}
     failures, robust, skips = [], [], []
+    examples: dict[str, int] = {}
     for record in read_records(path):
         outcomes.setdefault(record["nodeid"], set()).add(record["outcome"])
+        if record.get("examples"):
+            examples[record["test"]] = examples.get(record["test"], 0) + record["examples"]
         if record["outcome"] == "failed":
             failures += _failures(record)
         elif record["outcome"] == "xfailed" and record["reason"].startswith(ROBUSTNESS_REASON):
@@ -127,13 +131,7 @@ def _read_results(path: Path):
             skips.append((record["nodeid"].split("::", 1)[-1], record["reason"]))
     skipped = sum(seen == {"skipped"} for seen in outcomes.values())
     xfailed = sum(seen == {"xfailed"} for seen in outcomes.values())
-    return len(outcomes) - skipped - xfailed, skipped, xfailed, failures, robust, skips
-
-
-_STATS_TEST = re.compile(r"^\S*::(test_\w+).*:$")
-# "3 passing examples, 6 failing examples" (6.155); "3 passing, 6 failing, and 1 invalid test
-# cases" (6.170)
-_STATS_GENERATE = re.compile(r"(\d+) passing(?: examples?)?, (\d+) failing")
+    return len(outcomes) - skipped - xfailed, skipped, xfailed, failures, robust, skips, examples
 
 
 def _follow(path: Path, callback: Callable[[dict], None]) -> Callable[[], None]:
@@ -154,24 +152,6 @@ def _follow(path: Path, callback: Callable[[dict], None]) -> Callable[[], None]:
                 callback(json.loads(line))
 
     return poll
-
-
-def _parse_statistics(output: str) -> dict[str, int]:
-    """Examples Hypothesis tried per test (reuse + generate phases; shrinking excluded)."""
-    examples: dict[str, int] = {}
-    current = None
-    phase = None
-    for line in output.splitlines():
-        head = _STATS_TEST.match(line.strip())
-        if head:
-            current = head.group(1)
-            continue
-        if "during " in line:
-            phase = "shrink" if "shrink" in line else "other"
-        m = _STATS_GENERATE.search(line)
-        if m and current and phase != "shrink":
-            examples[current] = examples.get(current, 0) + int(m.group(1)) + int(m.group(2))
-    return examples
 
 
 def _user_path() -> str:
@@ -212,10 +192,10 @@ def run_suite(subject: str, workdir: Path, *, tests: list[str] | None = None, jo
     run = run_pytest(args, cwd=Path.cwd(), env=env,
                      poll=_follow(events, progress) if progress else None)
     seconds = time.perf_counter() - started
-    count, skipped, xfailed, failures, robust, skips = _read_results(results)
+    count, skipped, xfailed, failures, robust, skips, examples = _read_results(results)
     return RunResult(subject=subject, returncode=run.returncode, seconds=seconds,
                      tests_run=count, skipped=skipped, xfailed=xfailed, failures=failures,
                      robustness=robust, skips=skips,
-                     examples=_parse_statistics(run.output), output_tail=run.output[-3000:])
+                     examples=examples, output_tail=run.output[-3000:])
 
 

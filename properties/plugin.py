@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +65,12 @@ from attnprops.properties.sizes import limits
 from attnprops.properties.subject import DEFAULT_SUBJECT, ENV_VAR, Subject, SubjectError, load_subject
 
 _STATE: dict = {}
+# Examples Hypothesis ran per test function in this process, from its observability callbacks
+# (passing and failing ones of every phase but shrink; not invalid ones, the explicit
+# examples or the final replay): the record's "examples" (properties/results.py).
+_EXAMPLES: Counter = Counter()
+EXAMPLES_PROPERTY = "attnprops_examples"  # the user_properties key that carries the count
+_OBSERVING = False
 
 # Options for a pytest subprocess that runs the suite and reads only pass/fail and its own
 # messages: no assertion rewriting (the properties raise PropertyViolation with their own
@@ -209,6 +216,8 @@ def pytest_configure(config):
         except (OSError, ValueError) as exc:
             raise pytest.UsageError(f"attnprops: expected-failures file {path}: {exc}") from None
     _STATE["xfail_entries"] = entries
+    if config.getoption("--attn-results") or config.getoption("--attn-progress"):
+        _count_examples()  # in every process that runs tests (xdist workers too)
     for key, option in (("results", "--attn-results"), ("progress", "--attn-progress")):
         _STATE[key] = None
         name = config.getoption(option)
@@ -288,6 +297,27 @@ def pytest_unconfigure(config):
             stream.close()
 
 
+def _count_examples() -> None:
+    """Count each property's examples through Hypothesis's observability callbacks
+    (``add_observability_callback``), with its documented switch
+    ``OBSERVABILITY_COLLECT_COVERAGE`` off: no coverage tracing, which would slow every
+    example down."""
+    from hypothesis.internal import observability
+
+    global _OBSERVING
+    observability.OBSERVABILITY_COLLECT_COVERAGE = False
+    if not _OBSERVING:  # once per process (pytester may configure pytest again)
+        _OBSERVING = True
+        observability.add_observability_callback(_observe)
+
+
+def _observe(observation) -> None:
+    metadata = getattr(observation, "metadata", None)
+    if (observation.type == "test_case" and observation.status != "gave_up"
+            and getattr(metadata, "phase", None) not in (None, "shrink")):
+        _EXAMPLES[observation.property] += 1
+
+
 def _write(key: str, record: dict) -> None:
     """One JSON line to the ``results`` or ``progress`` stream, if this process writes it."""
     stream = _STATE.get(key)
@@ -333,6 +363,10 @@ def pytest_runtest_makereport(item, call):
     if not _STATE.get("active"):
         return
     report = outcome.get_result()
+    if call.when == "call":
+        # Hypothesis names the property by node id under pytest, by function name elsewhere
+        count = _EXAMPLES.pop(item.nodeid, 0) + _EXAMPLES.pop(_name(item), 0)
+        report.user_properties.append((EXAMPLES_PROPERTY, count))
     if call.excinfo is not None and (report.failed or hasattr(report, "wasxfail")):
         failures = results.failures_of(call.excinfo.value, _subject_files())
         report.user_properties.append((results.PROPERTY_NAME, json.dumps(failures)))
@@ -346,7 +380,8 @@ def pytest_runtest_logreport(report):
         return
     failures = [f for name, value in report.user_properties if name == results.PROPERTY_NAME
                 for f in json.loads(value)]
-    record = results.record_of(report, failures)
+    examples = sum(value for name, value in report.user_properties if name == EXAMPLES_PROPERTY)
+    record = results.record_of(report, failures, examples)
     _write("results", record)
     _write("progress", {"event": "finished", **record})
 

@@ -10,6 +10,8 @@ text output. A record (:data:`SCHEMA_VERSION`)::
      "outcome": "failed",                     # passed | failed | skipped | xfailed | xpassed
      "when": "call",                          # the phase that decided it: setup | call | teardown
      "reason": "",                            # why skipped / xfailed, else ""
+     "examples": 112,                         # inputs Hypothesis ran, every phase but
+                                              #  shrink (observability callbacks), else 0
      "failures": [                            # one per distinct failure (Hypothesis reports
        {"type": "PropertyViolation",          #  each one of an ExceptionGroup), else []
         "violation": true,                    # an AssertionError: the property failed, not the suite
@@ -115,9 +117,10 @@ def outcome_of(report) -> str:
     return report.outcome
 
 
-def record_of(report, failures: list[dict]) -> dict:
+def record_of(report, failures: list[dict], examples: int = 0) -> dict:
     """The record of a pytest report whose distinct failures are ``failures`` (a failed
-    report without an exception of its own gets one crash entry with pytest's text)."""
+    report without an exception of its own gets one crash entry with pytest's text) and
+    whose property ran ``examples`` Hypothesis examples."""
     reason = ""
     if hasattr(report, "wasxfail"):
         reason = report.wasxfail
@@ -128,7 +131,7 @@ def record_of(report, failures: list[dict]) -> dict:
     return {"schema": SCHEMA_VERSION, "nodeid": report.nodeid,
             "test": report.nodeid.rsplit("::", 1)[-1].split("[", 1)[0],
             "outcome": outcome_of(report), "when": report.when, "reason": reason,
-            "failures": failures}
+            "examples": examples, "failures": failures}
 
 
 def read_records(path) -> list[dict]:

@@ -99,7 +99,22 @@ def test_robustness_tier_failures_are_reported_apart(tmp_path):
     ]
     path = tmp_path / "r.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    run, skipped, xfailed, failures, robust, skips = _read_results(path)
-    assert (run, skipped, xfailed, failures, skips) == (1, 0, 2, [], [])
+    run, skipped, xfailed, failures, robust, skips, examples = _read_results(path)
+    assert (run, skipped, xfailed, failures, skips, examples) == (1, 0, 2, [], [], {})
     assert [(f.test, f.falsifying_example) for f in robust] == [
         ("test_r", "Falsifying example: test_r(\n    case=1,\n)")]
+
+
+def test_example_counts_come_from_hypothesis_observability(tmp_path):
+    """Each record carries the examples its property ran (the plugin's observability
+    callback: passing and failing examples outside the shrink phase): a passing
+    derandomized property runs exactly its settings' max_examples (ci: 100; an
+    oracle-backed one half of that, profiles.oracle_examples)."""
+    from attnprops.properties.profiles import ORACLE_FRACTION
+
+    result = run_suite("attnprops.impl", tmp_path / "work", profile="ci",
+                       tests=["test_single_visible_key_returns_its_value",
+                              "test_weight_rows_sum_to_one"])
+    assert result.returncode == 0, result.output_tail
+    assert result.examples == {"test_single_visible_key_returns_its_value": 100,
+                               "test_weight_rows_sum_to_one": 100 // ORACLE_FRACTION}

@@ -443,7 +443,7 @@ class ExpectedFailure:
 def _item_id(item) -> str:
     """The item's id with its file as an absolute path (``/abs/tests/test_x.py::test_y``):
     node ids are relative to the rootdir, which differs between this repository, a vendored
-    tree and ``pytest --pyargs properties``; absolute paths end the same way in all three."""
+    tree and ``pytest --pyargs attnprops.properties``; absolute paths end the same way in all three."""
     _, sep, names = item.nodeid.partition("::")
     return f"{Path(item.path).resolve().as_posix()}{sep}{names}"
 

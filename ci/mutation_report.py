@@ -26,9 +26,12 @@ Phases, in order (as mutation tools do):
    ``--full`` runs the whole suite for every mutant instead, to list every property each one
    fails.
 
-For each mutant the report gives the outcome, the properties that failed, the first failing
-property's shrunk falsifying example (Hypothesis's minimal input), the wall time and the
-examples Hypothesis tried. Outputs in ``--out`` (default ``mutation-report/``):
+For each mutant the report gives its one-line description, the outcome, the properties that
+failed, the wall time and the examples Hypothesis tried (:data:`EXAMPLES_NOTE`), and the first
+failing property's shrunk falsifying example (Hypothesis's minimal input) as a Python script
+that runs the property's body on exactly that input (:func:`reproduction`), with the ``pytest``
+command that re-runs the property as the runner did (:func:`rerun_command`). Outputs in
+``--out`` (default ``mutation-report/``):
 ``mutation-report.md`` (also appended to ``$GITHUB_STEP_SUMMARY`` when set),
 ``mutation-report.json`` (schema version :data:`SCHEMA_VERSION`) and ``mutation-report.xml``
 (JUnit). Prints ``mutation score: K/N killed``; exits 1 if the reference fails, the harness
@@ -42,7 +45,6 @@ import argparse
 import enum
 import json
 import os
-import re
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -50,12 +52,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from attnprops.properties.plugin import one_thread_per_process
+from attnprops.properties.plugin import one_thread_per_process, parse_shard, shard_of
 
 from attnprops.ci.check import validate_profiles
+from attnprops.ci.reproduction import first_property, reproduction, rerun_command
 from attnprops.ci.suite_runner import RunResult, PropertyFailure, run_suite
 
-SCHEMA_VERSION = 2  # 2: mutant_profile; per mutant profile and shrunk
+SCHEMA_VERSION = 3  # 2: mutant_profile; per mutant profile and shrunk; 3: per mutant
+#                     reproduction, reproduction_exact and rerun_command
 REFERENCE_SUBJECT = "attnprops.impl"
 BROKEN_SUBJECT = "attnprops.ci.broken_subject"
 
@@ -145,12 +149,41 @@ def select(names: list[str], only: list[str] | None, shard: str | None) -> list[
             raise SystemExit(f"--only: unknown mutants {unknown}; known: {names}")
         names = [n for n in names if n in only]
     if shard:
-        m = re.fullmatch(r"(\d+)/(\d+)", shard)
-        if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
-            raise SystemExit(f"--shard {shard!r}: expected i/N with 1 <= i <= N, e.g. 2/4")
-        i, n = int(m.group(1)), int(m.group(2))
-        names = names[i - 1 :: n]
+        try:
+            index, count = parse_shard(shard)
+        except ValueError as exc:
+            raise SystemExit(f"--shard {exc}") from None
+        names = shard_of(names, index, count)
     return names
+
+
+# What the "examples" column counts: MutantResult.examples_tried, the result record's
+# "examples" of the first failing property (properties.plugin._count_examples counts them;
+# ci.suite_runner reads them).
+EXAMPLES_NOTE = (
+    "*examples*: the inputs the first failing property (the one whose counterexample is "
+    "shown) ran, in the pass that decided the outcome, up to and including the first one that "
+    "failed, so 1 means the first input tried failed. Counted by the suite's plugin around "
+    "the property's body (Hypothesis's `inner_test`): the hand-written `@example` cases where "
+    "the pass ran them (profile `ci`), then the generated inputs; not the inputs rejected by "
+    "`assume` or a filter, and not the shrinking that followed. `-`: no property failed.")
+
+def _cell(text: str, limit: int | None = None) -> str:
+    """``text`` on one line, fit for a Markdown table cell."""
+    line = " ".join(text.split())
+    if limit and len(line) > limit:
+        line = line[: limit - 1].rstrip() + "…"
+    return line.replace("|", "\\|")
+
+
+def console_table(results: list[MutantResult]) -> list[str]:
+    """The per-mutant lines printed to the console, columns aligned whatever the lengths."""
+    rows = [("mutant", "outcome", "time (s)", "failed properties")]
+    rows += [(r.name, r.outcome.value, f"{r.seconds:.1f}", ", ".join(r.failed_properties) or "-")
+             for r in results]
+    name_w, outcome_w, time_w = (max(len(row[i]) for row in rows) for i in range(3))
+    return [f"  {n:<{name_w}}  {o:<{outcome_w}}  {t:>{time_w}}  {p}".rstrip()
+            for n, o, t, p in rows]
 
 
 def _markdown(reference: RunResult | None, harness: RunResult | None,
@@ -173,16 +206,37 @@ def _markdown(reference: RunResult | None, harness: RunResult | None,
                  + (f"; no counterexample recorded: {unread}/{killed}"
                     if unread else ""))
     lines += [f"- total wall time: {seconds:.1f} s", "",
-              "| mutant | outcome | failed properties | examples | time (s) | shrunk counterexample |",
-              "| --- | --- | --- | --- | --- | --- |"]
+              "| mutant | what it breaks | outcome | failed properties | examples¹ | time (s) "
+              "| failure |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
-        example = " ".join(r.falsifying_example.split()).replace("|", "\\|")
-        message = " ".join(r.message.split())[:160].replace("|", "\\|")
-        cell = f"{message}<br>`{example}`" if example else message
-        lines.append(f"| `{r.name}` | {r.outcome.value} | {', '.join(r.failed_properties) or '-'} "
+        failure = _cell(r.message, 160)
+        if r.falsifying_example:
+            failure += f" ([counterexample](#{r.name}))"
+        lines.append(f"| `{r.name}` | {_cell(r.description)} | {r.outcome.value} "
+                     f"| {', '.join(r.failed_properties) or '-'} "
                      f"| {r.examples_tried if r.examples_tried is not None else '-'} "
-                     f"| {r.seconds:.1f} | {cell} |")
-    lines.append("")
+                     f"| {r.seconds:.1f} | {failure} |")
+    lines += ["", f"¹ {EXAMPLES_NOTE}", ""]
+    shown = [r for r in results if r.falsifying_example]
+    if shown:
+        lines += ["### Counterexamples", "",
+                  "Each script runs the failing property's own body once on the recorded "
+                  "counterexample and fails as the mutation run did (a `PropertyViolation`); "
+                  "paste it into a file and run it with `python` where attnprops is "
+                  "installed. The `pytest` command re-runs the property as the runner did.", ""]
+    for r in shown:
+        kind = "generated and shrunk" if r.shrunk else "explicit example"
+        description = _cell(r.description).rstrip(".")
+        lines += [f"#### {r.name}", "", f"{description}. Fails `{first_property(r)}` "
+                  f"({kind} counterexample, profile `{r.profile}`).", ""]
+        rendered = reproduction(r)
+        if rendered is None:
+            lines += ["Hypothesis's counterexample (not renderable as a script):", "",
+                      "```text", r.falsifying_example, "```", ""]
+        else:
+            lines += ["```python", rendered[0].rstrip("\n"), "```", ""]
+        lines += ["```bash", rerun_command(r), "```", ""]
     return "\n".join(lines)
 
 
@@ -248,9 +302,8 @@ def run(args) -> int:
         results = list(pool.map(
             lambda n: run_mutant(n, work, profile=args.profile, mutant_profile=mutant_profile,
                                  full=args.full), names))
-    for r in results:
-        print(f"  {r.name:36s} {r.outcome.value:12s} {r.seconds:6.1f} s  "
-              f"{', '.join(r.failed_properties)}", flush=True)
+    for line in console_table(results):
+        print(line, flush=True)
     seconds = time.perf_counter() - started
     markdown = _markdown(reference, harness, results, args.profile, seconds)
     out.mkdir(parents=True, exist_ok=True)
@@ -265,7 +318,7 @@ def run(args) -> int:
             "seconds": round(reference.seconds, 2),
             "failures": [asdict(f) for f in reference.failures]},
         "harness_sees_failures": None if harness is None else bool(harness.failures),
-        "mutants": [dict(asdict(r), outcome=r.outcome.value) for r in results],
+        "mutants": [_json_row(r) for r in results],
         "killed": sum(r.outcome is Outcome.KILLED for r in results),
         "total": len(results),
     }
@@ -281,6 +334,17 @@ def run(args) -> int:
     for problem in problems:
         print(problem)
     return 1 if problems else 0
+
+
+def _json_row(r: MutantResult) -> dict:
+    """A mutant's entry of mutation-report.json: the MutantResult, plus (schema 3) its
+    ``reproduction`` script (``""`` when not renderable), whether that input is exact, and
+    the ``rerun_command``."""
+    rendered = reproduction(r)
+    return dict(asdict(r), outcome=r.outcome.value,
+                reproduction=rendered[0] if rendered else "",
+                reproduction_exact=bool(rendered and rendered[1]),
+                rerun_command=rerun_command(r))
 
 
 def verdict(results: list[MutantResult], reference: RunResult | None,

@@ -3,8 +3,8 @@
 Shared by ``attnprops check`` and ``attnprops mutants``. The plugin's results file
 (``--attn-results``, one JSON line per test, :mod:`properties.results`) says which properties
 failed, each distinct failure with its message, counterexample and the subject's frame, and
-how many examples each property ran (counted by the plugin through Hypothesis's
-observability callbacks). Nothing is read from pytest's text output. Tests are
+how many examples each property ran (counted by the plugin around Hypothesis's inner
+test). Nothing is read from pytest's text output. Tests are
 selected by their collected function names (``--attn-tests``). A failure counts as a
 *property violation* only when it is a :class:`properties.checks.PropertyViolation` or
 another ``AssertionError`` raised while the test ran; any other exception (import error,

@@ -10,8 +10,8 @@ text output. A record (:data:`SCHEMA_VERSION`)::
      "outcome": "failed",                     # passed | failed | skipped | xfailed | xpassed
      "when": "call",                          # the phase that decided it: setup | call | teardown
      "reason": "",                            # why skipped / xfailed, else ""
-     "examples": 112,                         # inputs Hypothesis ran, every phase but
-                                              #  shrink (observability callbacks), else 0
+     "examples": 12,                          # inputs the property ran up to its first
+                                              #  failure, all when it passed (no shrinking)
      "failures": [                            # one per distinct failure (Hypothesis reports
        {"type": "PropertyViolation",          #  each one of an ExceptionGroup), else []
         "violation": true,                    # an AssertionError: the property failed, not the suite

@@ -56,7 +56,7 @@ def test_select_only_and_shard():
     assert select(names, ["b", "e"], None) == ["b", "e"]
     with pytest.raises(SystemExit, match="unknown mutants"):
         select(names, ["zzz"], None)
-    with pytest.raises(SystemExit, match="expected i/N"):
+    with pytest.raises(SystemExit, match="expected I/N"):
         select(names, None, "3/2")
 
 

@@ -105,16 +105,20 @@ def test_robustness_tier_failures_are_reported_apart(tmp_path):
         ("test_r", "Falsifying example: test_r(\n    case=1,\n)")]
 
 
-def test_example_counts_come_from_hypothesis_observability(tmp_path):
-    """Each record carries the examples its property ran (the plugin's observability
-    callback: passing and failing examples outside the shrink phase): a passing
-    derandomized property runs exactly its settings' max_examples (ci: 100; an
-    oracle-backed one half of that, profiles.oracle_examples)."""
+def test_example_counts(tmp_path):
+    """Each record carries the examples its property ran (the plugin wraps Hypothesis's
+    inner test): a passing derandomized property without explicit examples (profile
+    mutation) runs exactly its settings' max_examples (100; an oracle-backed one half of
+    that, profiles.oracle_examples); a failing one, the examples up to its first failure."""
     from attnprops.properties.profiles import ORACLE_FRACTION
 
-    result = run_suite("attnprops.impl", tmp_path / "work", profile="ci",
+    result = run_suite("attnprops.impl", tmp_path / "work", profile="mutation",
                        tests=["test_single_visible_key_returns_its_value",
                               "test_weight_rows_sum_to_one"])
     assert result.returncode == 0, result.output_tail
     assert result.examples == {"test_single_visible_key_returns_its_value": 100,
                                "test_weight_rows_sum_to_one": 100 // ORACLE_FRACTION}
+    killed = run_suite("attnprops.mutants.column_softmax", tmp_path / "work", profile="mutation",
+                       tests=["test_weight_rows_sum_to_one"])
+    first = killed.examples["test_weight_rows_sum_to_one"]
+    assert killed.returncode == 1 and 1 <= first < 100 // ORACLE_FRACTION, killed.examples

@@ -50,12 +50,12 @@ def _python(script: str, folder: Path) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
-@pytest.mark.parametrize("name", ["column_softmax", "non_atomic_append"])
-def test_rendered_counterexample_reproduces_the_failure(name, tmp_path):
-    """The report's script for a real kill (arrays; st.data() draws) fails in a fresh process
-    with the PropertyViolation the run recorded, raised in the failing property's body; the
-    same script with the mutant swapped for impl passes, so the failure is the mutant's and
-    not the script's."""
+def test_rendered_counterexample_reproduces_the_failure(tmp_path):
+    """The report's script for a real kill (a KV-cache run of arrays, and st.data() draws)
+    fails in a fresh process with the PropertyViolation the run recorded, raised in the
+    failing property's body; the same script with the mutant swapped for impl passes, so the
+    failure is the mutant's and not the script's; the report's pytest command re-runs it."""
+    name = "non_atomic_append"
     result = run_mutant(name, tmp_path / "runs", profile="ci")
     assert result.outcome is Outcome.KILLED and result.falsifying_example, result
     section = _section(_markdown(None, None, [result], "ci", 0.0), name)
@@ -74,15 +74,14 @@ def test_rendered_counterexample_reproduces_the_failure(name, tmp_path):
     proc = _python(fixed, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
 
-    if name == "column_softmax":  # the pytest command re-runs the property as the runner did
-        command = _block(section, "bash").strip()
-        assert command == rerun_command(result)
-        env = {k: v for k, v in os.environ.items() if k not in ("ATTN_IMPL", "HYPOTHESIS_PROFILE")}
-        rerun = subprocess.run(shlex.split(command.replace("python", sys.executable, 1)),
-                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-        assert rerun.returncode == 1, rerun.stdout[-3000:]
-        assert re.search(r"\b1 failed\b", rerun.stdout), rerun.stdout[-3000:]
-        assert f"PropertyViolation: {first_line}" in rerun.stdout, rerun.stdout[-3000:]
+    command = _block(section, "bash").strip()  # re-runs the property as the runner did
+    assert command == rerun_command(result)
+    env = {k: v for k, v in os.environ.items() if k not in ("ATTN_IMPL", "HYPOTHESIS_PROFILE")}
+    rerun = subprocess.run(shlex.split(command.replace("python", sys.executable, 1)),
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 1, rerun.stdout[-3000:]
+    assert re.search(r"\b1 failed\b", rerun.stdout), rerun.stdout[-3000:]
+    assert f"PropertyViolation: {first_line}" in rerun.stdout, rerun.stdout[-3000:]
 
 
 def _result(name: str, description: str, outcome: Outcome = Outcome.KILLED,

@@ -182,6 +182,8 @@ def pytest_configure(config):
         "robustness(why): a robustness-tier property, reported but not gated unless "
         "--attn-robustness=gate",
     )
+    config.addinivalue_line(
+        "markers", "e2e: an end-to-end test of the suite itself (install, vendoring, replay)")
     _STATE.clear()
     _STATE["active"] = _uses_suite(config)
     if not _STATE["active"]:

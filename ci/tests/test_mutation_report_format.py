@@ -50,6 +50,7 @@ def _python(script: str, folder: Path) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
+@pytest.mark.e2e
 def test_rendered_counterexample_reproduces_the_failure(tmp_path):
     """The report's script for a real kill (a KV-cache run of arrays, and st.data() draws)
     fails in a fresh process with the PropertyViolation the run recorded, raised in the

@@ -22,6 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from attnprops import properties
 
 SUITE_ROOT = Path(properties.__file__).resolve().parent.parent
@@ -56,6 +58,7 @@ def _adapter_source() -> str:
     return match.group(1)
 
 
+@pytest.mark.e2e
 def test_installed_plugin_runs_the_suite_beside_a_projects_own_ci_and_impl(tmp_path):
     source, site = tmp_path / "source", tmp_path / "site"
     shutil.copytree(SUITE_ROOT, source, ignore=shutil.ignore_patterns(

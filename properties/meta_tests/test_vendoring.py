@@ -16,6 +16,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from attnprops import properties
 from attnprops.properties.plugin import FAST_START
 
@@ -100,6 +102,7 @@ def _copy(src: Path, dst: Path) -> None:
                                                             ".hypothesis", ".pytest_cache"))
 
 
+@pytest.mark.e2e
 def test_vendored_copy_runs_without_this_repository(tmp_path):
     """The guide's recipe works in a clean project: the copied suite runs against the
     project's own subject, passes, and names the subject in its header."""

@@ -58,7 +58,7 @@ from attnprops.ci.check import validate_profiles
 from attnprops.ci.reproduction import first_property, reproduction, rerun_command
 from attnprops.ci.suite_runner import RunResult, PropertyFailure, run_suite
 
-SCHEMA_VERSION = 3  # 2: mutant_profile; per mutant profile and shrunk; 3: per mutant
+SCHEMA_VERSION = 3  # 2: mutant_profile; per mutant profile and shrunk; 3: per mutant nodeid,
 #                     reproduction, reproduction_exact and rerun_command
 REFERENCE_SUBJECT = "attnprops.impl"
 BROKEN_SUBJECT = "attnprops.ci.broken_subject"
@@ -84,6 +84,7 @@ class MutantResult:
     examples_tried: int | None
     profile: str  # the Hypothesis profile of the run that decided the outcome
     shrunk: bool  # the counterexample was generated and shrunk (not an explicit @example)
+    nodeid: str = ""  # the node id of the test whose counterexample is shown
 
 
 def _classify(run: RunResult, expected: set[str]) -> tuple[Outcome, list[PropertyFailure]]:
@@ -138,6 +139,7 @@ def run_mutant(name: str, workdir: Path, *, profile: str = "ci",
         examples_tried=run.examples.get(first.test) if first else None,
         profile=used,
         shrunk=bool(first and first.falsifying_example and not first.explicit),
+        nodeid=first.nodeid if first else "",
     )
 
 

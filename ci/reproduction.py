@@ -39,12 +39,15 @@ class Draws:  # stands in for st.data(): hands back the values Hypothesis drew, 
 """
 
 
-def _property_module(test: str) -> str | None:
-    """``attnprops.properties.test_...``, the module that defines the property ``test``."""
-    for path in sorted(PROPERTIES.glob("test_*.py")):
-        if re.search(rf"^def {re.escape(test)}\(", path.read_text(encoding="utf-8"), re.M):
-            return f"attnprops.properties.{path.stem}"
-    return None
+def _property_module(nodeid: str) -> str | None:
+    """``attnprops.properties.test_...``, the module of the collected test ``nodeid``
+    (``properties/test_x.py::test_y[...]``), or None."""
+    path = nodeid.split("::", 1)[0]
+    folder, _, file = path.rpartition("/")
+    if not (file.startswith("test_") and file.endswith(".py") and folder.endswith("properties")
+            and (PROPERTIES / file).is_file()):
+        return None
+    return f"attnprops.properties.{file[:-3]}"
 
 
 def _import_of(name: str) -> str | None:
@@ -127,7 +130,7 @@ def reproduction(result: "MutantResult") -> tuple[str, bool] | None:
     """
     test = first_property(result)
     parts = _split_counterexample(result.falsifying_example)
-    module = test and _property_module(test)
+    module = test and _property_module(getattr(result, "nodeid", ""))
     if parts is None or not module:
         return None
     call_text, draws = parts

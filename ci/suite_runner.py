@@ -49,6 +49,7 @@ class PropertyFailure:
     falsifying_example: str
     subject_frame: str = ""  # "file:line in function" of the subject's code, where known
     explicit: bool = False  # the counterexample is a hand-written @example, not generated
+    nodeid: str = ""  # the collected test's node id (properties/test_x.py::test_y[...])
 
 
 @dataclass
@@ -105,7 +106,8 @@ def _failures(record: dict) -> list[PropertyFailure]:
     return [PropertyFailure(test=record["test"],
                             is_property_violation=f["violation"] and record["when"] == "call",
                             message=f["message"][:400], falsifying_example=f["counterexample"],
-                            subject_frame=f["subject_frame"], explicit=f["explicit"])
+                            subject_frame=f["subject_frame"], explicit=f["explicit"],
+                            nodeid=record["nodeid"])
             for f in record["failures"]]
 
 

@@ -105,7 +105,7 @@ def _pytest_args(subject: str, results: Path, tests: list[str] | None, jobs: int
 def _failures(record: dict) -> list[PropertyFailure]:
     return [PropertyFailure(test=record["test"],
                             is_property_violation=f["violation"] and record["when"] == "call",
-                            message=f["message"][:400], falsifying_example=f["counterexample"],
+                            message=f["message"], falsifying_example=f["counterexample"],
                             subject_frame=f["subject_frame"], explicit=f["explicit"],
                             nodeid=record["nodeid"])
             for f in record["failures"]]

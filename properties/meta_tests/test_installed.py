@@ -4,7 +4,7 @@
 README's adapter), hold no test of the suite itself, and leave the project's own packages
 alone.
 
-The install is ``pip install --no-deps --no-build-isolation --target DIR`` of a copy of this
+The install is ``pip install --no-deps --target DIR`` of a copy of this
 repository (a wheel built and unpacked, as ``pip install .`` into a venv does; the copy keeps
 setuptools' ``build/`` out of the repository; the dependencies are this environment's), put
 first on ``PYTHONPATH`` so it, not an editable install, is what runs.
@@ -65,8 +65,7 @@ def test_installed_plugin_runs_the_suite_beside_a_projects_own_ci_and_impl(tmp_p
         ".git", ".venv*", "build", "*.egg-info", "__pycache__", ".hypothesis", ".pytest_cache",
         "mutation-report", "results"))
     proc = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                           "--no-build-isolation", "--no-compile", "--target", str(site),
-                           str(source)],
+                           "--no-compile", "--target", str(site), str(source)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert not (site / "ci").exists() and not (site / "impl").exists()  # one import name

@@ -67,6 +67,11 @@ def test_check_prints_progress_stops_at_the_first_failure_and_writes_reports(
     assert int(suite.get("skipped")) == len(skipped)
 
 
+def test_check_refuses_an_unwritable_json_path_before_running(tmp_path):
+    with pytest.raises(SystemExit, match=r"--json .*r\.json: No such file or directory"):
+        main(["check", "--json", str(tmp_path / "missing" / "r.json")])
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--maxfail", "0"], "--maxfail: invalid _positive value: '0'"),
     (["-x", "--maxfail", "2"], "not allowed with argument"),

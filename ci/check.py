@@ -28,6 +28,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import pytest
+
 from attnprops.properties.plugin import (ROBUSTNESS_ENV_VAR, ROBUSTNESS_MODES, ROBUSTNESS_REASON,
                                          parse_shard)
 from attnprops.properties.profiles import PROFILES
@@ -63,12 +65,18 @@ def add_arguments(parser) -> None:
                              "check (default, or $ATTN_ROBUSTNESS) or 'gate' on them")
 
 
+NO_TESTS_COLLECTED = int(pytest.ExitCode.NO_TESTS_COLLECTED)  # pytest's exit status 5
+
+
 def _positive(text: str) -> int:
     """argparse type: a positive integer (argparse turns the ValueError into a usage line)."""
     value = int(text)
     if value < 1:
         raise ValueError(text)
     return value
+
+
+_positive.__name__ = "positive integer"  # argparse: "invalid positive integer value: '0'"
 
 
 def _jobs(text: str) -> int:
@@ -192,6 +200,11 @@ def run(args) -> int:
           f"{examples} Hypothesis examples, "
           f"{result.seconds:.1f} s")
     stopped = bool(args.maxfail) and result.returncode == 2 and bool(result.failures)
+    if result.returncode == NO_TESTS_COLLECTED:
+        chosen = " and ".join(f"{flag} {value!r}" for flag, value in
+                              (("-k", args.keyword), ("--shard", args.shard)) if value)
+        print(f"  no property test was selected{' by ' + chosen if chosen else ''}: nothing ran")
+        return 1
     if (result.returncode not in (0, 1) and not stopped) or (result.returncode
                                                               and not result.failures):
         print(f"  the suite could not run (pytest exit {result.returncode}):")

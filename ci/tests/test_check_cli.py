@@ -67,13 +67,22 @@ def test_check_prints_progress_stops_at_the_first_failure_and_writes_reports(
     assert int(suite.get("skipped")) == len(skipped)
 
 
+def test_check_says_when_a_selection_is_empty(stopped_run, capsys, monkeypatch):
+    monkeypatch.chdir(stopped_run)
+    code = main(["check", "--impl", "./raises.py", "--profile", "dev", "--jobs", "1",
+                 "-k", "no_such_property_zzz"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "no property test was selected by -k 'no_such_property_zzz': nothing ran" in out, out
+
+
 def test_check_refuses_an_unwritable_json_path_before_running(tmp_path):
     with pytest.raises(SystemExit, match=r"--json .*r\.json: No such file or directory"):
         main(["check", "--json", str(tmp_path / "missing" / "r.json")])
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--maxfail", "0"], "--maxfail: invalid _positive value: '0'"),
+    (["--maxfail", "0"], "--maxfail: invalid positive integer value: '0'"),
     (["-x", "--maxfail", "2"], "not allowed with argument"),
 ])
 def test_check_rejects_bad_stop_options(argv, message, capsys):

@@ -243,13 +243,19 @@ def _by_reason(skips: list[tuple[str, str]]) -> dict[str, list[str]]:
 def summary(args, result) -> dict:
     """The ``--json`` report: ``{"schema": 1, "subject", "profile", "passed" (the exit
     status is 0), "returncode" (pytest's), "seconds", "tests_run", "skipped": [{"test",
-    "reason"}], "xfailed", "examples" (per test), "failures" and "robustness": [{"test",
-    "is_property_violation", "message", "falsifying_example", "subject_frame",
-    "explicit"}]}``."""
+    "reason"}], "xfailed" (expected-failures-file entries), "robustness_not_met" (robustness
+    -tier properties missed, reported), "examples" (per test), "failures" and "robustness":
+    [{"test", "is_property_violation", "message", "falsifying_example", "subject_frame",
+    "explicit", "nodeid"}], "error": the end of pytest's output when the suite could not run
+    (exit status other than 0 and 1, or 1 without a failure), else ""}``."""
+    robust = len({f.test for f in result.robustness})
+    broken = result.returncode not in (0, 1) or (result.returncode and not result.failures)
     return {"schema": 1, "subject": args.impl, "profile": args.profile,
             "passed": result.returncode == 0, "returncode": result.returncode,
             "seconds": round(result.seconds, 3), "tests_run": result.tests_run,
             "skipped": [{"test": t, "reason": r} for t, r in result.skips],
-            "xfailed": result.xfailed, "examples": result.examples,
+            "xfailed": result.xfailed - robust, "robustness_not_met": robust,
+            "examples": result.examples,
             "failures": [asdict(f) for f in result.failures],
-            "robustness": [asdict(f) for f in result.robustness]}
+            "robustness": [asdict(f) for f in result.robustness],
+            "error": result.output_tail[-2000:] if broken else ""}

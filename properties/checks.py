@@ -45,9 +45,12 @@ def _worst(index_list, got, wanted, bound, limit=5) -> str:
 
 
 def assert_shape_dtype(*, out, shape, dtype, what: str) -> np.ndarray:
-    """``out`` is an ndarray of ``shape`` and ``dtype``, with no NaN."""
+    """``out`` is an ndarray of ``shape`` and ``dtype``, with no NaN (a list, a tensor or
+    ``None`` is a violation of the subject contract, not converted)."""
     __tracebackhide__ = True
-    out = np.asarray(out)
+    if not isinstance(out, np.ndarray):
+        fail(f"{what}: the subject returned {type(out).__module__}.{type(out).__qualname__}, "
+             f"expected a numpy.ndarray")
     if out.shape != tuple(shape):
         fail(f"{what}: shape {out.shape}, expected {tuple(shape)}")
     if out.dtype != dtype:

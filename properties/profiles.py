@@ -99,6 +99,8 @@ def database_from(spec: str):
 
     kind, _, rest = spec.partition(":")
     if kind == "dir" and rest:
+        if os.path.exists(rest) and not os.path.isdir(rest):
+            raise ValueError(f"{DATABASE_ENV_VAR}={spec!r}: {rest} exists and is not a folder")
         return database.DirectoryBasedExampleDatabase(rest)
     if kind == "github" and rest.count("/") == 1 and all(rest.split("/")):
         owner, repo = rest.split("/")

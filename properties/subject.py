@@ -217,7 +217,11 @@ def load_subject(name: str | None = None) -> Subject:
         raise
     except Exception as exc:
         where = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
-        library = (getattr(exc, "name", None) or "").split(".")[0]
+        missing = getattr(exc, "name", None) or ""
+        if isinstance(exc, ModuleNotFoundError) and (missing == name
+                                                     or name.startswith(missing + ".")):
+            where = ""  # the subject itself is not there: its traceback is attnprops' own frames
+        library = missing.split(".")[0]
         if isinstance(exc, ModuleNotFoundError) and library in _EXTRAS:
             where = install_hint(library) + "\n" + where
         raise SubjectError(

@@ -108,3 +108,12 @@ def test_check_shards_split_the_selection_once(stopped_run, capsys, monkeypatch)
     with pytest.raises(SystemExit, match=r"--shard '4/3': expected I/N with 1 <= I <= N"):
         main(["check", "--shard", "4/3"])
 
+
+
+def test_a_run_that_cannot_start_says_why_in_the_json(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code = main(["check", "--impl", "no_such_subject_zzz", "--json", "j.json"])
+    capsys.readouterr()
+    summary = json.loads((tmp_path / "j.json").read_text())
+    assert code == 1 and summary["passed"] is False and summary["returncode"] == 4
+    assert "cannot import the attention subject 'no_such_subject_zzz'" in summary["error"]

@@ -77,3 +77,21 @@ def test_a_missing_optional_library_names_both_installs(monkeypatch, tmp_path, l
     assert hint == [f"{library} is an optional dependency: install {extra} (pip install {extra}; "
                     f"from an attnprops clone: pip install -e .[{extra}]; for an installed "
                     f"attnprops: pip install 'attnprops[{extra}]')"]
+
+
+def test_a_missing_subject_is_one_message_without_attnprops_frames():
+    """The subject module itself is not there: the message, and no traceback of attnprops'
+    own import code (a subject that fails *inside* its import keeps its traceback)."""
+    with pytest.raises(SubjectError) as info:
+        load_subject("no_such_subject_module_zzz")
+    text = str(info.value)
+    assert "No module named 'no_such_subject_module_zzz'" in text
+    assert "Traceback" not in text and "subject.py" not in text, text
+
+
+def test_a_subject_failing_inside_its_import_keeps_its_traceback(tmp_path):
+    path = tmp_path / "broken_subject.py"
+    path.write_text("import no_such_dependency_zzz\n", encoding="utf-8")
+    with pytest.raises(SubjectError) as info:
+        load_subject(str(path))
+    assert "broken_subject.py" in str(info.value) and "line 1" in str(info.value)

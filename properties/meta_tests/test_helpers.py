@@ -16,7 +16,7 @@ import pytest
 from attnprops import oracle
 from attnprops.properties._support import LAB_CAUSAL, case_from
 from attnprops.properties.bounds import attention_bounds
-from attnprops.properties.checks import PropertyViolation, assert_equal, assert_within
+from attnprops.properties.checks import PropertyViolation, assert_equal, assert_shape_dtype, assert_within
 from attnprops.properties.subject import SubjectError, load_subject
 
 
@@ -105,3 +105,14 @@ def test_missing_subject_says_how_to_fix():
     """An unimportable subject names the option and the environment variable."""
     with pytest.raises(SubjectError, match="--attn-impl MODULE or ATTN_IMPL"):
         load_subject("no_such_attention_module_xyz")
+
+
+@pytest.mark.parametrize("out, kind", [([[1.0]], "builtins.list"), (None, "builtins.NoneType"),
+                                       (np.float64(1.0), "numpy.float64")])
+def test_a_subject_must_return_an_ndarray(out, kind):
+    """A list (even of the right values), None or a NumPy scalar breaks the subject contract
+    ("return a NumPy array"): it is named, not converted."""
+    with pytest.raises(PropertyViolation, match=rf"output: the subject returned {kind}, "
+                                                r"expected a numpy\.ndarray"):
+        assert_shape_dtype(out=out, shape=(1, 1), dtype=np.float64, what="output")
+    assert_shape_dtype(out=np.ones((1, 1)), shape=(1, 1), dtype=np.float64, what="output")

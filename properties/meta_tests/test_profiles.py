@@ -43,3 +43,10 @@ def test_load_profile_applies_the_database(tmp_path, monkeypatch):
         assert settings.default.max_examples == settings.get_profile("thorough").max_examples
     finally:
         settings.load_profile(before)
+
+
+def test_dir_database_must_be_a_folder(tmp_path):
+    path = tmp_path / "a_file"
+    path.write_text("")
+    with pytest.raises(ValueError, match="exists and is not a folder"):
+        database_from(f"dir:{path}")

@@ -246,6 +246,9 @@ def _uses_suite(config) -> bool:
     """Whether this run uses the property suite (module docstring, *Inert unless used*)."""
     if _named_subject(config):
         return True
+    if getattr(config.option, "pyargs", False) and any(
+            a.split("::", 1)[0].startswith(__package__) for a in config.args):
+        return True  # pytest --pyargs attnprops.properties[.test_x]
     roots = [Path(config.rootpath).resolve()]
     roots += [Path(config.invocation_params.dir, a.split("::", 1)[0]).resolve()
               for a in config.args]

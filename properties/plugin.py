@@ -58,12 +58,17 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import pytest
 
-from attnprops.properties import results
-from attnprops.properties.profiles import load_profile
-from attnprops.properties.sizes import limits
-from attnprops.properties.subject import DEFAULT_SUBJECT, ENV_VAR, Subject, SubjectError, load_subject
+# Only what every pytest run needs: installed, this plugin is loaded into runs that never use
+# the suite, so Hypothesis, NumPy and the subject machinery are imported when a run does
+# (pytest_configure, current_subject).
+from attnprops.properties import DEFAULT_SUBJECT, ENV_VAR, results
+
+if TYPE_CHECKING:
+    from attnprops.properties.subject import Subject
 
 _STATE: dict = {}
 # Examples each test ran in this process (see _count_examples): the record's "examples"
@@ -165,6 +170,15 @@ def pytest_addoption(parser):
     )
 
 
+@pytest.hookimpl(tryfirst=True, specname="pytest_configure")
+def pytest_configure_profiles(config):
+    """Register the suite's Hypothesis profiles (importing :mod:`properties.profiles` does)
+    before Hypothesis's own plugin loads ``--hypothesis-profile``, in runs that use the
+    suite."""
+    if _uses_suite(config):
+        from attnprops.properties import profiles  # noqa: F401
+
+
 def pytest_configure(config):
     """Load the profile, the subject and its expected-failures files.
 
@@ -195,6 +209,10 @@ def pytest_configure(config):
         raise pytest.UsageError(f"attnprops: {ROBUSTNESS_ENV_VAR}={mode!r}: use one of "
                                 f"{', '.join(ROBUSTNESS_MODES)}")
     _STATE["robustness"] = mode
+    from attnprops.properties.profiles import load_profile
+    from attnprops.properties.sizes import limits
+    from attnprops.properties.subject import SubjectError, load_subject
+
     one_thread_per_process(workers=config.getoption("numprocesses", None))
     try:  # --hypothesis-profile wins over $HYPOTHESIS_PROFILE; $ATTNPROPS_DATABASE applies
         _STATE["profile"] = load_profile(config.getoption("hypothesis_profile", None))
@@ -249,10 +267,14 @@ def _uses_suite(config) -> bool:
     if getattr(config.option, "pyargs", False) and any(
             a.split("::", 1)[0].startswith(__package__) for a in config.args):
         return True  # pytest --pyargs attnprops.properties[.test_x]
-    roots = [Path(config.rootpath).resolve()]
-    roots += [Path(config.invocation_params.dir, a.split("::", 1)[0]).resolve()
-              for a in config.args]
+    roots = [Path(config.rootpath).resolve(), *_arg_paths(config)]
     return any(_within(SUITE_DIR, root) or _within(root, SUITE_DIR) for root in roots)
+
+
+def _arg_paths(config) -> list[Path]:
+    """The run's arguments as absolute paths (their ``::test`` parts dropped)."""
+    return [Path(config.invocation_params.dir, a.split("::", 1)[0]).resolve()
+            for a in config.args]
 
 
 def _add_suite(config) -> None:
@@ -263,8 +285,7 @@ def _add_suite(config) -> None:
         return
     if config.args_source == pytest.Config.ArgsSource.ARGS:
         return
-    here = Path(config.invocation_params.dir)
-    if any(_within(SUITE_DIR, Path(here, a.split("::", 1)[0]).resolve()) for a in config.args):
+    if any(_within(SUITE_DIR, path) for path in _arg_paths(config)):
         return  # the default arguments already hold the suite (this repository, a copy)
     config.args.append(str(SUITE_DIR))
 
@@ -669,6 +690,8 @@ def current_subject() -> Subject:
     """The subject loaded at configuration time (also usable outside fixtures)."""
     subject = _STATE.get("subject")
     if subject is None:
+        from attnprops.properties.subject import load_subject
+
         subject = _STATE["subject"] = load_subject()
     return subject
 

@@ -57,10 +57,9 @@ from types import ModuleType
 
 import numpy as np
 
+from attnprops.properties import DEFAULT_SUBJECT, ENV_VAR  # re-exported: the names' home is the package
 from attnprops.properties.bounds import Arithmetic
 
-DEFAULT_SUBJECT = "attnprops.impl"
-ENV_VAR = "ATTN_IMPL"
 ALL_DTYPES = ("float16", "float32", "float64")
 
 _DEFAULTS = {

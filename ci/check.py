@@ -112,8 +112,7 @@ class _Progress:
         self.total = 0
         self.done = 0
         self.failed = 0
-        self.running: dict[str, float] = {}
-        self.started: dict[str, float] = {}
+        self.running: dict[str, float] = {}  # node id -> when it started
 
     def __call__(self, event: dict) -> None:
         kind = event.get("event")
@@ -121,12 +120,10 @@ class _Progress:
             self.total = event["tests"]
             self._line(f"attnprops check: {self.total} property tests")
         elif kind == "started":
-            self.started[event["nodeid"]] = time.monotonic()
             self.running[event["nodeid"]] = time.monotonic()
             self._status()
         elif kind == "finished":
-            self.running.pop(event["nodeid"], None)
-            seconds = time.monotonic() - self.started.pop(event["nodeid"], time.monotonic())
+            seconds = time.monotonic() - self.running.pop(event["nodeid"], time.monotonic())
             self.done += 1
             outcome = event["outcome"]
             self.failed += outcome == "failed"
@@ -199,14 +196,13 @@ def run(args) -> int:
           f"{result.xfailed - len({f.test for f in result.robustness})} expected failures), "
           f"{examples} Hypothesis examples, "
           f"{result.seconds:.1f} s")
-    stopped = bool(args.maxfail) and result.returncode == 2 and bool(result.failures)
+    stopped = _stopped_early(args, result)
     if result.returncode == NO_TESTS_COLLECTED:
         chosen = " and ".join(f"{flag} {value!r}" for flag, value in
                               (("-k", args.keyword), ("--shard", args.shard)) if value)
         print(f"  no property test was selected{' by ' + chosen if chosen else ''}: nothing ran")
         return 1
-    if (result.returncode not in (0, 1) and not stopped) or (result.returncode
-                                                              and not result.failures):
+    if _could_not_run(args, result):
         print(f"  the suite could not run (pytest exit {result.returncode}):")
         print(result.output_tail)
         return 1
@@ -233,6 +229,18 @@ def run(args) -> int:
     return 0 if result.returncode == 0 else 1
 
 
+def _stopped_early(args, result) -> bool:
+    """-x/--maxfail ended an xdist run (pytest's exit status 2, interrupted) after failures."""
+    return bool(args.maxfail) and result.returncode == 2 and bool(result.failures)
+
+
+def _could_not_run(args, result) -> bool:
+    """The suite did not run to a verdict: an exit status other than 0/1 (not an early stop),
+    or 1 without a failing property (a collection or usage error)."""
+    return ((result.returncode not in (0, 1) and not _stopped_early(args, result))
+            or bool(result.returncode and not result.failures))
+
+
 def _by_reason(skips: list[tuple[str, str]]) -> dict[str, list[str]]:
     grouped: dict[str, list[str]] = {}
     for test, reason in skips:
@@ -249,7 +257,6 @@ def summary(args, result) -> dict:
     "explicit", "nodeid"}], "error": the end of pytest's output when the suite could not run
     (exit status other than 0 and 1, or 1 without a failure), else ""}``."""
     robust = len({f.test for f in result.robustness})
-    broken = result.returncode not in (0, 1) or (result.returncode and not result.failures)
     return {"schema": 1, "subject": args.impl, "profile": args.profile,
             "passed": result.returncode == 0, "returncode": result.returncode,
             "seconds": round(result.seconds, 3), "tests_run": result.tests_run,
@@ -258,4 +265,4 @@ def summary(args, result) -> dict:
             "examples": result.examples,
             "failures": [asdict(f) for f in result.failures],
             "robustness": [asdict(f) for f in result.robustness],
-            "error": result.output_tail[-2000:] if broken else ""}
+            "error": result.output_tail[-2000:] if _could_not_run(args, result) else ""}

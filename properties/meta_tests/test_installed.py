@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from attnprops import properties
+from attnprops.ci.tests.test_readme import _adapter_source
 
 SUITE_ROOT = Path(properties.__file__).resolve().parent.parent
 README = SUITE_ROOT / "README.md"
@@ -50,12 +51,6 @@ def _readme_block(title: str) -> list[str]:
     assert block, f"README.md lost the bash block after {title!r}"
     return [line.split("#", 1)[0].strip() for line in block.group(1).splitlines()
             if line.strip()]
-
-
-def _adapter_source() -> str:
-    match = re.search(r"```python\n(# my_adapter\.py.*?)```", README.read_text(), re.S)
-    assert match, "README.md lost its '# my_adapter.py' example"
-    return match.group(1)
 
 
 @pytest.mark.e2e

@@ -4,10 +4,13 @@
 
 While it runs, each finished property is printed to standard error as it finishes (a failure
 with its first message), with ``[done/total]``; on a terminal a status line names the
-properties running now. ``-x``/``--maxfail N`` stop after the first / N-th failing property.
+properties running now. ``-x``/``--maxfail N`` stop after the first / N-th failing property
+(with several workers, properties already running then still finish, so more than N failures
+may be listed: pytest-xdist's documented behaviour).
 ``-k EXPRESSION`` runs only the matching properties (pytest's ``-k``); ``--shard I/N`` runs
 every N-th from the I-th (a CI matrix of N jobs covers the suite once).
-``--junitxml FILE`` writes pytest's JUnit XML report; ``--json FILE`` writes the summary as
+``--junitxml FILE`` writes pytest's JUnit XML report (a run that could not start: one error
+test case with the reason); ``--json FILE`` writes the summary as
 JSON (:func:`summary`: counts, every failure with its counterexample, the skipped properties
 with their reasons). Skipped properties are listed by reason.
 
@@ -25,6 +28,7 @@ import os
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ET
 from dataclasses import asdict
 from pathlib import Path
 
@@ -92,6 +96,22 @@ def _jobs(text: str) -> int:
     return jobs
 
 
+def _check_keyword(expression: str) -> None:
+    """Exit with a one-line message when pytest cannot parse the ``-k`` expression (under
+    pytest-xdist such an expression ends the run in an INTERNALERROR, not pytest's usage
+    error). Parsed with the parser pytest's ``-k`` itself uses, ``_pytest.mark.expression``
+    (private: where it is missing, pytest's own message is left to show)."""
+    try:
+        from _pytest.mark.expression import Expression
+    except ImportError:
+        return
+    try:
+        Expression.compile(expression)
+    except SyntaxError as exc:  # pytest's ParseError is a SyntaxError
+        raise SystemExit(f"attnprops check: -k {expression!r} is not a pytest -k expression: "
+                         f"{exc.msg}") from None
+
+
 def validate_profiles(*names: str) -> None:
     """Exit with a one-line message naming a profile that :mod:`properties.profiles` lacks
     (checked before any pytest run, which would otherwise fail with a traceback)."""
@@ -152,8 +172,15 @@ class _Progress:
         if not self.tty or not self.running:
             return
         names = ", ".join(n.rsplit("::", 1)[-1] for n in self.running)
-        text = f"  running: {names}  ({self.done}/{self.total or '?'} done, {self.failed} failed)"
-        self.stream.write("\r\x1b[K" + text[:(os.get_terminal_size(self.stream.fileno()).columns - 1)])
+        # the counts first: a line wider than the terminal is cut at its end, the names
+        text = f"  [{self.done}/{self.total or '?'} done, {self.failed} failed] running: {names}"
+        try:
+            width = os.get_terminal_size(self.stream.fileno()).columns
+        except (OSError, ValueError):
+            width = 80
+        if len(text) >= width:
+            text = text[:max(width - 4, 0)] + "..."
+        self.stream.write("\r\x1b[K" + text)
         self.stream.flush()
 
     def close(self) -> None:
@@ -173,11 +200,15 @@ def run(args) -> int:
             Path(args.json_file).write_text("", encoding="utf-8")
         except OSError as exc:
             raise SystemExit(f"attnprops check: --json {args.json_file}: {exc.strerror}") from None
+    if args.keyword:
+        _check_keyword(args.keyword)
     if args.shard:
         try:
             parse_shard(args.shard)
         except ValueError as exc:
             raise SystemExit(f"attnprops check: --shard {exc}") from None
+    if args.junitxml:  # a stale report must not stand for this run
+        Path(args.junitxml).unlink(missing_ok=True)
     progress = _Progress()
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -205,6 +236,8 @@ def run(args) -> int:
     if _could_not_run(args, result):
         print(f"  the suite could not run (pytest exit {result.returncode}):")
         print(result.output_tail)
+        if args.junitxml and not Path(args.junitxml).exists():
+            _write_error_junit(Path(args.junitxml), result)
         return 1
     for reason, tests in _by_reason(result.skips).items():
         print(f"  skipped ({reason}): {', '.join(tests)}")
@@ -215,6 +248,9 @@ def run(args) -> int:
             print(f"    in the subject at {failure.subject_frame}")
         if failure.falsifying_example:
             print("    " + failure.falsifying_example.replace("\n", "\n    "))
+        if failure.explicit:  # Hypothesis stops at a failing @example: nothing was generated
+            print("    (a hand-written @example; --profile mutation skips those and shows a "
+                  "generated, shrunk counterexample)")
     for failure in result.robustness:
         print(f"  robustness (reported, not gated; --robustness gate to gate): {failure.test}: "
               f"{failure.message}")
@@ -239,6 +275,22 @@ def _could_not_run(args, result) -> bool:
     or 1 without a failing property (a collection or usage error)."""
     return ((result.returncode not in (0, 1) and not _stopped_early(args, result))
             or bool(result.returncode and not result.failures))
+
+
+def _write_error_junit(path: Path, result) -> None:
+    """The JUnit XML report of a run that could not start (pytest writes none when its
+    session never began, e.g. a subject that cannot be imported): one test case,
+    ``attnprops.check::suite``, in error with the end of pytest's output, so a CI system
+    that reads the report sees the failure and why."""
+    suites = ET.Element("testsuites")
+    suite = ET.SubElement(suites, "testsuite", name="attnprops", tests="1", errors="1",
+                          failures="0", skipped="0", time=f"{result.seconds:.3f}")
+    case = ET.SubElement(suite, "testcase", classname="attnprops.check", name="suite",
+                         time=f"{result.seconds:.3f}")
+    error = ET.SubElement(case, "error", message=f"the suite could not run (pytest exit "
+                                                 f"{result.returncode})")
+    error.text = result.output_tail[-2000:]
+    ET.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)
 
 
 def _by_reason(skips: list[tuple[str, str]]) -> dict[str, list[str]]:

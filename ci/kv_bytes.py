@@ -43,8 +43,11 @@ DEFAULTS = dict(num_layers=32, batch=1, tokens=10_000, num_kv_heads=32, head_dim
 
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1 (a count, not bytes); raises ArgumentTypeError."""
+    digits = text.replace("_", "").replace(",", "")
     try:
-        value = int(text.replace("_", "").replace(",", ""))
+        if not digits.isascii():  # int() would read "١٢" (Arabic-Indic digits) as 12
+            raise ValueError(text)
+        value = int(digits)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < 1:
@@ -102,14 +105,23 @@ def add_arguments(parser) -> None:
     parser.set_defaults(_parser=parser)
 
 
+def gib(nbytes: int) -> str:
+    """``nbytes / 2**30`` to 4 decimals (``"4.8828"``), rounded half up in integer
+    arithmetic: exact at any size (a float quotient would print digits it does not have
+    past 2**53 bytes, and overflow past about 1e308)."""
+    tenths_of_a_milli = (nbytes * 10**4 + GIB // 2) // GIB
+    whole, decimals = divmod(tenths_of_a_milli, 10**4)
+    return f"{whole}.{decimals:04d}"
+
+
 def human(nbytes: int) -> str:
-    """``nbytes`` in GiB (2**30 bytes; 4 decimals, or 4 significant digits below 0.001 GiB),
-    followed below 1 GiB by the size in MiB or KiB (2 decimals) or bytes (exact, "1 byte").
+    """``nbytes`` in GiB (2**30 bytes; 4 decimals, exact, or 4 significant digits below
+    0.001 GiB), followed below 1 GiB by the size in MiB or KiB (2 decimals) or bytes
+    (exact, "1 byte").
 
     A value that would print as ``1024.00`` moves up a unit: ``2**20 - 1`` bytes reads
     ``1.00 MiB`` (not ``1024.00 KiB``) and ``2**30 - 1`` bytes ``1.0000 GiB`` alone."""
-    gib = nbytes / GIB
-    text = f"{gib:.4f} GiB" if gib >= 1e-3 else f"{gib:.4g} GiB"
+    text = f"{gib(nbytes)} GiB" if nbytes * 1000 >= GIB else f"{nbytes / GIB:.4g} GiB"
     mib, kib = nbytes / 2**20, nbytes / 2**10
     if nbytes >= GIB or f"{mib:.2f}" == "1024.00":
         return text
@@ -167,8 +179,9 @@ def run(args) -> int:
         if hq > 1:
             rows.append(("MQA", 1))
         print(f"\nWith {hq} query heads (same layers, batch, tokens, head_dim, dtype):")
-        print(f"  {'attention':<10}{'kv_heads':>9}{'bytes':>22}{'GiB':>12}{'vs MHA':>9}")
+        # one space between columns: a size wider than its column pushes the row, never joins
+        print(f"  {'attention':<10}{'kv_heads':>9} {'bytes':>21} {'GiB':>11} {'vs MHA':>8}")
         for label, heads in rows:
             b = kv_bytes(args, heads)
-            print(f"  {label:<10}{heads:>9}{b:>22,}{b / GIB:>12.4f}{heads / hq:>9.4g}")
+            print(f"  {label:<10}{heads:>9} {b:>21,} {gib(b):>11} {heads / hq:>8.4g}")
     return 0

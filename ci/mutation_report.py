@@ -168,7 +168,15 @@ EXAMPLES_NOTE = (
     "failed, so 1 means the first input tried failed. Counted by the suite's plugin around "
     "the property's body (Hypothesis's `inner_test`): the hand-written `@example` cases where "
     "the pass ran them (profile `ci`), then the generated inputs; not the inputs rejected by "
-    "`assume` or a filter, and not the shrinking that followed. `-`: no property failed.")
+    "`assume` or a filter, and not the shrinking that followed. `-`: no property failed; "
+    "`n/a`: the test that failed is not a Hypothesis property (no examples to count).")
+
+
+def _examples_cell(result) -> str:
+    """The "examples" cell of ``result``'s row (see :data:`EXAMPLES_NOTE`)."""
+    if result.examples_tried is not None:
+        return str(result.examples_tried)
+    return "n/a" if result.failed_properties else "-"
 
 def _cell(text: str, limit: int | None = None) -> str:
     """``text`` on one line, fit for a Markdown table cell."""
@@ -217,7 +225,7 @@ def _markdown(reference: RunResult | None, harness: RunResult | None,
             failure += f" ([counterexample](#{r.name}))"
         lines.append(f"| `{r.name}` | {_cell(r.description)} | {r.outcome.value} "
                      f"| {', '.join(r.failed_properties) or '-'} "
-                     f"| {r.examples_tried if r.examples_tried is not None else '-'} "
+                     f"| {_examples_cell(r)} "
                      f"| {r.seconds:.1f} | {failure} |")
     lines += ["", f"¹ {EXAMPLES_NOTE}", ""]
     shown = [r for r in results if r.falsifying_example]

@@ -44,6 +44,18 @@ def _worst(index_list, got, wanted, bound, limit=5) -> str:
     return "\n".join(lines)
 
 
+def describe_result(out) -> str:
+    """What a subject returned, in words, for a message about a call that should have
+    raised: ``"an array of shape (1, 2, 3, 4) with 3 NaN"``, ``"None"``, ``"a list"`` (not
+    converted: ``numpy.asarray(None)`` would be a NaN)."""
+    if out is None:
+        return "None"
+    if not isinstance(out, np.ndarray):
+        return f"a {type(out).__module__}.{type(out).__qualname__}"
+    nan = int(np.isnan(out).sum()) if np.issubdtype(out.dtype, np.inexact) else 0
+    return f"an array of shape {out.shape}" + (f" with {nan} NaN" if nan else "")
+
+
 def assert_shape_dtype(*, out, shape, dtype, what: str) -> np.ndarray:
     """``out`` is an ndarray of ``shape`` and ``dtype``, with no NaN (a list, a tensor or
     ``None`` is a violation of the subject contract, not converted)."""

@@ -16,6 +16,7 @@ text output. A record (:data:`SCHEMA_VERSION`)::
        {"type": "PropertyViolation",          #  each one of an ExceptionGroup), else []
         "violation": true,                    # an AssertionError: the property failed, not the suite
         "message": "output vs 50-digit oracle: 1 of 4 elements outside the bound; ...",
+                                              #  (a crash: "SystemExit: 0", as Python prints it)
         "counterexample": "Falsifying example: test_output_matches_oracle(\\n    case=...,\\n)",
         "explicit": false,                    # the counterexample is a hand-written @example
         "notes": ["case: query (1, 1, 2, 1) ..."],   # Hypothesis note()s of the failing example
@@ -91,8 +92,11 @@ def failure_record(exc: BaseException, subject_files: tuple[str, ...]) -> dict:
             example.append(n)
         else:
             other.append(n)
-    return _entry(type(exc).__name__, isinstance(exc, AssertionError),
-                  str(exc).strip() or type(exc).__name__, "\n".join(example),
+    violation = isinstance(exc, AssertionError)
+    text = str(exc).strip()
+    if not violation:  # a crash reads as Python prints it: "SystemExit: 0", not "0"
+        text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return _entry(type(exc).__name__, violation, text or type(exc).__name__, "\n".join(example),
                   bool(example) and " explicit " in example[0].split("\n", 1)[0], other,
                   subject_frame(exc, subject_files))
 

@@ -169,12 +169,20 @@ def is_file_name(name: str) -> bool:
 
 
 def _import(name: str):
-    """The module ``name``: a dotted module name, or a ``.py`` file (relative to the
-    current folder), imported under its file's stem with its folder on ``sys.path`` (so it
-    can import its neighbours)."""
+    """The module ``name``: a dotted module name, a ``.py`` file (relative to the current
+    folder), imported under its file's stem with its folder on ``sys.path`` (so it can import
+    its neighbours), or a package's folder (``./my_pkg``, with an ``__init__.py``), imported
+    as the package ``my_pkg`` from the folder above it."""
     if not is_file_name(name):
         return importlib.import_module(name)
     path = Path(name).expanduser().resolve()
+    if path.is_dir():
+        if not (path / "__init__.py").is_file():
+            raise SubjectError(f"cannot import the attention subject {name!r}: {path} is a "
+                               f"folder without __init__.py; name a .py file or a package")
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))
+        return importlib.import_module(path.name)
     if not path.is_file():
         raise SubjectError(f"cannot import the attention subject {name!r}: no such file {path}")
     folder = str(path.parent)

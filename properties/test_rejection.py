@@ -9,7 +9,8 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from attnprops.properties._support import oracle_with_bounds
-from attnprops.properties.checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
+from attnprops.properties.checks import (assert_equal, assert_shape_dtype, assert_within, call_subject,
+                                         describe_result, fail)
 from attnprops.properties.invalid import INVALID_KINDS, fully_masked_cases, invalid_cases
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.profiles import oracle_examples
@@ -45,9 +46,7 @@ def test_invalid_inputs_raise(subject, kind, data):
     except Exception as exc:
         fail(f"{bad.kind}: raised {type(exc).__name__}: {exc} instead of ValueError/TypeError")
     else:
-        nan = bool(np.isnan(np.asarray(out, dtype=np.float64)).any()) if np.size(out) else False
-        fail(f"{bad.kind}: accepted (argument {bad.argument}); returned shape {np.shape(out)}"
-             f"{' with NaN' if nan else ''}")
+        fail(f"{bad.kind}: accepted (argument {bad.argument}); returned {describe_result(out)}")
     for name, old, new in zip(("query", "key", "value", "attn_mask"), before,
                               (bad.query, bad.key, bad.value, mask)):
         if old is not None:
@@ -84,9 +83,8 @@ def test_fully_masked_rows_follow_declared_convention(subject, case):
             return
         fail(f"declared fully_masked_rows='zeros' but raised {type(exc).__name__}: {exc}")
     if SUBJECT.fully_masked_rows == "raise":
-        nan = bool(np.isnan(np.asarray(out, dtype=np.float64)).any())
-        fail(f"declared fully_masked_rows='raise' but returned{' NaN' if nan else ' a result'} "
-             f"for a fully masked row")
+        fail(f"declared fully_masked_rows='raise' but returned {describe_result(out)} for a "
+             f"fully masked row")
     parts, bounds = oracle_with_bounds(case, subject)
     out = assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype, what="output")
     assert_within(out=out, expected=parts.output.value, bound=bounds.output,

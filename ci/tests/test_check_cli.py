@@ -117,3 +117,83 @@ def test_a_run_that_cannot_start_says_why_in_the_json(tmp_path, monkeypatch, cap
     summary = json.loads((tmp_path / "j.json").read_text())
     assert code == 1 and summary["passed"] is False and summary["returncode"] == 4
     assert "cannot import the attention subject 'no_such_subject_zzz'" in summary["error"]
+
+
+def test_a_run_that_cannot_start_still_writes_a_junit_report(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "report.xml").write_text("<stale/>", encoding="utf-8")
+    code = main(["check", "--impl", "no_such_subject_zzz", "--junitxml", "report.xml"])
+    capsys.readouterr()
+    suite = ET.parse(tmp_path / "report.xml").getroot().find("testsuite")
+    assert code == 1 and suite.get("errors") == "1" and suite.get("tests") == "1"
+    error = suite.find("testcase/error")
+    assert "could not run (pytest exit 4)" in error.get("message")
+    assert "cannot import the attention subject 'no_such_subject_zzz'" in error.text
+
+
+@pytest.mark.parametrize("expression", ["foo(", "not and", "a or"])
+def test_check_refuses_an_unparsable_k_expression_in_one_line(expression, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["check", "-k", expression])
+    message = str(stop.value.code)
+    assert message.startswith(f"attnprops check: -k {expression!r} is not a pytest -k "
+                              f"expression: ") and "\n" not in message, message
+
+
+def test_check_imports_a_package_folder_and_names_a_plain_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my_pkg").mkdir()
+    (tmp_path / "my_pkg" / "__init__.py").write_text(RAISES, encoding="utf-8")
+    (tmp_path / "plain").mkdir()
+    main(["check", "--impl", "./my_pkg", "--profile", "dev", "--jobs", "1",
+          "-k", "test_single_visible_key", "--json", "pkg.json"])
+    failures = json.loads((tmp_path / "pkg.json").read_text())["failures"]
+    assert failures and all("not written yet" in f["message"] for f in failures), failures
+    assert failures[0]["subject_frame"].endswith("__init__.py:7 in attention")
+    main(["check", "--impl", "./plain", "--jobs", "1", "--json", "plain.json"])
+    error = json.loads((tmp_path / "plain.json").read_text())["error"]
+    assert "plain is a folder without __init__.py; name a .py file or a package" in error
+
+
+class _Terminal:
+    """A standard-error stand-in that is a terminal of ``columns`` columns."""
+
+    def __init__(self):
+        self.text = ""
+
+    def isatty(self):
+        return True
+
+    def fileno(self):
+        raise OSError("not a real terminal")  # os.get_terminal_size fails: 80 columns
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+
+def test_the_status_line_fits_the_terminal_and_keeps_its_counts():
+    from attnprops.ci.check import _Progress
+
+    terminal = _Terminal()
+    progress = _Progress(terminal)
+    progress({"event": "collected", "tests": 64})
+    for n in range(6):
+        progress({"event": "started", "nodeid": f"properties/test_x.py::test_a_long_name_{n}"})
+    status = terminal.text.rsplit("\r\x1b[K", 1)[-1]
+    assert status.startswith("  [0/64 done, 0 failed] running: test_a_long_name_0"), status
+    assert len(status) < 80 and status.endswith("..."), status
+
+
+def test_an_explicit_example_failure_says_how_to_see_a_generated_one(stopped_run, capsys,
+                                                                      monkeypatch):
+    """In profile ``ci`` a failing hand-written ``@example`` stops the property before any
+    generated input: the summary says so and names the profile that skips them."""
+    monkeypatch.chdir(stopped_run)
+    main(["check", "--impl", "./raises.py", "--jobs", "1", "-k", "test_output_matches_oracle"])
+    out = capsys.readouterr().out
+    assert "Falsifying explicit example: test_output_matches_oracle(" in out, out
+    assert ("(a hand-written @example; --profile mutation skips those and shows a generated, "
+            "shrunk counterexample)") in out, out

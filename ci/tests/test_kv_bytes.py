@@ -47,6 +47,7 @@ def test_small_pair_and_other_dtypes(capsys):
     (["--batch", "-3"], "argument --batch: -3 must be >= 1"),
     (["--head-dim", "12.5"], "argument --head-dim: '12.5' is not an integer"),
     (["--num-layers", "abc"], "argument --num-layers: 'abc' is not an integer"),
+    (["--tokens", "\u0661\u0662"], "argument --tokens: '\u0661\u0662' is not an integer"),
     (["--dtype", "float12"], "argument --dtype: unknown dtype 'float12'; use one of bfloat16"),
     (["--num-heads", "32", "--num-kv-heads", "5"], "--num-kv-heads 5 must divide --num-heads 32"),
     (["--num-heads", "8", "--num-kv-heads", "16"], "--num-kv-heads 16 exceeds --num-heads 8"),
@@ -65,6 +66,13 @@ def test_human_units():
     assert kv_bytes.human(5_242_880_000) == "4.8828 GiB"
     assert kv_bytes.human(3 * 2**20) == "0.0029 GiB = 3.00 MiB"
     assert kv_bytes.human(480) == "4.47e-07 GiB = 480 bytes"
+
+
+def test_gib_is_exact_at_any_size():
+    """No digits a float quotient would invent (past 2**53 bytes) and no overflow."""
+    assert kv_bytes.gib(5 * 10**30 * 2**30 + 2**30 // 3) == "5" + "0" * 30 + ".3333"
+    assert kv_bytes.gib(10**400 * 2**30) == "1" + "0" * 400 + ".0000"
+    assert kv_bytes.gib(2**30 // 2 * 3) == "1.5000" and kv_bytes.gib(2**30 - 1) == "1.0000"
 
 
 def test_one_byte_is_singular_and_sizes_near_a_unit_move_up(capsys):

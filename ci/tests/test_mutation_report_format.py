@@ -105,7 +105,9 @@ def test_markdown_has_descriptions_and_the_examples_note():
     counts."""
     mutants = list(all_mutants().values())[:3]
     results = [_result(m.name, m.description, examples_tried=i + 1) for i, m in enumerate(mutants)]
-    results.append(_result("pipe_mutant", "a | b", examples_tried=None))
+    results.append(_result("pipe_mutant", "a | b", examples_tried=None))  # a plain test killed it
+    results.append(_result("survivor", "s", Outcome.SURVIVED, examples_tried=None,
+                           failed_properties=[]))
     markdown = _markdown(None, None, results, "ci", 0.0)
     rows = _table_rows(markdown)
     header = next(line for line in markdown.splitlines() if line.startswith("| mutant"))
@@ -115,7 +117,8 @@ def test_markdown_has_descriptions_and_the_examples_note():
     for row, result in zip(rows, results):
         assert row[0] == f"`{result.name}`"
         assert row[what].replace("\\|", "|") == " ".join(result.description.split())
-        assert row[examples] == ("-" if result.examples_tried is None else str(result.examples_tried))
+        wanted = {"pipe_mutant": "n/a", "survivor": "-"}.get(result.name, str(result.examples_tried))
+        assert row[examples] == wanted, row
     lines = markdown.splitlines()
     last_row = max(i for i, line in enumerate(lines) if line.startswith("| "))
     assert lines[last_row + 1] == "" and lines[last_row + 2] == f"¹ {EXAMPLES_NOTE}"

@@ -74,6 +74,14 @@ def test_explicit_example_headings_of_hypothesis_releases():
         assert record["explicit"] is explicit, head
 
 
+def test_a_crash_message_names_its_exception():
+    """A subject's ``sys.exit(0)`` reads "SystemExit: 0", not "0"; a property's own
+    failure keeps its message as written."""
+    assert failure_record(SystemExit(0), ())["message"] == "SystemExit: 0"
+    assert failure_record(KeyError(), ())["message"] == "KeyError"
+    assert failure_record(AssertionError("output differs"), ())["message"] == "output differs"
+
+
 def test_every_mutant_declares_itself():
     """Each mutants/ module has a MUTANT with description, model and killing properties that
     exist in the suite."""

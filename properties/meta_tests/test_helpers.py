@@ -16,7 +16,8 @@ import pytest
 from attnprops import oracle
 from attnprops.properties._support import LAB_CAUSAL, case_from
 from attnprops.properties.bounds import attention_bounds
-from attnprops.properties.checks import PropertyViolation, assert_equal, assert_shape_dtype, assert_within
+from attnprops.properties.checks import (PropertyViolation, assert_equal, assert_shape_dtype,
+                                         assert_within, describe_result)
 from attnprops.properties.subject import SubjectError, load_subject
 
 
@@ -116,3 +117,12 @@ def test_a_subject_must_return_an_ndarray(out, kind):
                                                 r"expected a numpy\.ndarray"):
         assert_shape_dtype(out=out, shape=(1, 1), dtype=np.float64, what="output")
     assert_shape_dtype(out=np.ones((1, 1)), shape=(1, 1), dtype=np.float64, what="output")
+
+
+@pytest.mark.parametrize("out, words", [
+    (None, "None"), ([1.0], "a builtins.list"),
+    (np.array([1.0, np.nan, np.nan]), "an array of shape (3,) with 2 NaN"),
+    (np.zeros((1, 2), dtype=np.int64), "an array of shape (1, 2)")])
+def test_a_result_that_should_have_raised_is_described_as_it_is(out, words):
+    """``None`` is not called a NaN (``numpy.asarray(None, float)`` is one)."""
+    assert describe_result(out) == words

@@ -19,18 +19,8 @@ import textwrap
 
 import numpy as np
 
-# The source lab's fixed tensors (not embeddings of a trained model).
-QUERY = np.array([[1.0, 0.5, -0.2, 0.1], [-0.5, 1.2, 0.8, -0.4], [0.2, -0.1, 1.5, 0.9]])
-KEY = np.array([[0.8, 0.4, -0.3, 0.0], [-0.2, 1.0, 0.5, -0.1], [0.1, -0.2, 1.1, 0.7]])
-VALUE = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])
-
-# One or two sentences for a reader who has not seen the lab (also the --help text).
-SOURCE_LAB = ("The source lab is the Chinese-language teaching lab on transformer attention "
-              "this project grew from: it works this fixed 3-token causal example through "
-              "scores, mask, weights and context in NumPy, then covers decoding with a KV cache "
-              "(a cached query's absolute offset) and the KV-cache byte formula. Its printed "
-              "numbers are this "
-              "project's regression values (attnprops audit re-checks them).")
+from attnprops.oracle.lab import DESCRIPTION as SOURCE_LAB  # what the source lab is
+from attnprops.oracle.lab import KEY, QUERY, VALUE  # its fixed tensors
 
 
 def example_inputs() -> dict[str, np.ndarray]:
@@ -40,8 +30,7 @@ def example_inputs() -> dict[str, np.ndarray]:
 
 def example_arrays() -> dict[str, np.ndarray]:
     """The four arrays of the example: scaled scores, masked scores, weights, context."""
-    from attnprops import impl
-    from attnprops import oracle
+    from attnprops import impl, oracle
 
     scaled = oracle.attention_scores(QUERY, KEY).value  # (3, 3)
     masked = oracle.attention_scores(QUERY, KEY, is_causal=True).value  # (3, 3), -inf above

@@ -9,8 +9,7 @@ The 2 counts K and V. It is the raw payload only: no allocator slack, metadata, 
 (PagedAttention changes allocation, not this count) or activations. Computed by
 :func:`oracle.kv_cache_bytes` (the rulebook's function, shared with :mod:`impl`).
 
-Defaults are the lab's configuration: 32 layers, batch 1, 10,000 tokens, 32 KV heads, head_dim
-128, float16. ``--num-heads HQ`` adds the comparison MHA (``Hkv = HQ``), GQA (the given
+Defaults are the lab's configuration, :data:`oracle.lab.KV_CONFIG` (``--help`` prints them). ``--num-heads HQ`` adds the comparison MHA (``Hkv = HQ``), GQA (the given
 ``--num-kv-heads`` when ``1 < Hkv < HQ``) and MQA (``Hkv = 1``); the ratio to MHA is
 ``Hkv / HQ`` (Shazeer 2019; Ainslie et al. 2023).
 
@@ -33,12 +32,12 @@ from __future__ import annotations
 
 import argparse
 
+from attnprops.oracle.lab import KV_CONFIG
 from attnprops.oracle.rules import DTYPE_BYTES
 
 GIB = 2**30
 FORMULA = "2 * num_layers * batch * tokens * num_kv_heads * head_dim * bytes_per_element"
-DEFAULTS = dict(num_layers=32, batch=1, tokens=10_000, num_kv_heads=32, head_dim=128,
-                dtype="float16")
+DEFAULTS = KV_CONFIG  # the source lab's configuration (oracle.lab)
 
 
 def positive_int(text: str) -> int:

@@ -44,9 +44,8 @@ def panels() -> list[dict]:
     """The six panels: ``title``, ``data`` (2-D float array, NaN = hidden), ``kind``
     (``"scores"``, ``"mask"`` or ``"weights"``), ``wrong`` (bool), ``queries`` (absolute query
     positions of the rows) and ``note`` (text under the panel)."""
-    from attnprops import impl
-    from attnprops import oracle
-    from attnprops.ci.example import KEY, QUERY, VALUE
+    from attnprops import impl, oracle
+    from attnprops.oracle.lab import KEY, QUERY, VALUE
 
     T = QUERY.shape[0]
     query_pos, key_pos = np.arange(T)[:, None], np.arange(T)[None, :]
@@ -165,10 +164,10 @@ def draw(path: Path, dpi: int = 120) -> Path:
 def run(args) -> int:
     """Write ``DIR/attention_heatmaps.png``; 1 with an install hint when matplotlib is
     missing, 2 when ``--out`` is the committed reference folder."""
-    from attnprops.ci.audit import REFERENCE_DIR, _inside
+    from attnprops.ci.audit.compare import REFERENCE_DIR, inside
 
     out = Path(args.out)
-    if _inside(out, REFERENCE_DIR):
+    if inside(out, REFERENCE_DIR):
         print(f"attnprops plot: refusing to write into {out}: it is the committed reference "
               "folder; use --out results (or another folder)", file=sys.stderr)
         return 2

@@ -410,18 +410,6 @@ def _rescaled_output(call: AttentionCall, ct: np.dtype, block_size: int | None) 
     return np.clip(output, -vmax, vmax)
 
 
-def _attention_scores(query, key, *, attn_mask=None, is_causal=False, query_start=None,
-                      scale=None) -> np.ndarray:
-    """The dense path's masked scores (``-inf`` where hidden) for one call, after the same
-    validation as :func:`attention_weights`: ``(B, Hq, Tq, Tk)`` or ``(Tq, Tk)`` in the
-    compute dtype. Not public API: ``ci.audit`` prints impl's scores through it."""
-    call = check_attention_call(query, key, None, attn_mask=attn_mask, is_causal=is_causal,
-                                query_start=query_start, scale=scale, needs_value=False)
-    _check_rows(call)
-    scores = _dense_scores(call, compute_dtype(call.dtype))
-    return scores[0, 0] if call.two_d else scores
-
-
 def attention_weights(
     query, key, *, attn_mask=None, is_causal=False, query_start=None, scale=None
 ) -> np.ndarray:

@@ -7,8 +7,8 @@ import numpy as np
 from hypothesis import note
 
 from attnprops import oracle
+from attnprops.oracle import lab
 from attnprops.oracle.rules import check_attention_inputs
-
 from attnprops.properties.bounds import attention_bounds
 from attnprops.properties.strategies import AttentionCase
 
@@ -60,27 +60,22 @@ def case_from(query, key, value, *, attn_mask=None, is_causal=False, query_start
 
 
 # The source lab's 3-token example (seed 000) and the quick reference's 2-token example
-# (seed 003), as cases for @example.
-LAB_QUERY = np.array([[1.0, 0.5, -0.2, 0.1], [-0.5, 1.2, 0.8, -0.4], [0.2, -0.1, 1.5, 0.9]])
-LAB_KEY = np.array([[0.8, 0.4, -0.3, 0.0], [-0.2, 1.0, 0.5, -0.1], [0.1, -0.2, 1.1, 0.7]])
-LAB_VALUE = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])
-LAB_CAUSAL = case_from(LAB_QUERY[None, None], LAB_KEY[None, None], LAB_VALUE[None, None],
-                       is_causal=True, layout="seed 000: 3-token causal")
-LAB_DECODE = case_from(LAB_QUERY[None, None, 2:], LAB_KEY[None, None], LAB_VALUE[None, None],
-                       is_causal=True, query_start=2, layout="seed 000: cached decode")
-QUICK_QUERY = np.array([[[[1.0, 0.0], [0.0, 1.0]]]])
-QUICK_VALUE = np.array([[[[2.0, 0.0], [0.0, 4.0]]]])
+# (seed 003), as 4-D arrays (one batch, one head) and as cases for @example (oracle.lab).
+LAB_QUERY, LAB_KEY, LAB_VALUE = (a[None, None] for a in (lab.QUERY, lab.KEY, lab.VALUE))
+LAB_CAUSAL = case_from(LAB_QUERY, LAB_KEY, LAB_VALUE, is_causal=True,
+                       layout="seed 000: 3-token causal")
+LAB_DECODE = case_from(LAB_QUERY[:, :, lab.DECODE_QUERY_START:], LAB_KEY, LAB_VALUE,
+                       is_causal=True, query_start=lab.DECODE_QUERY_START,
+                       layout="seed 000: cached decode")
+QUICK_QUERY, QUICK_VALUE = lab.QUICK_QUERY[None, None], lab.QUICK_VALUE[None, None]
 QUICK_CAUSAL = case_from(QUICK_QUERY, QUICK_QUERY, QUICK_VALUE, is_causal=True,
                          layout="seed 003: 2-token causal")
 
 
 def seed_batch_case() -> AttentionCase:
-    """The lab's batch case: B=2, H=3, L=7, dk=4, dv=5, ``default_rng(42)``, causal."""
-    rng = np.random.default_rng(42)
-    q = rng.standard_normal((2, 3, 7, 4))
-    k = rng.standard_normal((2, 3, 7, 4))
-    v = rng.standard_normal((2, 3, 7, 5))
-    return case_from(q, k, v, is_causal=True, layout="seed 000: batch B=2 H=3 L=7")
+    """The lab's batch case (:func:`oracle.lab.batch_inputs`: B=2, H=3, L=7, dk=4, dv=5,
+    ``default_rng(42)``), causal."""
+    return case_from(*lab.batch_inputs(), is_causal=True, layout="seed 000: batch B=2 H=3 L=7")
 
 
 SEED_CASES = (LAB_CAUSAL, LAB_DECODE, QUICK_CAUSAL)

@@ -12,6 +12,8 @@ import pytest
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
+from attnprops.oracle import lab
+from attnprops.oracle.violations import BY_RULE, CACHE_APPEND_RULES, Call
 from attnprops.properties._support import (
     LAB_KEY,
     LAB_QUERY,
@@ -20,7 +22,14 @@ from attnprops.properties._support import (
     for_subject,
     oracle_with_bounds,
 )
-from attnprops.properties.checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
+from attnprops.properties.checks import (
+    assert_equal,
+    assert_shape_dtype,
+    assert_within,
+    call_subject,
+    fail,
+)
+from attnprops.properties.invalid import Draws
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.profiles import oracle_examples
 from attnprops.properties.strategies import dims, values
@@ -70,8 +79,8 @@ def _decode(subject, case, chunks):
     return cache, np.concatenate(outputs, axis=2)
 
 
-LAB_CACHE_RUN = (case_from(LAB_QUERY[None, None], LAB_KEY[None, None], LAB_VALUE[None, None],
-                           is_causal=True, layout="seed 000: cache 2 tokens, decode the 3rd"),
+LAB_CACHE_RUN = (case_from(LAB_QUERY, LAB_KEY, LAB_VALUE, is_causal=True,
+                           layout="seed 000: cache 2 tokens, decode the 3rd"),
                  [2, 1])
 
 
@@ -121,28 +130,15 @@ def test_cache_holds_kv_heads(subject, run):
 
 
 def _bad_append(draw, cache, dtype):
-    """A (key, value) pair that breaks one append rule, with a valid key first."""
+    """A (key, value) pair of 1-3 new tokens that breaks one append rule of the registry
+    (:data:`oracle.violations.CACHE_APPEND_RULES`), the break's choices drawn."""
     B, Hkv, D, Dv = cache.batch, cache.num_kv_heads, cache.head_dim, cache.value_dim
     n = draw(st.integers(1, 3))
-    key = np.ones((B, Hkv, n, D), dtype)
-    value = np.ones((B, Hkv, n, Dv), dtype)
-    how = draw(st.sampled_from(["value dtype", "value head dim", "value length", "value NaN",
-                                "key heads", "key NaN", "value ndim"]))
-    if how == "value dtype":
-        value = value.astype(np.float32 if np.dtype(dtype) == np.float64 else np.float64)
-    elif how == "value head dim":
-        value = np.ones((B, Hkv, n, Dv + 1), dtype)
-    elif how == "value length":
-        value = np.ones((B, Hkv, n + 1, Dv), dtype)
-    elif how == "value NaN":
-        value[..., -1, 0] = np.nan
-    elif how == "key heads":
-        key = np.ones((B, Hkv + 1, n, D), dtype)
-    elif how == "key NaN":
-        key[0, 0, 0, 0] = np.inf
-    else:
-        value = value[0]
-    return how, key, value
+    valid = Call(None, np.ones((B, Hkv, n, D), dtype), np.ones((B, Hkv, n, Dv), dtype), {},
+                 "append")
+    rule = draw(st.sampled_from(CACHE_APPEND_RULES))
+    broken = BY_RULE[rule].breaks(valid, Draws(draw))
+    return rule, broken.key, broken.value
 
 
 @pytest.mark.requires("kv_cache", "validates_inputs")
@@ -238,10 +234,12 @@ def test_kv_cache_bytes_formula(subject, num_layers, batch, tokens, num_heads, h
 @pytest.mark.requires("kv_cache")
 def test_lab_decode_through_cache(subject):
     """The source lab's decode: cache the first two tokens, then decode the third; the
-    output is [-0.439015, -0.354843] to the printed 6 decimals (not [1, 0], the wrong offset)."""
-    q, k, v = LAB_QUERY[None, None], LAB_KEY[None, None], LAB_VALUE[None, None]
+    output is :data:`oracle.lab.DECODE` to its printed decimals (not
+    :data:`oracle.lab.OFFSET_ZERO_DECODE`, the wrong offset)."""
+    q, k, v = LAB_QUERY, LAB_KEY, LAB_VALUE
     cache = subject.module.KVCache(1, 1, 4, 2, dtype=np.float64)
     subject.module.cached_attention(q[:, :, :2], k[:, :, :2], v[:, :, :2], cache)
     out = subject.module.cached_attention(q[:, :, 2:], k[:, :, 2:], v[:, :, 2:], cache)
-    assert_within(out=np.asarray(out)[0, 0, 0], expected=[-0.439015, -0.354843], bound=5e-7,
-                  what="lab decode of the third token (6 printed decimals)")
+    assert_within(out=np.asarray(out)[0, 0, 0], expected=lab.DECODE.array(),
+                  bound=lab.DECODE.tolerance,
+                  what=f"lab decode of the third token ({lab.DECODE.decimals} printed decimals)")

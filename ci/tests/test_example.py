@@ -3,9 +3,11 @@ source lab is explained in the output, ``--help`` and the module doc."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from attnprops.ci import cli, example
+from attnprops.oracle import lab
 
 Q_TEXT = ("Q (query), shape (3, 4):\n"
           " [[ 1.0  0.5 -0.2  0.1]\n"
@@ -61,3 +63,16 @@ def test_input_decimals():
     assert example.decimals(example.QUERY) == 1
     assert example.decimals(example.VALUE) == 1
     assert example.decimals(example.QUERY / 3) == 6
+
+
+def test_example_arrays_are_the_labs_figures():
+    """`attnprops example` computes the lab's scaled scores, masked scores, weights and
+    context (seed 000 §3; :mod:`oracle.lab`)."""
+    arrays = example.example_arrays()
+    for name, printed in (("Scaled scores", lab.SCALED_SCORES),
+                          ("Masked scores", lab.MASKED_SCORES),
+                          ("Attention weights", lab.WEIGHTS), ("Context", lab.CONTEXT)):
+        printed.assert_matches(arrays[name], what=name)
+    # the printed 3-decimal scores are exact (one-decimal inputs, dot products halved)
+    np.testing.assert_allclose(arrays["Scaled scores"], lab.SCALED_SCORES.array(), rtol=0,
+                               atol=1e-15)

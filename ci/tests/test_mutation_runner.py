@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from attnprops.ci.mutation_report import Outcome, _classify, run_mutant, select
-from attnprops.ci.suite_runner import RunResult, PropertyFailure
+from attnprops.ci.suite_runner import PropertyFailure, RunResult
 from attnprops.mutants import all_mutants
 from attnprops.properties.results import failure_record
 

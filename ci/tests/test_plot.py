@@ -7,7 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from attnprops.ci import audit, cli, plot
+from attnprops.ci import cli, plot
+from attnprops.ci.audit.compare import REFERENCE_DIR
 
 
 def test_without_matplotlib_names_the_extra(tmp_path, monkeypatch, capsys):
@@ -22,9 +23,9 @@ def test_without_matplotlib_names_the_extra(tmp_path, monkeypatch, capsys):
 
 
 def test_refuses_the_reference_folder(capsys):
-    assert cli.main(["plot", "--out", str(audit.REFERENCE_DIR)]) == 2
+    assert cli.main(["plot", "--out", str(REFERENCE_DIR)]) == 2
     assert "refusing to write into" in capsys.readouterr().err
-    assert not (audit.REFERENCE_DIR / plot.FILENAME).exists()
+    assert not (REFERENCE_DIR / plot.FILENAME).exists()
 
 
 def test_panels_show_the_right_and_the_wrong_variants():

@@ -16,8 +16,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from attnprops import impl
-from attnprops import oracle
+from attnprops import impl, oracle
 from attnprops.mutants._common import Pipeline
 from attnprops.oracle.rules import (
     AttentionInputError,
@@ -26,7 +25,7 @@ from attnprops.oracle.rules import (
     check_block_size,
     compute_dtype,
 )
-from attnprops.oracle.tests.error_cases import CASE_IDS, build_cases
+from attnprops.oracle.violations import examples
 
 DTYPES = (np.float16, np.float32, np.float64)
 
@@ -160,27 +159,26 @@ def test_blocked_float16_is_computed_in_float32(dtype):
         np.testing.assert_array_equal(got, upcast.astype(dtype))
 
 
-@pytest.mark.parametrize("index", range(len(CASE_IDS)), ids=CASE_IDS)
+_ATTENTION_EXAMPLES = [e for e in examples() if e.call.func == "attention"]
+
+
+@pytest.mark.parametrize("index", range(len(_ATTENTION_EXAMPLES)),
+                         ids=[e.id for e in _ATTENTION_EXAMPLES])
 @pytest.mark.parametrize("block_size", [1, 2, 100, "dense", None])
 def test_blocked_raises_the_rulebook_errors(index, block_size):
-    """Each rule violation of oracle/tests/error_cases.py raises the oracle's exact class and
-    message on the blocked path too (and on the dense path and the default), and leaves the
-    inputs unchanged."""
-    case = build_cases()[index]
-    if case.func != "attention":
-        pytest.skip("attention_weights has no blocked path")
-    before = case.snapshot()
+    """Each rule violation of the registry (oracle/violations.py) on an attention call
+    raises the oracle's exact class and message on the blocked path too (and on the dense
+    path and the default), and leaves the inputs unchanged."""
+    example = [e for e in examples() if e.call.func == "attention"][index]
+    call = example.call
+    before = {k: a.copy() for k, a in call.arrays().items()}
     with pytest.raises(AttentionInputError) as expected:
-        case.call(oracle)
-    a = case.arrays
-    kw = dict(case.kwargs)
-    if "attn_mask" in a:
-        kw["attn_mask"] = a["attn_mask"]
+        call.run(oracle)
     with pytest.raises(AttentionInputError) as got:
-        impl.attention(a["query"], a["key"], a["value"], block_size=block_size, **kw)
-    assert type(got.value) is type(expected.value) is case.exc
+        impl.attention(call.query, call.key, call.value, block_size=block_size, **call.kwargs)
+    assert type(got.value) is type(expected.value) is example.error
     assert str(got.value) == str(expected.value)
-    for name, array in case.arrays.items():
+    for name, array in call.arrays().items():
         assert np.array_equal(array, before[name], equal_nan=True), name
 
 

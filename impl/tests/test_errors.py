@@ -5,39 +5,39 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnprops import impl
-from attnprops import oracle
+from attnprops import impl, oracle
 from attnprops.oracle.rules import AttentionInputError, DtypeError
-from attnprops.oracle.tests.error_cases import CASE_IDS, build_cases
+from attnprops.oracle.violations import EXAMPLE_IDS, examples
 
 MODULES = {"impl": impl, "oracle": oracle}
 
 
-@pytest.mark.parametrize("index", range(len(CASE_IDS)), ids=CASE_IDS)
+@pytest.mark.parametrize("index", range(len(EXAMPLE_IDS)), ids=EXAMPLE_IDS)
 @pytest.mark.parametrize("module_name", sorted(MODULES))
 def test_rejects_with_exact_class_and_keeps_inputs(module_name, index):
-    """Each rule violation raises its exact rulebook class (an AttentionInputError/ValueError) naming the argument; inputs untouched (rules.py)."""
-    case = build_cases()[index]
-    before = case.snapshot()
-    with pytest.raises(case.exc) as info:
-        case.call(MODULES[module_name])
-    assert type(info.value) is case.exc
+    """Each rule violation of the registry (oracle/violations.py) raises its exact rulebook
+    class (an AttentionInputError/ValueError) naming the argument; inputs untouched."""
+    example = examples()[index]
+    before = {k: a.copy() for k, a in example.call.arrays().items()}
+    with pytest.raises(example.error) as info:
+        example.call.run(MODULES[module_name])
+    assert type(info.value) is example.error
     assert isinstance(info.value, AttentionInputError)
     assert isinstance(info.value, ValueError)
     assert isinstance(info.value, impl.AttentionInputError)
-    assert case.arg in str(info.value)
-    for name, array in case.arrays.items():
+    assert example.argument in str(info.value)
+    for name, array in example.call.arrays().items():
         assert np.array_equal(array, before[name], equal_nan=True), name
 
 
-@pytest.mark.parametrize("index", range(len(CASE_IDS)), ids=CASE_IDS)
+@pytest.mark.parametrize("index", range(len(EXAMPLE_IDS)), ids=EXAMPLE_IDS)
 def test_impl_and_oracle_raise_identical_errors(index):
     """impl and oracle share one rulebook: same class and same message for every violation (rules.py)."""
-    case = build_cases()[index]
+    example = examples()[index]
     errors = []
     for module in (impl, oracle):
         with pytest.raises(AttentionInputError) as info:
-            case.call(module)
+            example.call.run(module)
         errors.append(info.value)
     assert type(errors[0]) is type(errors[1])
     assert str(errors[0]) == str(errors[1])

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from attnprops import impl
-from attnprops import oracle
+from attnprops import impl, oracle
 from attnprops.oracle.rules import (
     AttentionInputError,
     DtypeError,
@@ -16,6 +15,7 @@ from attnprops.oracle.rules import (
     ScaleError,
     ShapeError,
 )
+from attnprops.oracle.violations import BY_RULE, CACHE_APPEND_RULES, Call, Pick
 
 MODULES = {"impl": impl, "oracle": oracle}
 B, HQ, HKV, D, DV = 1, 4, 2, 4, 3
@@ -212,35 +212,25 @@ def test_cache_constructor_rejects(module_name, args, kwargs, exc):
 
 OK_K = np.zeros((B, HKV, 1, D))
 OK_V = np.zeros((B, HKV, 1, DV))
-BAD_APPENDS = [
-    ("key-3d", ShapeError, "key", OK_K[0], OK_V),
-    ("key-batch", ShapeError, "key", np.zeros((2, HKV, 1, D)), np.zeros((2, HKV, 1, DV))),
-    ("key-heads", ShapeError, "key", np.zeros((B, HQ, 1, D)), np.zeros((B, HQ, 1, DV))),
-    ("key-head-dim", ShapeError, "key", np.zeros((B, HKV, 1, D + 1)), OK_V),
-    ("value-dim", ShapeError, "value", OK_K, np.zeros((B, HKV, 1, D))),
-    ("length-mismatch", ShapeError, "value", OK_K, np.zeros((B, HKV, 2, DV))),
-    ("zero-size", ShapeError, "key", np.zeros((B, HKV, 0, D)), np.zeros((B, HKV, 0, DV))),
-    ("key-float32", DtypeError, "key", OK_K.astype(np.float32), OK_V),
-    ("value-float16", DtypeError, "value", OK_K, OK_V.astype(np.float16)),
-    ("value-int", DtypeError, "value", OK_K, OK_V.astype(np.int64)),
-    ("key-nan", NonFiniteInputError, "key", np.full((B, HKV, 1, D), np.nan), OK_V),
-    ("value-inf", NonFiniteInputError, "value", OK_K, np.full((B, HKV, 1, DV), -np.inf)),
-]
 
 
-@pytest.mark.parametrize("name,exc,arg,key,value", BAD_APPENDS, ids=[b[0] for b in BAD_APPENDS])
+@pytest.mark.parametrize("rule", CACHE_APPEND_RULES)
 @pytest.mark.parametrize("module_name", sorted(MODULES))
-def test_bad_append_raises_and_leaves_cache_unchanged(module_name, name, exc, arg, key, value):
-    """A bad append raises its rulebook class naming the argument; keys, values and len unchanged (rules.check_cache_append)."""
+def test_bad_append_raises_and_leaves_cache_unchanged(module_name, rule):
+    """Each append rule of the registry (oracle/violations.py), broken on a filled cache,
+    raises its rulebook class naming the argument; keys, values and len unchanged, and the
+    caller's arrays too (rules.check_cache_append)."""
     cache, state = _filled(MODULES[module_name])
-    key_before, value_before = key.copy(), value.copy()
-    with pytest.raises(exc) as info:
-        cache.append(key, value)
-    assert type(info.value) is exc and isinstance(info.value, AttentionInputError)
-    assert arg in str(info.value)
+    violation = BY_RULE[rule]
+    bad = violation.breaks(Call(None, OK_K.copy(), OK_V.copy(), {}, "append"), Pick())
+    key_before, value_before = bad.key.copy(), bad.value.copy()
+    with pytest.raises(violation.error) as info:
+        cache.append(bad.key, bad.value)
+    assert type(info.value) is violation.error and isinstance(info.value, AttentionInputError)
+    assert violation.argument in str(info.value)
     _assert_state(cache, state)
-    assert np.array_equal(key, key_before, equal_nan=True)
-    assert np.array_equal(value, value_before, equal_nan=True)
+    assert np.array_equal(bad.key, key_before, equal_nan=True)
+    assert np.array_equal(bad.value, value_before, equal_nan=True)
 
 
 BAD_CACHED_CALLS = [

@@ -1,4 +1,5 @@
-"""Regression values for impl against the seed documents and the 50-digit oracle."""
+"""Regression values for impl: the source lab's figures (:mod:`oracle.lab`) and the 50-digit
+oracle."""
 
 from __future__ import annotations
 
@@ -6,24 +7,13 @@ import warnings
 
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose, assert_array_almost_equal, assert_array_equal
+from numpy.testing import assert_allclose, assert_array_equal
 
-from attnprops import impl
-from attnprops import oracle
-from attnprops.ci.example import KEY as K
-from attnprops.ci.example import QUERY as Q
-from attnprops.ci.example import VALUE as V
-
-SCORES = [[0.53, 0.095, -0.075], [-0.08, 0.87, 0.155], [-0.165, 0.26, 1.16]]
-WEIGHTS = [[1, 0, 0], [0.278885, 0.721115, 0], [0.158938, 0.243109, 0.597953]]
-CONTEXT = [[1, 0], [0.278885, 0.721115], [-0.439015, -0.354843]]
-
-
-def test_example_tensors_are_the_seed_tensors():
-    """ci/example.py holds the lab's Q, K, V (seed 000 §3)."""
-    assert_array_equal(Q, [[1.0, 0.5, -0.2, 0.1], [-0.5, 1.2, 0.8, -0.4], [0.2, -0.1, 1.5, 0.9]])
-    assert_array_equal(K, [[0.8, 0.4, -0.3, 0.0], [-0.2, 1.0, 0.5, -0.1], [0.1, -0.2, 1.1, 0.7]])
-    assert_array_equal(V, [[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])
+from attnprops import impl, oracle
+from attnprops.oracle import lab
+from attnprops.oracle.lab import KEY as K
+from attnprops.oracle.lab import QUERY as Q
+from attnprops.oracle.lab import VALUE as V
 
 
 def test_impl_weights_and_context_seed000():
@@ -32,8 +22,8 @@ def test_impl_weights_and_context_seed000():
     context = impl.attention(Q, K, V, is_causal=True)
     assert weights.shape == (3, 3) and weights.dtype == np.float64
     assert context.shape == (3, 2) and context.dtype == np.float64
-    assert_array_almost_equal(weights, WEIGHTS, decimal=6)
-    assert_array_almost_equal(context, CONTEXT, decimal=6)
+    lab.WEIGHTS.assert_matches(weights)
+    lab.CONTEXT.assert_matches(context)
     assert weights[0, 1] == 0 and weights[0, 2] == 0 and weights[1, 2] == 0
 
 
@@ -41,26 +31,12 @@ def test_impl_scores_recovered_from_noncausal_weights_seed000():
     """log of non-causal impl weights equals the seed score table up to a per-row constant (seed 000 §3)."""
     weights = impl.attention_weights(Q, K)
     logw = np.log(weights)
-    expected = np.array(SCORES)
+    expected = lab.SCALED_SCORES.array()
+    # the printed 3 decimals are exact (one-decimal inputs, dot products halved)
     assert_allclose(logw - logw[:, :1], expected - expected[:, :1], rtol=0, atol=1e-12)
     # a scale of 1 multiplies every score by sqrt(D) = 2
     logw2 = np.log(impl.attention_weights(Q, K, scale=1.0))
     assert_allclose(logw2 - logw2[:, :1], 2 * (expected - expected[:, :1]), rtol=0, atol=1e-12)
-
-
-def test_ci_example_arrays_seed000():
-    """`attnprops example` prints the seed's scaled scores, masked scores, weights, context (seed 000 §3)."""
-    from attnprops.ci.example import example_arrays
-
-    arrays = example_arrays()
-    assert_array_almost_equal(arrays["Scaled scores"], SCORES, decimal=6)
-    assert arrays["Scaled scores"][0, 0] == pytest.approx(0.53, abs=1e-15)
-    masked = arrays["Masked scores"]
-    upper = np.triu(np.ones((3, 3), dtype=bool), k=1)
-    assert np.all(np.isneginf(masked[upper]))
-    assert_array_almost_equal(masked[~upper], np.array(SCORES)[~upper], decimal=6)
-    assert_array_almost_equal(arrays["Attention weights"], WEIGHTS, decimal=6)
-    assert_array_almost_equal(arrays["Context"], CONTEXT, decimal=6)
 
 
 def test_impl_matches_oracle_seed000():
@@ -76,12 +52,13 @@ def test_impl_matches_oracle_seed000():
 
 
 def test_decode_last_query_offset_seed000():
-    """query_start=2 gives [-0.439015,-0.354843], query_start=0 gives [1,0]; max error 1.439015 (seed 000 §4)."""
+    """query_start=2 gives lab.DECODE, query_start=0 gives lab.OFFSET_ZERO_DECODE, the
+    printed lab.OFFSET_ZERO_MAX_ERROR apart (seed 000 §4)."""
     right = impl.attention(Q[2:3], K, V, is_causal=True, query_start=2)
     wrong = impl.attention(Q[2:3], K, V, is_causal=True, query_start=0)
-    assert_array_almost_equal(right, [[-0.439015, -0.354843]], decimal=6)
-    assert_allclose(wrong, [[1.0, 0.0]], rtol=0, atol=1e-15)
-    assert round(float(np.abs(right - wrong).max()), 6) == 1.439015
+    lab.DECODE.assert_matches(right[0])
+    assert_allclose(wrong, [lab.OFFSET_ZERO_DECODE.value], rtol=0, atol=1e-15)
+    lab.OFFSET_ZERO_MAX_ERROR.assert_matches(np.abs(right - wrong).max())
     # the wrong output still has rows of weights summing to one (why row sums miss it)
     w_wrong = impl.attention_weights(Q[2:3], K, is_causal=True, query_start=0)
     assert_allclose(w_wrong.sum(axis=-1), 1.0, rtol=0, atol=1e-15)
@@ -97,26 +74,23 @@ def test_decode_through_kv_cache_seed000():
     cache = impl.KVCache(1, 1, 4, 2)
     first = impl.cached_attention(Q[None, None, :2], K[None, None, :2], V[None, None, :2], cache)
     assert first.shape == (1, 1, 2, 2)
-    assert_array_almost_equal(first[0, 0], CONTEXT[:2], decimal=6)
+    lab.CONTEXT._replace(value=lab.CONTEXT.value[:2]).assert_matches(first[0, 0])
     assert len(cache) == 2
     last = impl.cached_attention(Q[None, None, 2:], K[None, None, 2:], V[None, None, 2:], cache)
     assert last.shape == (1, 1, 1, 2)
-    assert_array_almost_equal(last[0, 0], [[-0.439015, -0.354843]], decimal=6)
+    lab.DECODE.assert_matches(last[0, 0, 0])
     assert len(cache) == 3
     assert_array_equal(cache.keys[0, 0], K)
     assert_array_equal(cache.values[0, 0], V)
 
 
 def test_two_token_quick_reference_seed003():
-    """Q=K=I, V=[[2,0],[0,4]], causal: weights [[1,0],[.3302,.6698]], output [[2,0],[.6605,2.6790]] (seed 003)."""
-    q = np.eye(2)
-    v = np.array([[2.0, 0.0], [0.0, 4.0]])
-    assert_array_almost_equal(oracle.attention_scores(q, q).value, [[0.7071, 0], [0, 0.7071]],
-                              decimal=4)
+    """Q=K=I, V=[[2,0],[0,4]], causal: lab.QUICK_WEIGHTS and lab.QUICK_OUTPUT (seed 003)."""
+    q, v = lab.QUICK_QUERY, lab.QUICK_VALUE
     weights = impl.attention_weights(q, q, is_causal=True)
     output = impl.attention(q, q, v, is_causal=True)
-    assert_array_almost_equal(weights, [[1, 0], [0.3302, 0.6698]], decimal=4)
-    assert_array_almost_equal(output, [[2, 0], [0.6605, 2.6790]], decimal=4)
+    lab.QUICK_WEIGHTS.assert_matches(weights)
+    lab.QUICK_OUTPUT.assert_matches(output)
     # the seed's additive causal mask [[0,-inf],[0,0]] is the same thing
     mask = np.array([[0.0, -np.inf], [0.0, 0.0]])
     assert_array_equal(impl.attention(q, q, v, attn_mask=mask), output)
@@ -124,17 +98,9 @@ def test_two_token_quick_reference_seed003():
     assert np.abs(output - oracle.attention(q, q, v, is_causal=True).value).max() <= 1e-15
 
 
-def _batch():
-    rng = np.random.default_rng(42)
-    q = rng.standard_normal((2, 3, 7, 4))
-    k = rng.standard_normal((2, 3, 7, 4))
-    v = rng.standard_normal((2, 3, 7, 5))
-    return q, k, v
-
-
 def test_batch_full_matches_oracle_seed000():
     """B=2 H=3 L=7 dk=4 dv=5 seed 42: impl causal attention matches the oracle (seed 000 §5)."""
-    q, k, v = _batch()
+    q, k, v = lab.batch_inputs()
     full = impl.attention(q, k, v, is_causal=True)
     reference = oracle.attention(q, k, v, is_causal=True).value
     assert full.shape == (2, 3, 7, 5)
@@ -148,7 +114,7 @@ def test_batch_full_matches_oracle_seed000():
                          ids=lambda c: "+".join(map(str, c)))
 def test_batch_cached_equals_full_seed000(chunks):
     """Token-by-token and chunked cached_attention equal full causal attention and the oracle (seed 000 §5)."""
-    q, k, v = _batch()
+    q, k, v = lab.batch_inputs()
     full = impl.attention(q, k, v, is_causal=True)
     cache = impl.KVCache(2, 3, 4, 5)
     outs, start = [], 0
@@ -166,7 +132,7 @@ def test_batch_cached_equals_full_seed000(chunks):
 
 def test_batch_oracle_cache_equals_oracle_full_seed000():
     """oracle token-by-token cached_attention equals oracle full causal attention exactly (seed 000 §5)."""
-    q, k, v = _batch()
+    q, k, v = lab.batch_inputs()
     full = oracle.attention(q, k, v, is_causal=True).value
     cache = oracle.KVCache(2, 3, 4, 5)
     outs = []
@@ -178,7 +144,7 @@ def test_batch_oracle_cache_equals_oracle_full_seed000():
 
 def test_changing_future_kv_leaves_past_bitwise_seed000():
     """Changing the last position's K/V leaves earlier causal outputs bitwise unchanged (seed 000 §5, §7)."""
-    q, k, v = _batch()
+    q, k, v = lab.batch_inputs()
     base = impl.attention(q, k, v, is_causal=True)
     k2, v2 = k.copy(), v.copy()
     k2[:, :, -1] = 50.0
@@ -219,7 +185,7 @@ def test_two_d_equals_four_d_slice():
 @pytest.mark.parametrize("dtype,tol", [(np.float32, 2e-6), (np.float16, 2e-3)])
 def test_low_precision_dtype_and_accuracy(dtype, tol):
     """float16/float32 inputs give outputs of the same dtype, close to the oracle on the same inputs (rules.compute_dtype)."""
-    q, k, v = (x.astype(dtype) for x in _batch())
+    q, k, v = (x.astype(dtype) for x in lab.batch_inputs())
     out = impl.attention(q, k, v, is_causal=True)
     weights = impl.attention_weights(q, k, is_causal=True)
     assert out.dtype == dtype and weights.dtype == dtype
@@ -247,7 +213,7 @@ def test_gqa_equals_repeated_kv_mha():
 
 def test_no_numpy_warnings_escape():
     """No NumPy warning escapes for -inf masks, large-but-finite scores, float16 or overflow errors (pyproject filterwarnings)."""
-    q, k, v = _batch()
+    q, k, v = lab.batch_inputs()
     mask = np.zeros((7, 7))
     mask[:, 3] = -np.inf
     with warnings.catch_warnings():

@@ -1,35 +1,32 @@
-"""Regression values for the 50-digit oracle, from the seed documents (seeds/000_*, seeds/003_*)."""
+"""Regression values for the 50-digit oracle: the source lab's figures (:mod:`oracle.lab`)."""
 
 from __future__ import annotations
 
 import mpmath
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose, assert_array_almost_equal, assert_array_equal
+from numpy.testing import assert_allclose, assert_array_equal
 
 from attnprops import oracle
+from attnprops.oracle import lab
+from attnprops.oracle.lab import KEY as K
+from attnprops.oracle.lab import QUERY as Q
+from attnprops.oracle.lab import VALUE as V
 from attnprops.oracle.rules import DtypeError, ShapeError
-
-# seeds/000: the lab's fixed 3-token tensors (head_dim 4, value dim 2)
-Q = np.array([[1.0, 0.5, -0.2, 0.1], [-0.5, 1.2, 0.8, -0.4], [0.2, -0.1, 1.5, 0.9]])
-K = np.array([[0.8, 0.4, -0.3, 0.0], [-0.2, 1.0, 0.5, -0.1], [0.1, -0.2, 1.1, 0.7]])
-V = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])
-
-SCORES = [[0.53, 0.095, -0.075], [-0.08, 0.87, 0.155], [-0.165, 0.26, 1.16]]
-WEIGHTS = [[1, 0, 0], [0.278885, 0.721115, 0], [0.158938, 0.243109, 0.597953]]
-CONTEXT = [[1, 0], [0.278885, 0.721115], [-0.439015, -0.354843]]
 
 
 def test_scaled_scores_seed000():
-    """Scaled scores Q K^T / 2 equal the printed 3-decimal table, first = 0.53 (seed 000 §3)."""
+    """Scaled scores Q K^T / 2 equal the printed 3-decimal table; the first, 0.53, is 0.53 to
+    16 digits (seed 000 §3)."""
     result = oracle.attention_scores(Q, K)
     assert isinstance(result, oracle.OracleResult)
     assert result.value.dtype == np.float64 and result.exact.dtype == object
     assert isinstance(result.exact[0, 0], mpmath.mpf)
-    assert_array_almost_equal(result.value, SCORES, decimal=6)
-    assert abs(result.value[0, 0] - 0.53) < 1e-15
+    lab.SCALED_SCORES.assert_matches(result.value)
+    first = lab.SCALED_SCORES.value[0][0]
+    assert abs(result.value[0, 0] - first) < 1e-15
     with mpmath.workdps(50):
-        assert abs(result.exact[0, 0] - mpmath.mpf("0.53")) < mpmath.mpf("1e-16")
+        assert abs(result.exact[0, 0] - mpmath.mpf(repr(first))) < mpmath.mpf("1e-16")
 
 
 def test_causal_masked_scores_seed000():
@@ -37,15 +34,15 @@ def test_causal_masked_scores_seed000():
     masked = oracle.attention_scores(Q, K, is_causal=True).value
     upper = np.triu(np.ones((3, 3), dtype=bool), k=1)
     assert np.all(np.isneginf(masked[upper]))
-    assert_array_almost_equal(masked[~upper], np.array(SCORES)[~upper], decimal=6)
+    lab.MASKED_SCORES.assert_matches(masked)
 
 
 def test_causal_weights_and_context_seed000():
     """Causal weights and context equal the printed 6-decimal values (seed 000 §3)."""
     weights = oracle.attention_weights(Q, K, is_causal=True)
     context = oracle.attention(Q, K, V, is_causal=True)
-    assert_array_almost_equal(weights.value, WEIGHTS, decimal=6)
-    assert_array_almost_equal(context.value, CONTEXT, decimal=6)
+    lab.WEIGHTS.assert_matches(weights.value)
+    lab.CONTEXT.assert_matches(context.value)
     # hidden keys have weight exactly zero, the first row is exactly [1, 0]
     assert weights.value[0, 1] == 0 and weights.value[0, 2] == 0 and weights.value[1, 2] == 0
     assert_array_equal(context.value[0], [1.0, 0.0])
@@ -66,37 +63,35 @@ def test_value_is_exact_rounded_to_float():
 
 
 def test_decode_last_query_offset_seed000():
-    """Last query with query_start=2 gives [-0.439015,-0.354843]; offset 0 gives [1,0], max error 1.439015 (seed 000 §4)."""
+    """Last query with query_start=2 gives lab.DECODE; offset 0 gives lab.OFFSET_ZERO_DECODE
+    exactly, lab.OFFSET_ZERO_MAX_ERROR away (seed 000 §4)."""
     right = oracle.attention(Q[2:3], K, V, is_causal=True, query_start=2).value
     wrong = oracle.attention(Q[2:3], K, V, is_causal=True, query_start=0).value
-    assert_array_almost_equal(right, [[-0.439015, -0.354843]], decimal=6)
-    assert_array_equal(wrong, [[1.0, 0.0]])
-    assert round(float(np.abs(right - wrong).max()), 6) == 1.439015
+    lab.DECODE.assert_matches(right[0])
+    assert_array_equal(wrong, [lab.OFFSET_ZERO_DECODE.value])
+    lab.OFFSET_ZERO_MAX_ERROR.assert_matches(np.abs(right - wrong).max())
     # query_start=None means Tk - Tq = 2 (the KV-cache convention, rules.py)
     assert_array_equal(oracle.attention(Q[2:3], K, V, is_causal=True).value, right)
 
 
 def test_oracle_cache_decode_seed000():
-    """oracle.KVCache: append tokens 0-1, decode token 2 -> [-0.439015, -0.354843] (seed 000 §4)."""
+    """oracle.KVCache: append tokens 0-1, decode token 2 -> lab.DECODE (seed 000 §4)."""
     cache = oracle.KVCache(1, 1, 4, 2)
     first = oracle.cached_attention(Q[None, None, :2], K[None, None, :2], V[None, None, :2], cache)
-    assert_array_almost_equal(first.value[0, 0], CONTEXT[:2], decimal=6)
+    lab.CONTEXT._replace(value=lab.CONTEXT.value[:2]).assert_matches(first.value[0, 0])
     last = oracle.cached_attention(Q[None, None, 2:], K[None, None, 2:], V[None, None, 2:], cache)
     assert last.value.shape == (1, 1, 1, 2)
-    assert_array_almost_equal(last.value[0, 0], [[-0.439015, -0.354843]], decimal=6)
+    lab.DECODE.assert_matches(last.value[0, 0, 0])
     assert len(cache) == 3
 
 
 def test_two_token_quick_reference_seed003():
-    """Q=K=I, V=[[2,0],[0,4]], causal: scaled [[.7071,0],[0,.7071]], weights, output (seed 003 最小正确数值)."""
-    q = np.eye(2)
-    v = np.array([[2.0, 0.0], [0.0, 4.0]])
-    scaled = oracle.attention_scores(q, q).value
-    assert_array_almost_equal(scaled, [[0.7071, 0], [0, 0.7071]], decimal=4)
-    weights = oracle.attention_weights(q, q, is_causal=True).value
-    assert_array_almost_equal(weights, [[1, 0], [0.3302, 0.6698]], decimal=4)
+    """Q=K=I, V=[[2,0],[0,4]], causal: scaled scores, weights, output (seed 003 最小正确数值)."""
+    q, v = lab.QUICK_QUERY, lab.QUICK_VALUE
+    lab.QUICK_SCORES.assert_matches(oracle.attention_scores(q, q).value)
+    lab.QUICK_WEIGHTS.assert_matches(oracle.attention_weights(q, q, is_causal=True).value)
     output = oracle.attention(q, q, v, is_causal=True).value
-    assert_array_almost_equal(output, [[2, 0], [0.6605, 2.6790]], decimal=4)
+    lab.QUICK_OUTPUT.assert_matches(output)
     # the additive mask [[0,-inf],[0,0]] of the seed is the same as is_causal=True
     mask = np.array([[0.0, -np.inf], [0.0, 0.0]])
     assert_array_equal(oracle.attention(q, q, v, attn_mask=mask).value, output)
@@ -161,3 +156,22 @@ def test_oracle_cache_append_copies_and_is_read_only():
     with pytest.raises(ValueError):
         cache.keys[0, 0, 0, 0] = 5.0
     assert len(cache) == 4
+
+
+def test_lab_batch_inputs_follow_the_lab():
+    """lab.batch_inputs: default_rng(42), standard_normal q, k, v in that order (seed 000 §5)."""
+    q, k, v = lab.batch_inputs()
+    rng = np.random.default_rng(42)
+    assert np.array_equal(q, rng.standard_normal((2, 3, 7, 4)))
+    assert np.array_equal(k, rng.standard_normal((2, 3, 7, 4)))
+    assert np.array_equal(v, rng.standard_normal((2, 3, 7, 5)))
+
+
+def test_a_printed_figure_is_half_a_unit_of_its_last_decimal_wide():
+    """Printed(value, decimals) stands for value +- 0.5 * 10**-decimals, -inf exactly."""
+    assert lab.CONTEXT.tolerance == 5e-7 and lab.SCALED_SCORES.tolerance == 5e-4
+    lab.DECODE.assert_matches(np.array(lab.DECODE.value) + 4.9e-7)
+    with pytest.raises(AssertionError):
+        lab.DECODE.assert_matches(np.array(lab.DECODE.value) + 5.1e-7)
+    with pytest.raises(AssertionError):  # a finite value where the lab hides the key
+        lab.MASKED_SCORES.assert_matches(lab.SCALED_SCORES.array())

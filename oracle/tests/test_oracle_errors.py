@@ -14,21 +14,22 @@ from attnprops.oracle.rules import (
     ScaleError,
     ShapeError,
 )
-from attnprops.oracle.tests.error_cases import CASE_IDS, build_cases
+from attnprops.oracle.violations import EXAMPLE_IDS, examples
 
 
-@pytest.mark.parametrize("index", range(len(CASE_IDS)), ids=CASE_IDS)
+@pytest.mark.parametrize("index", range(len(EXAMPLE_IDS)), ids=EXAMPLE_IDS)
 def test_oracle_rejects_with_exact_class_and_keeps_inputs(index):
-    """Each rule violation raises its exact rulebook class naming the argument; inputs untouched (rules.py)."""
-    case = build_cases()[index]
-    before = case.snapshot()
-    with pytest.raises(case.exc) as info:
-        case.call(oracle)
-    assert type(info.value) is case.exc
+    """Each rule violation of the registry (oracle/violations.py) raises its exact rulebook
+    class naming the argument; inputs untouched (rules.py)."""
+    example = examples()[index]
+    before = {k: a.copy() for k, a in example.call.arrays().items()}
+    with pytest.raises(example.error) as info:
+        example.call.run(oracle)
+    assert type(info.value) is example.error
     assert isinstance(info.value, AttentionInputError)
     assert isinstance(info.value, ValueError)
-    assert case.arg in str(info.value)
-    for name, array in case.arrays.items():
+    assert example.argument in str(info.value)
+    for name, array in example.call.arrays().items():
         assert np.array_equal(array, before[name], equal_nan=True), name
 
 

@@ -20,11 +20,10 @@ try:
 except ImportError:  # a vendored copy of properties/ has no ci/
     run_pytest = None
 
-from attnprops.properties.plugin import FAST_START
-
-from attnprops import oracle
-from attnprops import properties
+from attnprops import oracle, properties
+from attnprops.oracle import lab
 from attnprops.properties._support import LAB_DECODE, LAB_KEY, LAB_QUERY, LAB_VALUE
+from attnprops.properties.plugin import FAST_START
 from attnprops.properties.subject import install_hint, load_subject
 
 SUITE_ROOT = Path(properties.__file__).resolve().parent.parent
@@ -75,7 +74,7 @@ def test_oracle_float64_returns_the_oracle_values():
     assert np.array_equal(subject.attention_weights(q, k, is_causal=True, query_start=2),
                           oracle.attention_weights(q, k, is_causal=True, query_start=2).value)
     cache = subject.KVCache(1, 1, 4, 2)
-    lab_q, lab_k, lab_v = LAB_QUERY[None, None], LAB_KEY[None, None], LAB_VALUE[None, None]
+    lab_q, lab_k, lab_v = LAB_QUERY, LAB_KEY, LAB_VALUE
     subject.cached_attention(lab_q[:, :, :2], lab_k[:, :, :2], lab_v[:, :, :2], cache)
     assert np.array_equal(subject.cached_attention(lab_q[:, :, 2:], lab_k[:, :, 2:],
                                                    lab_v[:, :, 2:], cache), want)
@@ -126,18 +125,18 @@ def test_adapter_matches_the_oracle_with_gqa_masks_and_two_d(name, extra):
 
 @pytest.mark.parametrize("name, extra", LIBRARY_SUBJECTS)
 def test_adapter_cache_decodes_with_offsets_and_rolls_back(name, extra):
-    """The lab's decode through the adapter's cache gives [-0.439015, -0.354843] (the
+    """The lab's decode through the adapter's cache gives :data:`oracle.lab.DECODE` (the
     library is called with query_start = 2); a failing call leaves the cache unchanged; the
     cache holds copies of Hkv heads."""
     subject = _module(name, extra)
-    q, k, v = LAB_QUERY[None, None], LAB_KEY[None, None], LAB_VALUE[None, None]
+    q, k, v = LAB_QUERY, LAB_KEY, LAB_VALUE
     cache = subject.KVCache(1, 1, 4, 2, dtype=np.float64)
     key = k[:, :, :2].copy()
     subject.cached_attention(q[:, :, :2], key, v[:, :, :2], cache)
     key[...] = 9.0
     assert np.array_equal(cache.keys, k[:, :, :2])
     out = subject.cached_attention(q[:, :, 2:], k[:, :, 2:], v[:, :, 2:], cache)
-    np.testing.assert_allclose(out[0, 0, 0], [-0.439015, -0.354843], atol=5e-7)
+    np.testing.assert_allclose(out[0, 0, 0], lab.DECODE.array(), rtol=0, atol=lab.DECODE.tolerance)
     with pytest.raises(ValueError):
         subject.cached_attention(q[:, :, 2:], k[:, :, 2:], v[:, :, 2:, :1], cache)
     assert len(cache) == 3 and np.array_equal(cache.values, v)
@@ -188,13 +187,13 @@ def test_jax_float64_softmax_is_float32():
 
 def test_naive_causal_decodes_wrongly():
     """The naive adapter's decode step sees key 0 only: the lab's third token gives the
-    first value [1, 0] instead of [-0.439015, -0.354843]."""
+    first value (:data:`oracle.lab.OFFSET_ZERO_DECODE`) instead of :data:`oracle.lab.DECODE`."""
     subject = _module("torch_sdpa_naive_causal", "torch")
-    q, k, v = LAB_QUERY[None, None], LAB_KEY[None, None], LAB_VALUE[None, None]
+    q, k, v = LAB_QUERY, LAB_KEY, LAB_VALUE
     cache = subject.KVCache(1, 1, 4, 2, dtype=np.float64)
     subject.cached_attention(q[:, :, :2], k[:, :, :2], v[:, :, :2], cache)
     out = subject.cached_attention(q[:, :, 2:], k[:, :, 2:], v[:, :, 2:], cache)
-    np.testing.assert_allclose(out[0, 0, 0], [1.0, 0.0])
+    np.testing.assert_allclose(out[0, 0, 0], lab.OFFSET_ZERO_DECODE.array())
 
 
 def test_suite_kills_naive_causal():

@@ -11,7 +11,8 @@ Sections (``--only`` selects some):
 5. ``kv`` — KV cache appends: linear growth, and against ``np.concatenate`` per step.
 
 Every figure is printed with the anchor it is compared with, measured in the same run (or a
-fixed target), and written to ``benchmarks/results.json`` (``--out``). Ratios measured in one
+fixed target), and written to ``benchmark-results/results.json`` in the current folder
+(``--out``; never into the package: the committed table is the README's). Ratios measured in one
 run stay meaningful on a shared machine; absolute times do not: the run prints the load
 average at its start and end. NumPy's BLAS and PyTorch use ``--threads`` threads (default 1,
 the robust choice on a loaded machine; on a quiet one try ``--threads 2``).
@@ -29,43 +30,91 @@ from pathlib import Path
 from attnprops.benchmarks._harness import REPO, environment, load_average, set_threads, table
 
 SECTIONS = ("verdict", "oracle", "numpy", "memory", "kv")
+DEFAULT_OUT = "benchmark-results/results.json"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--only", nargs="+", choices=SECTIONS, metavar="SECTION",
-                        help=f"run only these sections ({', '.join(SECTIONS)})")
-    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results.json"),
-                        help="where to write the results (default: benchmarks/results.json)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="threads for NumPy's BLAS and PyTorch (default 1)")
-    parser.add_argument("--repeat", type=int, default=5,
-                        help="timed runs per measurement; the best is kept (default 5)")
-    parser.add_argument("--suite", action="store_true",
-                        help="also time `pytest -n auto` (the whole project, ci profile; "
-                             "minutes); otherwise the last recorded time is shown")
-    parser.add_argument("--report", default=str(REPO / "mutation-report" / "mutation-report.json"),
-                        help="mutation report written by `attnprops mutants`")
-    parser.add_argument("--profile-all", action="store_true",
-                        help="profile every property (default: a representative few)")
-    parser.add_argument("--profile-tests", nargs="+", metavar="TEST",
-                        help="properties to profile against impl")
-    parser.add_argument("--shrink-mutant", metavar="NAME",
-                        help="mutant whose run (with shrinking) is profiled (default: the "
-                             "report's slowest, else online_softmax_last_partial_block_dropped)")
-    parser.add_argument("--block-size", type=int, default=128,
-                        help="impl block_size timed next to the default call for the causal "
-                             "speed case (default 128)")
-    parser.add_argument("--decode-block-size", type=int, default=128,
-                        help="impl block_size timed next to the default call for the decode "
-                             "speed case (default 128)")
-    parser.add_argument("--memory-T", type=int, default=16384,
-                        help="sequence length of the blocked memory run (default 16384)")
-    parser.add_argument("--memory-block-size", type=int, default=256,
-                        help="impl block_size of the memory runs (default 256)")
-    parser.add_argument("--kv-steps", type=int, default=16384,
-                        help="single-token KV cache appends (default 16384)")
-    parser.add_argument("--kv-baseline-steps", type=int, default=4096,
-                        help="steps of the np.concatenate baseline (default 4096)")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=SECTIONS,
+        metavar="SECTION",
+        help=f"run only these sections ({', '.join(SECTIONS)})",
+    )
+    parser.add_argument(
+        "--out",
+        default=DEFAULT_OUT,
+        help=f"where to write the results (default: {DEFAULT_OUT}, in the current folder)",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=1, help="threads for NumPy's BLAS and PyTorch (default 1)"
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=5,
+        help="timed runs per measurement; the best is kept (default 5)",
+    )
+    parser.add_argument(
+        "--suite",
+        action="store_true",
+        help="also time `pytest -n auto` (the whole project, ci profile; "
+        "minutes); otherwise the last recorded time is shown",
+    )
+    parser.add_argument(
+        "--report",
+        default=str(REPO / "mutation-report" / "mutation-report.json"),
+        help="mutation report written by `attnprops mutants`",
+    )
+    parser.add_argument(
+        "--profile-all",
+        action="store_true",
+        help="profile every property (default: a representative few)",
+    )
+    parser.add_argument(
+        "--profile-tests", nargs="+", metavar="TEST", help="properties to profile against impl"
+    )
+    parser.add_argument(
+        "--shrink-mutant",
+        metavar="NAME",
+        help="mutant whose run (with shrinking) is profiled (default: the "
+        "report's slowest, else online_softmax_last_partial_block_dropped)",
+    )
+    parser.add_argument(
+        "--block-size",
+        type=int,
+        default=128,
+        help="impl block_size timed next to the default call for the causal "
+        "speed case (default 128)",
+    )
+    parser.add_argument(
+        "--decode-block-size",
+        type=int,
+        default=128,
+        help="impl block_size timed next to the default call for the decode "
+        "speed case (default 128)",
+    )
+    parser.add_argument(
+        "--memory-T",
+        type=int,
+        default=16384,
+        help="sequence length of the blocked memory run (default 16384)",
+    )
+    parser.add_argument(
+        "--memory-block-size",
+        type=int,
+        default=256,
+        help="impl block_size of the memory runs (default 256)",
+    )
+    parser.add_argument(
+        "--kv-steps", type=int, default=16384, help="single-token KV cache appends (default 16384)"
+    )
+    parser.add_argument(
+        "--kv-baseline-steps",
+        type=int,
+        default=4096,
+        help="steps of the np.concatenate baseline (default 4096)",
+    )
 
 
 def _previous(path: Path) -> dict:
@@ -85,11 +134,15 @@ def run(args) -> int:
     started_at = _dt.datetime.now().isoformat(timespec="seconds")
     threads = set_threads(args.threads)
     env = environment()
-    prog = "attnprops" if Path(sys.argv[0]).name == "attnprops" else "python -m attnprops.benchmarks"
+    prog = (
+        "attnprops" if Path(sys.argv[0]).name == "attnprops" else "python -m attnprops.benchmarks"
+    )
     command = " ".join([prog, *sys.argv[1:]])
-    print(f"attnprops benchmarks, {started_at}; threads {threads}; load average "
-          f"{env['load_average_1_5_15min']} on {env['cpu_count']} CPUs ({env['processor']})",
-          flush=True)
+    print(
+        f"attnprops benchmarks, {started_at}; threads {threads}; load average "
+        f"{env['load_average_1_5_15min']} on {env['cpu_count']} CPUs ({env['processor']})",
+        flush=True,
+    )
     rows, details = [], {}
     runners = {
         "verdict": lambda: verdict.run(args, (previous.get("details") or {}).get("verdict")),
@@ -114,10 +167,12 @@ def run(args) -> int:
     print(table(rows))
     print()
     met = [r for r in rows if r.met is not None]
-    print(f"targets met: {sum(bool(r.met) for r in met)}/{len(met)}; sections' seconds "
-          f"{timings}; total {seconds:.0f} s; load average at end "
-          f"{env['load_average_at_end']} (absolute times on a shared machine are noisy; "
-          "ratios are measured within this run)")
+    print(
+        f"targets met: {sum(bool(r.met) for r in met)}/{len(met)}; sections' seconds "
+        f"{timings}; total {seconds:.0f} s; load average at end "
+        f"{env['load_average_at_end']} (absolute times on a shared machine are noisy; "
+        "ratios are measured within this run)"
+    )
     results = {
         "command": command,
         "started": started_at,
@@ -138,8 +193,9 @@ def run(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m attnprops.benchmarks",
-                                     description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m attnprops.benchmarks", description=__doc__.split("\n")[0]
+    )
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

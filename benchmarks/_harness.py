@@ -7,8 +7,8 @@ Every figure is a :class:`Row`: what was measured, its value, the anchor it is c
 from __future__ import annotations
 
 import ctypes
-import glob
 import gc
+import glob
 import os
 import statistics
 import time
@@ -80,8 +80,10 @@ def best_of_each(fns: dict, *, repeat: int = 5, warmup: int = 1) -> dict:
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
-    return {name: {"min": min(t), "median": statistics.median(t), "times": t}
-            for name, t in times.items()}
+    return {
+        name: {"min": min(t), "median": statistics.median(t), "times": t}
+        for name, t in times.items()
+    }
 
 
 def peak_bytes(fn) -> tuple[int, object]:
@@ -99,6 +101,7 @@ def peak_bytes(fn) -> tuple[int, object]:
 
 
 # -- threads -------------------------------------------------------------------------------
+
 
 def _openblas():
     """NumPy's bundled OpenBLAS (ctypes handle, symbol prefix) or None."""
@@ -200,6 +203,7 @@ def _cpu_name() -> str:
 
 # -- table ---------------------------------------------------------------------------------
 
+
 def fmt(value, unit: str = "") -> str:
     """A number with 3 significant digits and its unit (``s``/``ms``/``x``/``MiB``...)."""
     if value is None:
@@ -232,7 +236,14 @@ def table(rows: list[Row]) -> str:
             ratio += f" ({r.ratio_of})"
         met = {True: "yes", False: "NO", None: "-"}[r.met]
         figure = r.figure + (f" — {r.note}" if r.note else "")
-        cells = [f"{r.section}.{n}", figure, fmt(r.value, r.unit), anchor or "-", ratio,
-                 r.target or "-", met]
+        cells = [
+            f"{r.section}.{n}",
+            figure,
+            fmt(r.value, r.unit),
+            anchor or "-",
+            ratio,
+            r.target or "-",
+            met,
+        ]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     return "\n".join(lines)

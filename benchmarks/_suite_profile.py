@@ -62,11 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--subject", default="impl")
     parser.add_argument("--profile", default="ci")
     parser.add_argument("--out", required=True)
-    parser.add_argument("--maxfail", type=int, default=0,
-                        help="stop after this many failing properties (0: never), as the "
-                             "mutation runner stops at the first kill")
-    parser.add_argument("tests", nargs="*", help="property names, run in this order "
-                                                 "(default: all)")
+    parser.add_argument(
+        "--maxfail",
+        type=int,
+        default=0,
+        help="stop after this many failing properties (0: never), as the "
+        "mutation runner stops at the first kill",
+    )
+    parser.add_argument("tests", nargs="*", help="property names, run in this order (default: all)")
     args = parser.parse_args(argv)
     os.environ["ATTN_IMPL"] = args.subject
     os.environ["HYPOTHESIS_PROFILE"] = args.profile
@@ -89,8 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     _timed(Subject, "attention", "subject", totals, calls)
     _timed(Subject, "attention_weights", "subject", totals, calls)
 
-    phases: dict = defaultdict(lambda: {"cases": 0, "generate_s": 0.0, "execute_s": 0.0,
-                                        "spans": {}})
+    phases: dict = defaultdict(
+        lambda: {"cases": 0, "generate_s": 0.0, "execute_s": 0.0, "spans": {}}
+    )
     per_test: dict = defaultdict(lambda: {"cases": 0, "generate_s": 0.0, "execute_s": 0.0})
 
     def observe(observation) -> None:
@@ -115,11 +119,26 @@ def main(argv: list[str] | None = None) -> int:
     from attnprops.properties.plugin import FAST_START
 
     selection = ["--attn-tests", ",".join(args.tests)] if args.tests else []
-    command = [str(REPO / "properties"), *selection, "-q", "-p", "no:cacheprovider", *FAST_START, "-p", "no:xdist",
-               "-o", "addopts=", "-p", "attnprops.properties.plugin", "--attn-impl", args.subject,
-               f"--hypothesis-profile={args.profile}",
-               f"--ignore={REPO / 'properties' / 'meta_tests'}",
-               "-W", "ignore::pytest.PytestUnknownMarkWarning"]
+    command = [
+        str(REPO / "properties"),
+        *selection,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        *FAST_START,
+        "-p",
+        "no:xdist",
+        "-o",
+        "addopts=",
+        "-p",
+        "attnprops.properties.plugin",
+        "--attn-impl",
+        args.subject,
+        f"--hypothesis-profile={args.profile}",
+        f"--ignore={REPO / 'properties' / 'meta_tests'}",
+        "-W",
+        "ignore::pytest.PytestUnknownMarkWarning",
+    ]
     if args.maxfail:
         command.append(f"--maxfail={args.maxfail}")
     started = time.perf_counter()
@@ -142,11 +161,16 @@ def main(argv: list[str] | None = None) -> int:
         "subject_s": totals["subject"],
         "calls": dict(calls),
         "other_s": max(0.0, wall - generate - execute),
-        "phases": {k: {**{n: x for n, x in v.items() if n != "spans"},
-                       "wall_s": sum(b - a for a, b in v["spans"].values())}
-                   for k, v in phases.items()},
-        "per_test": {k: dict(v) for k, v in sorted(per_test.items(),
-                                                   key=lambda kv: -kv[1]["execute_s"])},
+        "phases": {
+            k: {
+                **{n: x for n, x in v.items() if n != "spans"},
+                "wall_s": sum(b - a for a, b in v["spans"].values()),
+            }
+            for k, v in phases.items()
+        },
+        "per_test": {
+            k: dict(v) for k, v in sorted(per_test.items(), key=lambda kv: -kv[1]["execute_s"])
+        },
     }
     Path(args.out).write_text(json.dumps(summary, indent=2))
     return 0

@@ -61,35 +61,50 @@ def measure(shape, dtype, repeat: int) -> dict:
     k = rng.standard_normal((1, Hkv, Tk, D)).astype(dtype)
     v = rng.standard_normal((1, Hkv, Tk, D)).astype(dtype)
     pick = _default_block_size(q.shape, k.shape, v.shape, causal)
-    times = {path: best_of(lambda: impl.attention(q, k, v, is_causal=causal, block_size=path),
-                           repeat=repeat)["min"] for path in ("dense", 128)}
+    times = {
+        path: best_of(
+            lambda: impl.attention(q, k, v, is_causal=causal, block_size=path), repeat=repeat
+        )["min"]
+        for path in ("dense", 128)
+    }
     chosen = times["dense" if pick is None else 128]
-    return {"shape": shape[:6], "what": what, "dtype": np.dtype(dtype).name,
-            "default": "dense" if pick is None else f"blocked n={pick}",
-            "dense_s": times["dense"], "blocked_s": times[128],
-            "blocked_over_dense": times[128] / times["dense"],
-            "default_over_best": chosen / min(times.values())}
+    return {
+        "shape": shape[:6],
+        "what": what,
+        "dtype": np.dtype(dtype).name,
+        "default": "dense" if pick is None else f"blocked n={pick}",
+        "dense_s": times["dense"],
+        "blocked_s": times[128],
+        "blocked_over_dense": times[128] / times["dense"],
+        "default_over_best": chosen / min(times.values()),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m attnprops.benchmarks.default_path",
-                                     description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m attnprops.benchmarks.default_path", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--dtypes", nargs="+", default=["float32", "float64"])
     args = parser.parse_args(argv)
     threads = set_threads(args.threads)
     print(f"threads {threads}; load average {load_average()}")
-    print("| dtype | Hq | Hkv | Tq | Tk | D | causal | probes | dense | blocked/dense | "
-          "default | default/best |")
+    print(
+        "| dtype | Hq | Hkv | Tq | Tk | D | causal | probes | dense | blocked/dense | "
+        "default | default/best |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for dtype in args.dtypes:
         for shape in SHAPES:
             r = measure(shape, np.dtype(dtype), args.repeat)
             Hq, Hkv, Tq, Tk, D, causal = r["shape"]
-            print(f"| {dtype} | {Hq} | {Hkv} | {Tq} | {Tk} | {D} | {causal} | {r['what']} | "
-                  f"{r['dense_s'] * 1e3:.3g} ms | {r['blocked_over_dense']:.2f} | "
-                  f"{r['default']} | {r['default_over_best']:.2f} |", flush=True)
+            print(
+                f"| {dtype} | {Hq} | {Hkv} | {Tq} | {Tk} | {D} | {causal} | {r['what']} | "
+                f"{r['dense_s'] * 1e3:.3g} ms | {r['blocked_over_dense']:.2f} | "
+                f"{r['default']} | {r['default_over_best']:.2f} |",
+                flush=True,
+            )
     print(f"load average at end {load_average()}")
     return 0
 

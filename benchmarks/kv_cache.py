@@ -65,21 +65,40 @@ def run(args) -> tuple[list[Row], dict]:
     concat_quarter = concat_appends(n_base // 2, keys, values)
     growth = cache_big / cache_half
     speedup = concat_base / cache_base
-    details = {"token_shape": [B, HKV, 1, D], "dtype": "float32",
-               "cache_seconds": {n_half: cache_half, n_big: cache_big, n_base: cache_base},
-               "concat_seconds": {n_base // 2: concat_quarter, n_base: concat_base}}
+    details = {
+        "token_shape": [B, HKV, 1, D],
+        "dtype": "float32",
+        "cache_seconds": {n_half: cache_half, n_big: cache_big, n_base: cache_base},
+        "concat_seconds": {n_base // 2: concat_quarter, n_base: concat_base},
+    }
     rows = [
-        Row("5", f"KVCache: {n_big:,} single-token appends (B,Hkv,D)=(1,8,64) float32",
-            cache_big, "s", anchor=f"{n_half:,} appends", anchor_value=cache_half,
-            ratio=growth, ratio_of=f"{n_big:,}/{n_half:,}",
-            target="linear: ratio ~2 (< 2.5)", met=growth < 2.5,
-            note=f"{cache_big / n_big * 1e6:.1f} us per append"),
-        Row("5", f"KVCache vs np.concatenate per step, {n_base:,} appends", cache_base, "s",
-            anchor="np.concatenate-per-step baseline", anchor_value=concat_base,
-            ratio=speedup, ratio_of="speed-up", target=">= 20x the baseline",
+        Row(
+            "5",
+            f"KVCache: {n_big:,} single-token appends (B,Hkv,D)=(1,8,64) float32",
+            cache_big,
+            "s",
+            anchor=f"{n_half:,} appends",
+            anchor_value=cache_half,
+            ratio=growth,
+            ratio_of=f"{n_big:,}/{n_half:,}",
+            target="linear: ratio ~2 (< 2.5)",
+            met=growth < 2.5,
+            note=f"{cache_big / n_big * 1e6:.1f} us per append",
+        ),
+        Row(
+            "5",
+            f"KVCache vs np.concatenate per step, {n_base:,} appends",
+            cache_base,
+            "s",
+            anchor="np.concatenate-per-step baseline",
+            anchor_value=concat_base,
+            ratio=speedup,
+            ratio_of="speed-up",
+            target=">= 20x the baseline",
             met=speedup >= 20,
             note=f"baseline grows {concat_base / concat_quarter:.1f}x per doubling of steps "
-                 f"(quadratic), the cache ~2x: at {n_big:,} steps the gap would be "
-                 f"~{n_big // n_base}x larger"),
+            f"(quadratic), the cache ~2x: at {n_big:,} steps the gap would be "
+            f"~{n_big // n_base}x larger",
+        ),
     ]
     return rows, details

@@ -30,8 +30,12 @@ def _measure(T: int, block_size: int | str) -> dict:
     q, k, v = _inputs(T)
     started = time.perf_counter()
     peak, _ = peak_bytes(lambda: impl.attention(q, k, v, is_causal=True, block_size=block_size))
-    return {"T": T, "block_size": block_size, "peak_bytes": peak,
-            "seconds": time.perf_counter() - started}
+    return {
+        "T": T,
+        "block_size": block_size,
+        "peak_bytes": peak,
+        "seconds": time.perf_counter() - started,
+    }
 
 
 def run(args) -> tuple[list[Row], dict]:
@@ -46,36 +50,58 @@ def run(args) -> tuple[list[Row], dict]:
     per_pair = last["peak_bytes"] / last["T"] ** 2
     dense_big = per_pair * T_big**2
     growth = [b["peak_bytes"] / a["peak_bytes"] for a, b in zip(dense, dense[1:])]
-    blocked_growth = [b["peak_bytes"] / a["peak_bytes"]
-                      for a, b in zip(blocked_small, blocked_small[1:])]
+    blocked_growth = [
+        b["peak_bytes"] / a["peak_bytes"] for a, b in zip(blocked_small, blocked_small[1:])
+    ]
     pairs = T_big * T_big
-    details = {"dense": dense, "blocked": blocked_small + [blocked_big],
-               "dense_peak_per_pair_bytes": per_pair,
-               "dense_extrapolated_peak_bytes": dense_big,
-               "dense_growth_per_doubling": growth, "blocked_growth_per_doubling": blocked_growth}
+    details = {
+        "dense": dense,
+        "blocked": blocked_small + [blocked_big],
+        "dense_peak_per_pair_bytes": per_pair,
+        "dense_extrapolated_peak_bytes": dense_big,
+        "dense_growth_per_doubling": growth,
+        "blocked_growth_per_doubling": blocked_growth,
+    }
     ratio = blocked_big["peak_bytes"] / dense_big
     # O(Tq * block_size): the scores of one tile, its visibility and temporaries are a few
     # bytes per (query, key) pair of one tile row; the output (T x D float32) is returned.
     rows = [
-        Row("4", f"blocked peak memory, T={T_big} D=64 H=1 float32 causal, "
-                 f"block_size={block_size}", blocked_big["peak_bytes"] / MIB, "MiB",
+        Row(
+            "4",
+            f"blocked peak memory, T={T_big} D=64 H=1 float32 causal, block_size={block_size}",
+            blocked_big["peak_bytes"] / MIB,
+            "MiB",
             anchor=f"dense at T={T_big}, extrapolated T^2 from T={last['T']}",
-            anchor_value=dense_big / MIB, ratio=ratio, ratio_of="blocked/dense",
+            anchor_value=dense_big / MIB,
+            ratio=ratio,
+            ratio_of="blocked/dense",
             target="O(Tq*block_size): < 1/8 byte per (query, key) pair, linear growth",
-            met=bool(blocked_big["peak_bytes"] < pairs / 8
-                     and all(g < 2.5 for g in blocked_growth)),
+            met=bool(
+                blocked_big["peak_bytes"] < pairs / 8 and all(g < 2.5 for g in blocked_growth)
+            ),
             note=f"{blocked_big['peak_bytes'] / pairs:.3f} bytes per (query, key) pair; "
-                 f"ran in {blocked_big['seconds']:.1f} s"),
-        Row("4", "dense peak memory growth per doubling of T "
-                 f"({', '.join(str(d['T']) for d in dense)})",
-            growth[-1] if growth else None, "x", anchor="T^2 scaling",
-            anchor_value=4.0, ratio=None,
-            note=f"dense at T={last['T']}: {last['peak_bytes'] / MIB:.0f} MiB"),
-        Row("4", "blocked peak memory growth per doubling of T "
-                 f"({', '.join(str(d['T']) for d in blocked_small)})",
-            blocked_growth[-1] if blocked_growth else None, "x",
-            anchor="linear scaling (Tq*block_size)", anchor_value=2.0,
+            f"ran in {blocked_big['seconds']:.1f} s",
+        ),
+        Row(
+            "4",
+            f"dense peak memory growth per doubling of T ({', '.join(str(d['T']) for d in dense)})",
+            growth[-1] if growth else None,
+            "x",
+            anchor="T^2 scaling",
+            anchor_value=4.0,
+            ratio=None,
+            note=f"dense at T={last['T']}: {last['peak_bytes'] / MIB:.0f} MiB",
+        ),
+        Row(
+            "4",
+            "blocked peak memory growth per doubling of T "
+            f"({', '.join(str(d['T']) for d in blocked_small)})",
+            blocked_growth[-1] if blocked_growth else None,
+            "x",
+            anchor="linear scaling (Tq*block_size)",
+            anchor_value=2.0,
             note=f"blocked at T={blocked_small[-1]['T']}: "
-                 f"{blocked_small[-1]['peak_bytes'] / MIB:.1f} MiB"),
+            f"{blocked_small[-1]['peak_bytes'] / MIB:.1f} MiB",
+        ),
     ]
     return rows, details

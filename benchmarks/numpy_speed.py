@@ -26,10 +26,18 @@ import numpy as np
 from attnprops.benchmarks._harness import Row, best_of_each
 
 CASES = {
-    "causal": dict(B=1, H=8, Tq=1024, Tk=1024, D=64, is_causal=True,
-                   label="causal (B,H,T,D)=(1,8,1024,64)"),
-    "decode": dict(B=1, H=32, Tq=1, Tk=8192, D=128, is_causal=False,
-                   label="decode (B,H,Tq,Tk,D)=(1,32,1,8192,128)"),
+    "causal": dict(
+        B=1, H=8, Tq=1024, Tk=1024, D=64, is_causal=True, label="causal (B,H,T,D)=(1,8,1024,64)"
+    ),
+    "decode": dict(
+        B=1,
+        H=32,
+        Tq=1,
+        Tk=8192,
+        D=128,
+        is_causal=False,
+        label="decode (B,H,Tq,Tk,D)=(1,32,1,8192,128)",
+    ),
 }
 TARGET = 1.5  # impl's time within 1.5x PyTorch's
 
@@ -37,9 +45,11 @@ TARGET = 1.5  # impl's time within 1.5x PyTorch's
 def _inputs(case: dict, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(7)
     B, H, Tq, Tk, D = (case[k] for k in ("B", "H", "Tq", "Tk", "D"))
-    return (rng.standard_normal((B, H, Tq, D)).astype(dtype),
-            rng.standard_normal((B, H, Tk, D)).astype(dtype),
-            rng.standard_normal((B, H, Tk, D)).astype(dtype))
+    return (
+        rng.standard_normal((B, H, Tq, D)).astype(dtype),
+        rng.standard_normal((B, H, Tk, D)).astype(dtype),
+        rng.standard_normal((B, H, Tk, D)).astype(dtype),
+    )
 
 
 def _path_name(block_size: int | None) -> str:
@@ -55,12 +65,17 @@ def measure(case: dict, dtype, block_size: int, repeat: int) -> dict:
     B, H, Tq, Tk, D = (case[k] for k in ("B", "H", "Tq", "Tk", "D"))
     flops = 4.0 * B * H * Tq * Tk * D
     default_block = _default_block_size(q.shape, k.shape, v.shape, causal)
-    result = {"flops": flops, "block_size": block_size, "default_block_size": default_block,
-              "default_path": _path_name(default_block)}
-    calls = {"default": lambda: impl.attention(q, k, v, is_causal=causal),
-             "dense": lambda: impl.attention(q, k, v, is_causal=causal, block_size="dense"),
-             "blocked": lambda: impl.attention(q, k, v, is_causal=causal,
-                                               block_size=block_size)}
+    result = {
+        "flops": flops,
+        "block_size": block_size,
+        "default_block_size": default_block,
+        "default_path": _path_name(default_block),
+    }
+    calls = {
+        "default": lambda: impl.attention(q, k, v, is_causal=causal),
+        "dense": lambda: impl.attention(q, k, v, is_causal=causal, block_size="dense"),
+        "blocked": lambda: impl.attention(q, k, v, is_causal=causal, block_size=block_size),
+    }
     if default_block == block_size:  # the default makes exactly this call: timed once
         del calls["blocked"]
     outputs = {name: call() for name, call in calls.items()}
@@ -81,6 +96,7 @@ def measure(case: dict, dtype, block_size: int, repeat: int) -> dict:
         def torch_call():
             with torch.no_grad():
                 sdpa(tq, tk, tv, is_causal=causal)
+
         calls["torch"] = torch_call
     # interleaved rounds: a burst of load from other processes hits impl and torch alike
     for name, timing in best_of_each(calls, repeat=repeat).items():
@@ -94,7 +110,8 @@ def measure(case: dict, dtype, block_size: int, repeat: int) -> dict:
     scale = float(np.abs(reference).max())
     result["max_abs_diff_vs_torch"] = {
         name: float(np.abs(out.astype(np.float64) - reference).max()) / scale
-        for name, out in outputs.items()}
+        for name, out in outputs.items()
+    }
     return result
 
 
@@ -109,24 +126,43 @@ def run(args) -> tuple[list[Row], dict]:
             details[key] = r
             label = f"{case['label']} {np.dtype(dtype).name}"
             torch_s = None if r["torch_s"] is None else r["torch_s"]["min"]
-            paths = [(f"default (block_size=None: {r['default_path']})", r["default_s"], True),
-                     ('dense (block_size="dense")', r["dense_s"], False)]
+            paths = [
+                (f"default (block_size=None: {r['default_path']})", r["default_s"], True),
+                ('dense (block_size="dense")', r["dense_s"], False),
+            ]
             if r["default_block_size"] != block_size:
                 paths.append((f"blocked n={block_size}", r["blocked_s"], False))
             for path, timing, targeted in paths:
                 seconds = timing["min"]
                 ratio = None if torch_s is None else seconds / torch_s
-                rows.append(Row(
-                    "3", f"impl {path} time, {label}", seconds, "s",
-                    anchor="torch SDPA (CPU)", anchor_value=torch_s, ratio=ratio,
-                    ratio_of="impl/torch", target=f"<= {TARGET}x torch" if targeted else "",
-                    met=None if ratio is None or not targeted else ratio <= TARGET))
+                rows.append(
+                    Row(
+                        "3",
+                        f"impl {path} time, {label}",
+                        seconds,
+                        "s",
+                        anchor="torch SDPA (CPU)",
+                        anchor_value=torch_s,
+                        ratio=ratio,
+                        ratio_of="impl/torch",
+                        target=f"<= {TARGET}x torch" if targeted else "",
+                        met=None if ratio is None or not targeted else ratio <= TARGET,
+                    )
+                )
             best = min(r["default_s"]["min"], r["dense_s"]["min"], r["blocked_s"]["min"])
             gflops = r["flops"] / best / 1e9
             matmul = r["flops"] / r["matmul_s"]["min"] / 1e9
-            rows.append(Row(
-                "3", f"impl GFLOP/s (faster path), {label}", gflops, "GFLOP/s",
-                anchor="numpy.matmul, same two products", anchor_value=matmul,
-                ratio=gflops / matmul, ratio_of="of matmul",
-                note="nominal 4*B*H*Tq*Tk*D FLOPs"))
+            rows.append(
+                Row(
+                    "3",
+                    f"impl GFLOP/s (faster path), {label}",
+                    gflops,
+                    "GFLOP/s",
+                    anchor="numpy.matmul, same two products",
+                    anchor_value=matmul,
+                    ratio=gflops / matmul,
+                    ratio_of="of matmul",
+                    note="nominal 4*B*H*Tq*Tk*D FLOPs",
+                )
+            )
     return rows, details

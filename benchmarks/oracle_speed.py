@@ -35,15 +35,17 @@ def naive_attention(query: list, key: list, value: list):
         for i in range(Tq):
             row = []
             for j in range(Tk):
-                dot = mpmath.fsum(mpmath.mpf(query[i][d]) * mpmath.mpf(key[j][d])
-                                  for d in range(Dh))
+                dot = mpmath.fsum(
+                    mpmath.mpf(query[i][d]) * mpmath.mpf(key[j][d]) for d in range(Dh)
+                )
                 row.append(scale * dot)
             top = max(row)
             exps = [mpmath.exp(s - top) for s in row]
             total = mpmath.fsum(exps)
             w = [e / total for e in exps]
-            out = [mpmath.fdot((w[j], mpmath.mpf(value[j][c])) for j in range(Tk))
-                   for c in range(Dv)]
+            out = [
+                mpmath.fdot((w[j], mpmath.mpf(value[j][c])) for j in range(Tk)) for c in range(Dv)
+            ]
             scores.append(row)
             weights.append(w)
             output.append(out)
@@ -73,8 +75,7 @@ def run(args) -> tuple[list[Row], dict]:
     v = rng.standard_normal((1, 1, T, D))
     macs = T * T * D + T * T * D  # scores + weighted sum
 
-    timing = best_of(lambda: oracle.attention_parts(q, k, v), repeat=3, warmup=0,
-                     budget_s=10)
+    timing = best_of(lambda: oracle.attention_parts(q, k, v), repeat=3, warmup=0, budget_s=10)
     parts = oracle.attention_parts(q, k, v)
     started = time.perf_counter()
     naive = naive_attention(q[0, 0].tolist(), k[0, 0].tolist(), v[0, 0].tolist())
@@ -87,17 +88,38 @@ def run(args) -> tuple[list[Row], dict]:
         compared, differ, worst = compared + n, differ + d, max(worst, w)
     oracle_s = timing["min"]
     speedup = naive_s / oracle_s
-    details = {"shape": [1, 1, T, T, D], "multiply_adds": macs, "oracle_seconds": timing,
-               "naive_seconds": naive_s, "values_compared": compared,
-               "values_differing": differ, "max_relative_difference": worst}
+    details = {
+        "shape": [1, 1, T, T, D],
+        "multiply_adds": macs,
+        "oracle_seconds": timing,
+        "naive_seconds": naive_s,
+        "values_compared": compared,
+        "values_differing": differ,
+        "max_relative_difference": worst,
+    }
     rows = [
-        Row("2", "oracle throughput, (B,H,T,D)=(1,1,64,64)", macs / oracle_s, "MAC/s",
-            anchor="naive mpmath triple loop", anchor_value=macs / naive_s, ratio=speedup,
-            ratio_of="speed-up", target=">= 5x the naive loop", met=speedup >= 5,
-            details=details),
-        Row("2", "oracle == naive loop at 50 digits (mpf values compared exactly)",
-            compared - differ, f"of {compared} equal",
-            anchor="scores, weights and outputs", target="identical", met=differ == 0,
-            note="" if differ == 0 else f"max rel diff {worst:.2g}"),
+        Row(
+            "2",
+            "oracle throughput, (B,H,T,D)=(1,1,64,64)",
+            macs / oracle_s,
+            "MAC/s",
+            anchor="naive mpmath triple loop",
+            anchor_value=macs / naive_s,
+            ratio=speedup,
+            ratio_of="speed-up",
+            target=">= 5x the naive loop",
+            met=speedup >= 5,
+            details=details,
+        ),
+        Row(
+            "2",
+            "oracle == naive loop at 50 digits (mpf values compared exactly)",
+            compared - differ,
+            f"of {compared} equal",
+            anchor="scores, weights and outputs",
+            target="identical",
+            met=differ == 0,
+            note="" if differ == 0 else f"max rel diff {worst:.2g}",
+        ),
     ]
     return rows, details

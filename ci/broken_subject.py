@@ -10,8 +10,7 @@ import numpy as np
 ATTNPROPS_CAPABILITIES = {"weights": False, "kv_cache": False, "kv_cache_bytes": False}
 
 
-def attention(query, key, value, *, attn_mask=None, is_causal=False, query_start=None,
-              scale=None):
+def attention(query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None):
     """Mean of the values over keys, repeated for every query: ``(B, Hq, Tq, Dv)``."""
     query, value = np.asarray(query), np.asarray(value)
     mean = value.mean(axis=-2, keepdims=True)  # (B, Hkv, 1, Dv) or (1, Dv)

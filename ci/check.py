@@ -34,39 +34,70 @@ from pathlib import Path
 
 import pytest
 
-from attnprops.properties.plugin import (ROBUSTNESS_ENV_VAR, ROBUSTNESS_MODES, ROBUSTNESS_REASON,
-                                         parse_shard)
-from attnprops.properties.profiles import PROFILES
-
 from attnprops.ci.suite_runner import run_suite
+from attnprops.properties.plugin import (
+    ROBUSTNESS_ENV_VAR,
+    ROBUSTNESS_MODES,
+    ROBUSTNESS_REASON,
+    parse_shard,
+)
+from attnprops.properties.profiles import PROFILES
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--impl", default=os.environ.get("ATTN_IMPL", "attnprops.impl"), metavar="MODULE",
-                        help="subject: a module importable from the current folder or "
-                             "PYTHONPATH, or a .py file (default: $ATTN_IMPL or attnprops.impl)")
-    parser.add_argument("--profile", default=os.environ.get("HYPOTHESIS_PROFILE", "ci"),
-                        help=f"Hypothesis profile, one of {', '.join(PROFILES)} (default: "
-                             "$HYPOTHESIS_PROFILE or ci)")
+    parser.add_argument(
+        "--impl",
+        default=os.environ.get("ATTN_IMPL", "attnprops.impl"),
+        metavar="MODULE",
+        help="subject: a module importable from the current folder or "
+        "PYTHONPATH, or a .py file (default: $ATTN_IMPL or attnprops.impl)",
+    )
+    parser.add_argument(
+        "--profile",
+        default=os.environ.get("HYPOTHESIS_PROFILE", "ci"),
+        help=f"Hypothesis profile, one of {', '.join(PROFILES)} (default: "
+        "$HYPOTHESIS_PROFILE or ci)",
+    )
     parser.add_argument("--jobs", default="auto", help="pytest-xdist workers (default auto)")
     stop = parser.add_mutually_exclusive_group()
-    stop.add_argument("-x", "--exitfirst", action="store_const", const=1, dest="maxfail",
-                      help="stop after the first failing property")
-    stop.add_argument("--maxfail", type=_positive, metavar="N",
-                      help="stop after N failing properties")
-    parser.add_argument("-k", metavar="EXPRESSION", dest="keyword",
-                        help="run only the properties matching this pytest -k expression")
-    parser.add_argument("--shard", metavar="I/N",
-                        help="run shard I of N (1-based): every N-th property test from the "
-                             "I-th, the same split on every machine (a CI matrix fans out)")
+    stop.add_argument(
+        "-x",
+        "--exitfirst",
+        action="store_const",
+        const=1,
+        dest="maxfail",
+        help="stop after the first failing property",
+    )
+    stop.add_argument(
+        "--maxfail", type=_positive, metavar="N", help="stop after N failing properties"
+    )
+    parser.add_argument(
+        "-k",
+        metavar="EXPRESSION",
+        dest="keyword",
+        help="run only the properties matching this pytest -k expression",
+    )
+    parser.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="run shard I of N (1-based): every N-th property test from the "
+        "I-th, the same split on every machine (a CI matrix fans out)",
+    )
     parser.add_argument("--junitxml", metavar="FILE", help="write pytest's JUnit XML report")
-    parser.add_argument("--json", metavar="FILE", dest="json_file",
-                        help="write the summary as JSON (counts, failures with their "
-                             "counterexamples, skipped properties with their reasons)")
-    parser.add_argument("--robustness", choices=ROBUSTNESS_MODES,
-                        default=os.environ.get(ROBUSTNESS_ENV_VAR) or "report",
-                        help="robustness-tier properties: 'report' them without failing the "
-                             "check (default, or $ATTN_ROBUSTNESS) or 'gate' on them")
+    parser.add_argument(
+        "--json",
+        metavar="FILE",
+        dest="json_file",
+        help="write the summary as JSON (counts, failures with their "
+        "counterexamples, skipped properties with their reasons)",
+    )
+    parser.add_argument(
+        "--robustness",
+        choices=ROBUSTNESS_MODES,
+        default=os.environ.get(ROBUSTNESS_ENV_VAR) or "report",
+        help="robustness-tier properties: 'report' them without failing the "
+        "check (default, or $ATTN_ROBUSTNESS) or 'gate' on them",
+    )
 
 
 NO_TESTS_COLLECTED = int(pytest.ExitCode.NO_TESTS_COLLECTED)  # pytest's exit status 5
@@ -108,8 +139,9 @@ def _check_keyword(expression: str) -> None:
     try:
         Expression.compile(expression)
     except SyntaxError as exc:  # pytest's ParseError is a SyntaxError
-        raise SystemExit(f"attnprops check: -k {expression!r} is not a pytest -k expression: "
-                         f"{exc.msg}") from None
+        raise SystemExit(
+            f"attnprops check: -k {expression!r} is not a pytest -k expression: {exc.msg}"
+        ) from None
 
 
 def validate_profiles(*names: str) -> None:
@@ -117,8 +149,10 @@ def validate_profiles(*names: str) -> None:
     (checked before any pytest run, which would otherwise fail with a traceback)."""
     for name in names:
         if name not in PROFILES:
-            raise SystemExit(f"attnprops: Hypothesis profile {name!r} is unknown; use one of "
-                             f"{', '.join(PROFILES)} (see --help)")
+            raise SystemExit(
+                f"attnprops: Hypothesis profile {name!r} is unknown; use one of "
+                f"{', '.join(PROFILES)} (see --help)"
+            )
 
 
 class _Progress:
@@ -179,7 +213,7 @@ class _Progress:
         except (OSError, ValueError):
             width = 80
         if len(text) >= width:
-            text = text[:max(width - 4, 0)] + "..."
+            text = text[: max(width - 4, 0)] + "..."
         self.stream.write("\r\x1b[K" + text)
         self.stream.flush()
 
@@ -192,14 +226,17 @@ class _Progress:
 def run(args) -> int:
     validate_profiles(args.profile)
     if not args.impl.strip():
-        raise SystemExit("attnprops check: --impl (or $ATTN_IMPL) is empty; name the subject "
-                         "module, e.g. --impl attnprops.impl")
+        raise SystemExit(
+            "attnprops check: --impl (or $ATTN_IMPL) is empty; name the subject "
+            "module, e.g. --impl attnprops.impl"
+        )
     jobs = _jobs(args.jobs)
-    if args.json_file:  # before the run, not after it: an unwritable path loses nothing
-        try:
-            Path(args.json_file).write_text("", encoding="utf-8")
-        except OSError as exc:
-            raise SystemExit(f"attnprops check: --json {args.json_file}: {exc.strerror}") from None
+    if args.robustness not in ROBUSTNESS_MODES:  # argparse checks --robustness, not the variable
+        raise SystemExit(
+            f"attnprops check: {ROBUSTNESS_ENV_VAR}={args.robustness!r}: use one of "
+            f"{', '.join(ROBUSTNESS_MODES)}"
+        )
+    _check_report_paths(args)
     if args.keyword:
         _check_keyword(args.keyword)
     if args.shard:
@@ -207,32 +244,48 @@ def run(args) -> int:
             parse_shard(args.shard)
         except ValueError as exc:
             raise SystemExit(f"attnprops check: --shard {exc}") from None
-    if args.junitxml:  # a stale report must not stand for this run
-        Path(args.junitxml).unlink(missing_ok=True)
     progress = _Progress()
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            result = run_suite(args.impl.strip(), Path(tmp), jobs=jobs, profile=args.profile,
-                               tag="check", robustness=args.robustness, progress=progress,
-                               maxfail=args.maxfail, junitxml=args.junitxml,
-                               keyword=args.keyword, shard=args.shard)
+            result = run_suite(
+                args.impl.strip(),
+                Path(tmp),
+                jobs=jobs,
+                profile=args.profile,
+                tag="check",
+                robustness=args.robustness,
+                progress=progress,
+                maxfail=args.maxfail,
+                junitxml=args.junitxml,
+                keyword=args.keyword,
+                shard=args.shard,
+            )
     finally:
         progress.close()
     if args.json_file:
-        Path(args.json_file).write_text(json.dumps(summary(args, result), indent=1) + "\n",
-                                        encoding="utf-8")
+        Path(args.json_file).write_text(
+            json.dumps(summary(args, result), indent=1) + "\n", encoding="utf-8"
+        )
     examples = sum(result.examples.values())
     print(f"attnprops check: subject {args.impl}, profile {args.profile}")
-    print(f"  {result.tests_run} property tests ran ({result.skipped} skipped, "
-          f"{result.xfailed - len({f.test for f in result.robustness})} expected failures), "
-          f"{examples} Hypothesis examples, "
-          f"{result.seconds:.1f} s")
+    robust = len({f.nodeid for f in result.robustness})
+    print(
+        f"  {result.tests_run} property test{'' if result.tests_run == 1 else 's'} ran "
+        f"({result.skipped} skipped, {result.xfailed - robust} expected failures), "
+        f"{examples} Hypothesis examples, "
+        f"{result.seconds:.1f} s"
+    )
     stopped = _stopped_early(args, result)
     if result.returncode == NO_TESTS_COLLECTED:
-        chosen = " and ".join(f"{flag} {value!r}" for flag, value in
-                              (("-k", args.keyword), ("--shard", args.shard)) if value)
+        chosen = " and ".join(
+            f"{flag} {value!r}"
+            for flag, value in (("-k", args.keyword), ("--shard", args.shard))
+            if value
+        )
         print(f"  no property test was selected{' by ' + chosen if chosen else ''}: nothing ran")
-        return 1
+        # A shard alone may be empty (a CI matrix wider than the suite); a -k that selects
+        # nothing is a mistake to report.
+        return 0 if args.shard and not args.keyword else 1
     if _could_not_run(args, result):
         print(f"  the suite could not run (pytest exit {result.returncode}):")
         print(result.output_tail)
@@ -243,26 +296,58 @@ def run(args) -> int:
         print(f"  skipped ({reason}): {', '.join(tests)}")
     for failure in result.failures:  # every distinct failure of every failing property
         kind = "violated" if failure.is_property_violation else "ERROR"
-        print(f"  {kind}: {failure.test}: {failure.message}")
+        print(f"  {kind}: {_name(failure)}: {failure.message}")
         if failure.subject_frame:
             print(f"    in the subject at {failure.subject_frame}")
         if failure.falsifying_example:
             print("    " + failure.falsifying_example.replace("\n", "\n    "))
         if failure.explicit:  # Hypothesis stops at a failing @example: nothing was generated
-            print("    (a hand-written @example; --profile mutation skips those and shows a "
-                  "generated, shrunk counterexample)")
+            print(
+                "    (a hand-written @example; --profile mutation skips those and shows a "
+                "generated, shrunk counterexample)"
+            )
     for failure in result.robustness:
-        print(f"  robustness (reported, not gated; --robustness gate to gate): {failure.test}: "
-              f"{failure.message}")
+        print(
+            f"  robustness (reported, not gated; --robustness gate to gate): {_name(failure)}: "
+            f"{failure.message}"
+        )
         if failure.falsifying_example:
             print("    " + failure.falsifying_example.replace("\n", "\n    "))
-    failed = len({f.test for f in result.failures})
-    robust = len({f.test for f in result.robustness})
-    print(f"{result.tests_run - failed} passed, {failed} failed"
-          + (f", {robust} robustness-tier not met (reported)" if robust else "")
-          + (f" (stopped after {args.maxfail} failing: -x/--maxfail)"
-             if args.maxfail and (stopped or failed >= args.maxfail) else ""))
+    failed = len({f.nodeid for f in result.failures})  # a parametrized test counts per id
+    print(
+        f"{result.tests_run - failed} passed, {failed} failed"
+        + (f", {robust} robustness-tier not met (reported)" if robust else "")
+        + (
+            f" (stopped after {args.maxfail} failing: -x/--maxfail)"
+            if args.maxfail and (stopped or failed >= args.maxfail)
+            else ""
+        )
+    )
     return 0 if result.returncode == 0 else 1
+
+
+def _name(failure) -> str:
+    """The failing test as collected: its name with its parameters (``test_x[(Tq, Tk)]``)."""
+    return failure.nodeid.split("::", 1)[-1] if failure.nodeid else failure.test
+
+
+def _check_report_paths(args) -> None:
+    """Exit with one line, before the run, when ``--json`` or ``--junitxml`` cannot be written
+    or both name one file; a stale JUnit file is removed (it must not stand for this run)."""
+    paths = [
+        (flag, path)
+        for flag, path in (("--json", args.json_file), ("--junitxml", args.junitxml))
+        if path
+    ]
+    if len(paths) == 2 and Path(paths[0][1]).resolve() == Path(paths[1][1]).resolve():
+        raise SystemExit("attnprops check: --json and --junitxml name the same file")
+    for flag, path in paths:
+        try:
+            Path(path).write_text("", encoding="utf-8")
+        except OSError as exc:
+            raise SystemExit(f"attnprops check: {flag} {path}: {exc.strerror}") from None
+    if args.junitxml:
+        Path(args.junitxml).unlink()
 
 
 def _stopped_early(args, result) -> bool:
@@ -273,8 +358,9 @@ def _stopped_early(args, result) -> bool:
 def _could_not_run(args, result) -> bool:
     """The suite did not run to a verdict: an exit status other than 0/1 (not an early stop),
     or 1 without a failing property (a collection or usage error)."""
-    return ((result.returncode not in (0, 1) and not _stopped_early(args, result))
-            or bool(result.returncode and not result.failures))
+    return (result.returncode not in (0, 1) and not _stopped_early(args, result)) or bool(
+        result.returncode and not result.failures
+    )
 
 
 def _write_error_junit(path: Path, result) -> None:
@@ -283,12 +369,22 @@ def _write_error_junit(path: Path, result) -> None:
     ``attnprops.check::suite``, in error with the end of pytest's output, so a CI system
     that reads the report sees the failure and why."""
     suites = ET.Element("testsuites")
-    suite = ET.SubElement(suites, "testsuite", name="attnprops", tests="1", errors="1",
-                          failures="0", skipped="0", time=f"{result.seconds:.3f}")
-    case = ET.SubElement(suite, "testcase", classname="attnprops.check", name="suite",
-                         time=f"{result.seconds:.3f}")
-    error = ET.SubElement(case, "error", message=f"the suite could not run (pytest exit "
-                                                 f"{result.returncode})")
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name="attnprops",
+        tests="1",
+        errors="1",
+        failures="0",
+        skipped="0",
+        time=f"{result.seconds:.3f}",
+    )
+    case = ET.SubElement(
+        suite, "testcase", classname="attnprops.check", name="suite", time=f"{result.seconds:.3f}"
+    )
+    error = ET.SubElement(
+        case, "error", message=f"the suite could not run (pytest exit {result.returncode})"
+    )
     error.text = result.output_tail[-2000:]
     ET.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)
 
@@ -302,19 +398,28 @@ def _by_reason(skips: list[tuple[str, str]]) -> dict[str, list[str]]:
 
 def summary(args, result) -> dict:
     """The ``--json`` report: ``{"schema": 1, "subject", "profile", "passed" (the exit
-    status is 0), "returncode" (pytest's), "seconds", "tests_run", "skipped": [{"test",
+    status is 0), "returncode" (pytest's), "seconds", "tests_run", "failed" (test ids, a
+    parametrized property once per id, as pytest counts them), "skipped": [{"test",
     "reason"}], "xfailed" (expected-failures-file entries), "robustness_not_met" (robustness
     -tier properties missed, reported), "examples" (per test), "failures" and "robustness":
     [{"test", "is_property_violation", "message", "falsifying_example", "subject_frame",
     "explicit", "nodeid"}], "error": the end of pytest's output when the suite could not run
     (exit status other than 0 and 1, or 1 without a failure), else ""}``."""
-    robust = len({f.test for f in result.robustness})
-    return {"schema": 1, "subject": args.impl, "profile": args.profile,
-            "passed": result.returncode == 0, "returncode": result.returncode,
-            "seconds": round(result.seconds, 3), "tests_run": result.tests_run,
-            "skipped": [{"test": t, "reason": r} for t, r in result.skips],
-            "xfailed": result.xfailed - robust, "robustness_not_met": robust,
-            "examples": result.examples,
-            "failures": [asdict(f) for f in result.failures],
-            "robustness": [asdict(f) for f in result.robustness],
-            "error": result.output_tail[-2000:] if _could_not_run(args, result) else ""}
+    robust = len({f.nodeid for f in result.robustness})
+    return {
+        "schema": 1,
+        "subject": args.impl,
+        "profile": args.profile,
+        "passed": result.returncode == 0,
+        "returncode": result.returncode,
+        "seconds": round(result.seconds, 3),
+        "tests_run": result.tests_run,
+        "failed": len({f.nodeid for f in result.failures}),
+        "skipped": [{"test": t, "reason": r} for t, r in result.skips],
+        "xfailed": result.xfailed - robust,
+        "robustness_not_met": robust,
+        "examples": result.examples,
+        "failures": [asdict(f) for f in result.failures],
+        "robustness": [asdict(f) for f in result.robustness],
+        "error": result.output_tail[-2000:] if _could_not_run(args, result) else "",
+    }

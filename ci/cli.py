@@ -13,9 +13,15 @@ import sys
 SUBCOMMANDS = {
     "example": ("attnprops.ci.example", "print the source lab's 3-token causal example"),
     "check": ("attnprops.ci.check", "run the property suite against a subject module"),
-    "mutants": ("attnprops.ci.mutation_report", "run the suite against every mutant; write the report"),
+    "mutants": (
+        "attnprops.ci.mutation_report",
+        "run the suite against every mutant; write the report",
+    ),
     "audit": ("attnprops.ci.audit", "recompute and check every number of the source lab"),
-    "plot": ("attnprops.ci.plot", "heatmaps of the 3-token example and two wrong variants (extra: plot)"),
+    "plot": (
+        "attnprops.ci.plot",
+        "heatmaps of the 3-token example and two wrong variants (extra: plot)",
+    ),
     "kv-bytes": ("attnprops.ci.kv_bytes", "KV cache size in bytes for a model configuration"),
     "bench": ("attnprops.benchmarks.__main__", "speed and memory benchmarks"),
 }
@@ -25,8 +31,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="attnprops",
         description="attnprops: an executable specification of transformer attention (a "
-                    "50-digit oracle, Hypothesis properties, mutants). Run a subcommand with "
-                    "--help for its options.")
+        "50-digit oracle, Hypothesis properties, mutants). Run a subcommand with "
+        "--help for its options.",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)

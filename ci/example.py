@@ -43,9 +43,11 @@ def example_arrays() -> dict[str, np.ndarray]:
 
 
 def add_arguments(parser) -> None:
-    parser.description = (f"{parser.description or 'print the source lab example'}: its inputs "
-                          f"Q, K, V, then the scaled scores, causal mask, weights and context. "
-                          f"{SOURCE_LAB}")
+    parser.description = (
+        f"{parser.description or 'print the source lab example'}: its inputs "
+        f"Q, K, V, then the scaled scores, causal mask, weights and context. "
+        f"{SOURCE_LAB}"
+    )
     parser.set_defaults()
 
 
@@ -66,8 +68,10 @@ def run(args) -> int:
         with np.printoptions(precision=decimals(array), floatmode="fixed", suppress=True):
             print(f"{name}, shape {array.shape}:\n", array)
     print()
-    print(f"Results (scores = Q @ K.T / sqrt({QUERY.shape[-1]}); weights = causal softmax over "
-          "keys; context = weights @ V):")
+    print(
+        f"Results (scores = Q @ K.T / sqrt({QUERY.shape[-1]}); weights = causal softmax over "
+        "keys; context = weights @ V):"
+    )
     with np.printoptions(precision=6, suppress=True):
         for name, array in example_arrays().items():
             print(f"{name}:\n", array)

@@ -50,14 +50,21 @@ def positive_int(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 1 (a size cannot be zero or "
-                                         "negative)")
+        raise argparse.ArgumentTypeError(
+            f"{value} must be >= 1 (a size cannot be zero or negative)"
+        )
     return value
 
 
 # Accepted alternative spellings (see the module doc for why these and not ``float``/``fp8``).
-DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32",
-                 "fp64": "float64", "double": "float64"}
+DTYPE_ALIASES = {
+    "fp16": "float16",
+    "half": "float16",
+    "bf16": "bfloat16",
+    "fp32": "float32",
+    "fp64": "float64",
+    "double": "float64",
+}
 
 
 def plural(count: int, unit: str = "byte") -> str:
@@ -80,8 +87,7 @@ def kv_dtype(text: str) -> str:
     name = text.strip().lower()
     name = DTYPE_ALIASES.get(name, name)
     if name not in DTYPE_BYTES:
-        raise argparse.ArgumentTypeError(
-            f"unknown dtype {text!r}; use one of {accepted_dtypes()}")
+        raise argparse.ArgumentTypeError(f"unknown dtype {text!r}; use one of {accepted_dtypes()}")
     return name
 
 
@@ -94,13 +100,28 @@ def add_arguments(parser) -> None:
         ("--num-kv-heads", "num_kv_heads", "key/value heads per layer"),
         ("--head-dim", "head_dim", "dimension of one head"),
     ):
-        parser.add_argument(flag, type=positive_int, default=DEFAULTS[key], metavar="N",
-                            help=f"{help_text} (default {DEFAULTS[key]})")
-    parser.add_argument("--dtype", type=kv_dtype, default=DEFAULTS["dtype"], metavar="DTYPE",
-                        help=f"element type (default {DEFAULTS['dtype']}; case-insensitive), "
-                             f"one of {accepted_dtypes()}")
-    parser.add_argument("--num-heads", type=positive_int, default=None, metavar="N",
-                        help="query heads: also print the MHA / GQA / MQA comparison")
+        parser.add_argument(
+            flag,
+            type=positive_int,
+            default=DEFAULTS[key],
+            metavar="N",
+            help=f"{help_text} (default {DEFAULTS[key]})",
+        )
+    parser.add_argument(
+        "--dtype",
+        type=kv_dtype,
+        default=DEFAULTS["dtype"],
+        metavar="DTYPE",
+        help=f"element type (default {DEFAULTS['dtype']}; case-insensitive), "
+        f"one of {accepted_dtypes()}",
+    )
+    parser.add_argument(
+        "--num-heads",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="query heads: also print the MHA / GQA / MQA comparison",
+    )
     parser.set_defaults(_parser=parser)
 
 
@@ -135,9 +156,14 @@ def kv_bytes(args, num_kv_heads: int) -> int:
     """:func:`oracle.kv_cache_bytes` for ``args``'s configuration with ``num_kv_heads``."""
     from attnprops import oracle
 
-    return oracle.kv_cache_bytes(num_layers=args.num_layers, batch=args.batch,
-                                 tokens=args.tokens, num_kv_heads=num_kv_heads,
-                                 head_dim=args.head_dim, dtype=args.dtype)
+    return oracle.kv_cache_bytes(
+        num_layers=args.num_layers,
+        batch=args.batch,
+        tokens=args.tokens,
+        num_kv_heads=num_kv_heads,
+        head_dim=args.head_dim,
+        dtype=args.dtype,
+    )
 
 
 def run(args) -> int:
@@ -150,12 +176,13 @@ def run(args) -> int:
     if args.num_heads is not None:
         problem = None
         if args.num_kv_heads > args.num_heads:
-            problem = (f"--num-kv-heads {args.num_kv_heads} exceeds --num-heads "
-                       f"{args.num_heads}")
+            problem = f"--num-kv-heads {args.num_kv_heads} exceeds --num-heads {args.num_heads}"
         elif args.num_heads % args.num_kv_heads:
-            problem = (f"--num-kv-heads {args.num_kv_heads} must divide --num-heads "
-                       f"{args.num_heads} (each K/V head serves num_heads / num_kv_heads "
-                       "query heads)")
+            problem = (
+                f"--num-kv-heads {args.num_kv_heads} must divide --num-heads "
+                f"{args.num_heads} (each K/V head serves num_heads / num_kv_heads "
+                "query heads)"
+            )
         if problem:
             if parser is not None:
                 parser.error(problem)  # exits with status 2
@@ -165,9 +192,11 @@ def run(args) -> int:
     total = kv_bytes(args, args.num_kv_heads)
     print("KV cache, raw K and V payload (no allocator slack, metadata or paging):")
     print(f"  bytes = {FORMULA}")
-    print(f"        = 2 * {args.num_layers} * {args.batch} * {args.tokens} * "
-          f"{args.num_kv_heads} * {args.head_dim} * {itemsize}   ({args.dtype}: "
-          f"{plural(itemsize)} per element)")
+    print(
+        f"        = 2 * {args.num_layers} * {args.batch} * {args.tokens} * "
+        f"{args.num_kv_heads} * {args.head_dim} * {itemsize}   ({args.dtype}: "
+        f"{plural(itemsize)} per element)"
+    )
     print(f"        = {plural(total)}")
     print(f"        = {human(total)}   (1 GiB = 2**30 bytes)")
     if args.num_heads is not None:

@@ -52,11 +52,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from attnprops.properties.plugin import one_thread_per_process, parse_shard, shard_of
-
 from attnprops.ci.check import validate_profiles
 from attnprops.ci.reproduction import first_property, reproduction, rerun_command
-from attnprops.ci.suite_runner import RunResult, PropertyFailure, run_suite
+from attnprops.ci.suite_runner import PropertyFailure, RunResult, run_suite
+from attnprops.properties.plugin import one_thread_per_process, parse_shard, shard_of
 
 SCHEMA_VERSION = 3  # 2: mutant_profile; per mutant profile and shrunk; 3: per mutant nodeid,
 #                     reproduction, reproduction_exact and rerun_command
@@ -91,8 +90,10 @@ def _classify(run: RunResult, expected: set[str]) -> tuple[Outcome, list[Propert
     if run.returncode not in (0, 1):  # usage error, internal error, no tests collected
         return Outcome.ERROR, run.failures
     # expected properties first, and among them those with a shrunk falsifying example
-    violations = sorted((f for f in run.failures if f.is_property_violation),
-                        key=lambda f: (f.test not in expected, not f.falsifying_example))
+    violations = sorted(
+        (f for f in run.failures if f.is_property_violation),
+        key=lambda f: (f.test not in expected, not f.falsifying_example),
+    )
     if violations and violations[0].test in expected:
         return Outcome.KILLED, violations
     if violations:
@@ -102,8 +103,14 @@ def _classify(run: RunResult, expected: set[str]) -> tuple[Outcome, list[Propert
     return Outcome.SURVIVED, []
 
 
-def run_mutant(name: str, workdir: Path, *, profile: str = "ci",
-               mutant_profile: str = "mutation", full: bool = False) -> MutantResult:
+def run_mutant(
+    name: str,
+    workdir: Path,
+    *,
+    profile: str = "ci",
+    mutant_profile: str = "mutation",
+    full: bool = False,
+) -> MutantResult:
     """Run the suite against ``mutants.<name>`` and decide killed / survived / error, in the
     passes described in the module docstring (``full``: one run of the whole suite under
     ``profile``)."""
@@ -121,8 +128,9 @@ def run_mutant(name: str, workdir: Path, *, profile: str = "ci",
             passes.append((profile, list(mutant.killed_by), 1, f"{name}-{profile}"))
         passes.append((profile, None, None, f"{name}-full"))
     for used, tests, maxfail, tag in passes:
-        run = run_suite(subject, workdir, tests=tests, profile=used, tag=tag, maxfail=maxfail,
-                        robustness="gate")
+        run = run_suite(
+            subject, workdir, tests=tests, profile=used, tag=tag, maxfail=maxfail, robustness="gate"
+        )
         outcome, failures = _classify(run, expected)
         if outcome is not Outcome.SURVIVED:
             break
@@ -134,7 +142,9 @@ def run_mutant(name: str, workdir: Path, *, profile: str = "ci",
         outcome=outcome,
         failed_properties=sorted({f.test for f in failures}),
         falsifying_example=first.falsifying_example if first else "",
-        message=(first.message if first else run.output_tail[-400:] if outcome is Outcome.ERROR else ""),
+        message=(
+            first.message if first else run.output_tail[-400:] if outcome is Outcome.ERROR else ""
+        ),
         seconds=round(time.perf_counter() - started, 2),
         examples_tried=run.examples.get(first.test) if first else None,
         profile=used,
@@ -169,7 +179,8 @@ EXAMPLES_NOTE = (
     "the property's body (Hypothesis's `inner_test`): the hand-written `@example` cases where "
     "the pass ran them (profile `ci`), then the generated inputs; not the inputs rejected by "
     "`assume` or a filter, and not the shrinking that followed. `-`: no property failed; "
-    "`n/a`: the test that failed is not a Hypothesis property (no examples to count).")
+    "`n/a`: the test that failed is not a Hypothesis property (no examples to count)."
+)
 
 
 def _examples_cell(result) -> str:
@@ -177,6 +188,7 @@ def _examples_cell(result) -> str:
     if result.examples_tried is not None:
         return str(result.examples_tried)
     return "n/a" if result.failed_properties else "-"
+
 
 def _cell(text: str, limit: int | None = None) -> str:
     """``text`` on one line, fit for a Markdown table cell."""
@@ -189,21 +201,31 @@ def _cell(text: str, limit: int | None = None) -> str:
 def console_table(results: list[MutantResult]) -> list[str]:
     """The per-mutant lines printed to the console, columns aligned whatever the lengths."""
     rows = [("mutant", "outcome", "time (s)", "failed properties")]
-    rows += [(r.name, r.outcome.value, f"{r.seconds:.1f}", ", ".join(r.failed_properties) or "-")
-             for r in results]
+    rows += [
+        (r.name, r.outcome.value, f"{r.seconds:.1f}", ", ".join(r.failed_properties) or "-")
+        for r in results
+    ]
     name_w, outcome_w, time_w = (max(len(row[i]) for row in rows) for i in range(3))
-    return [f"  {n:<{name_w}}  {o:<{outcome_w}}  {t:>{time_w}}  {p}".rstrip()
-            for n, o, t, p in rows]
+    return [
+        f"  {n:<{name_w}}  {o:<{outcome_w}}  {t:>{time_w}}  {p}".rstrip() for n, o, t, p in rows
+    ]
 
 
-def _markdown(reference: RunResult | None, harness: RunResult | None,
-              results: list[MutantResult], profile: str, seconds: float) -> str:
+def _markdown(
+    reference: RunResult | None,
+    harness: RunResult | None,
+    results: list[MutantResult],
+    profile: str,
+    seconds: float,
+) -> str:
     killed = sum(r.outcome is Outcome.KILLED for r in results)
     lines = [f"## Mutation-kill report: {killed}/{len(results)} killed", ""]
     if reference is not None:
         state = "passed" if reference.returncode == 0 else "FAILED"
-        lines.append(f"- reference `impl`: {state} ({reference.tests_run} properties, "
-                     f"{reference.seconds:.1f} s, profile `{profile}`)")
+        lines.append(
+            f"- reference `impl`: {state} ({reference.tests_run} properties, "
+            f"{reference.seconds:.1f} s, profile `{profile}`)"
+        )
     if harness is not None:
         seen = "failures seen" if harness.failures else "NO FAILURE SEEN"
         lines.append(f"- harness check (deliberately wrong subject): {seen}")
@@ -211,39 +233,60 @@ def _markdown(reference: RunResult | None, harness: RunResult | None,
     shrunk = sum(r.shrunk for r in kills)
     explicit = sum(bool(r.falsifying_example) and not r.shrunk for r in kills)
     unread = len(kills) - shrunk - explicit
-    lines.append(f"- killed with a generated, shrunk counterexample: {shrunk}/{killed}; "
-                 f"by an explicit example only: {explicit}/{killed}"
-                 + (f"; no counterexample recorded: {unread}/{killed}"
-                    if unread else ""))
-    lines += [f"- total wall time: {seconds:.1f} s", "",
-              "| mutant | what it breaks | outcome | failed properties | examples¹ | time (s) "
-              "| failure |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines.append(
+        f"- killed with a generated, shrunk counterexample: {shrunk}/{killed}; "
+        f"by an explicit example only: {explicit}/{killed}"
+        + (f"; no counterexample recorded: {unread}/{killed}" if unread else "")
+    )
+    lines += [
+        f"- total wall time: {seconds:.1f} s",
+        "",
+        "| mutant | what it breaks | outcome | failed properties | examples¹ | time (s) "
+        "| failure |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in results:
         failure = _cell(r.message, 160)
         if r.falsifying_example:
             failure += f" ([counterexample](#{r.name}))"
-        lines.append(f"| `{r.name}` | {_cell(r.description)} | {r.outcome.value} "
-                     f"| {', '.join(r.failed_properties) or '-'} "
-                     f"| {_examples_cell(r)} "
-                     f"| {r.seconds:.1f} | {failure} |")
+        lines.append(
+            f"| `{r.name}` | {_cell(r.description)} | {r.outcome.value} "
+            f"| {', '.join(r.failed_properties) or '-'} "
+            f"| {_examples_cell(r)} "
+            f"| {r.seconds:.1f} | {failure} |"
+        )
     lines += ["", f"¹ {EXAMPLES_NOTE}", ""]
     shown = [r for r in results if r.falsifying_example]
     if shown:
-        lines += ["### Counterexamples", "",
-                  "Each script runs the failing property's own body once on the recorded "
-                  "counterexample and fails as the mutation run did (a `PropertyViolation`); "
-                  "paste it into a file and run it with `python` where attnprops is "
-                  "installed. The `pytest` command re-runs the property as the runner did.", ""]
+        lines += [
+            "### Counterexamples",
+            "",
+            "Each script runs the failing property's own body once on the recorded "
+            "counterexample and fails as the mutation run did (a `PropertyViolation`); "
+            "paste it into a file and run it with `python` where attnprops is "
+            "installed. The `pytest` command re-runs the property as the runner did.",
+            "",
+        ]
     for r in shown:
         kind = "generated and shrunk" if r.shrunk else "explicit example"
         description = _cell(r.description).rstrip(".")
-        lines += [f"#### {r.name}", "", f"{description}. Fails `{first_property(r)}` "
-                  f"({kind} counterexample, profile `{r.profile}`).", ""]
+        lines += [
+            f"#### {r.name}",
+            "",
+            f"{description}. Fails `{first_property(r)}` "
+            f"({kind} counterexample, profile `{r.profile}`).",
+            "",
+        ]
         rendered = reproduction(r)
         if rendered is None:
-            lines += ["Hypothesis's counterexample (not renderable as a script):", "",
-                      "```text", r.falsifying_example, "```", ""]
+            lines += [
+                "Hypothesis's counterexample (not renderable as a script):",
+                "",
+                "```text",
+                r.falsifying_example,
+                "```",
+                "",
+            ]
         else:
             lines += ["```python", rendered[0].rstrip("\n"), "```", ""]
         lines += ["```bash", rerun_command(r), "```", ""]
@@ -251,11 +294,16 @@ def _markdown(reference: RunResult | None, harness: RunResult | None,
 
 
 def _junit(results: list[MutantResult], path: Path) -> None:
-    suite = ET.Element("testsuite", name="mutants", tests=str(len(results)),
-                       failures=str(sum(r.outcome is not Outcome.KILLED for r in results)))
+    suite = ET.Element(
+        "testsuite",
+        name="mutants",
+        tests=str(len(results)),
+        failures=str(sum(r.outcome is not Outcome.KILLED for r in results)),
+    )
     for r in results:
-        case = ET.SubElement(suite, "testcase", classname="mutants", name=r.name,
-                             time=f"{r.seconds:.2f}")
+        case = ET.SubElement(
+            suite, "testcase", classname="mutants", name=r.name, time=f"{r.seconds:.2f}"
+        )
         if r.outcome is not Outcome.KILLED:
             node = ET.SubElement(case, "failure", message=f"{r.name}: {r.outcome.value}")
             node.text = r.message
@@ -269,19 +317,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="mutation-report", help="output folder")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these mutants")
     parser.add_argument("--shard", metavar="I/N", help="run shard I of N (1-based)")
-    parser.add_argument("--profile", default=os.environ.get("HYPOTHESIS_PROFILE", "ci"),
-                        help="Hypothesis profile (default: $HYPOTHESIS_PROFILE or ci)")
-    parser.add_argument("--mutant-profile", default=None,
-                        help="profile of each mutant's first pass (default: mutation, which is "
-                             "ci without explicit examples, when --profile is ci; else "
-                             "--profile)")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                        help="mutants run in parallel (default: CPU count)")
-    parser.add_argument("--full", action="store_true",
-                        help="run every property against every mutant")
-    parser.add_argument("--skip-reference", action="store_true",
-                        help="do not run the suite against impl first (for shards after one "
-                             "that did)")
+    parser.add_argument(
+        "--profile",
+        default=os.environ.get("HYPOTHESIS_PROFILE", "ci"),
+        help="Hypothesis profile (default: $HYPOTHESIS_PROFILE or ci)",
+    )
+    parser.add_argument(
+        "--mutant-profile",
+        default=None,
+        help="profile of each mutant's first pass (default: mutation, which is "
+        "ci without explicit examples, when --profile is ci; else "
+        "--profile)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="mutants run in parallel (default: CPU count)",
+    )
+    parser.add_argument(
+        "--full", action="store_true", help="run every property against every mutant"
+    )
+    parser.add_argument(
+        "--skip-reference",
+        action="store_true",
+        help="do not run the suite against impl first (for shards after one that did)",
+    )
 
 
 def run(args) -> int:
@@ -300,18 +361,30 @@ def run(args) -> int:
     one_thread_per_process(workers=args.jobs)  # the pool runs --jobs pytest processes at once
     reference = harness = None
     if not args.skip_reference:
-        reference = run_suite(REFERENCE_SUBJECT, work, jobs=args.jobs, profile=args.profile,
-                              robustness="gate")
-        print(f"reference impl: {'passed' if reference.returncode == 0 else 'FAILED'} "
-              f"({reference.tests_run} properties, {reference.seconds:.1f} s)", flush=True)
-        harness = run_suite(BROKEN_SUBJECT, work, tests=["test_output_matches_oracle"],
-                            profile=args.profile)
-        print(f"harness check: {'failures seen' if harness.failures else 'NO FAILURE SEEN'}",
-              flush=True)
+        reference = run_suite(
+            REFERENCE_SUBJECT, work, jobs=args.jobs, profile=args.profile, robustness="gate"
+        )
+        print(
+            f"reference impl: {'passed' if reference.returncode == 0 else 'FAILED'} "
+            f"({reference.tests_run} properties, {reference.seconds:.1f} s)",
+            flush=True,
+        )
+        harness = run_suite(
+            BROKEN_SUBJECT, work, tests=["test_output_matches_oracle"], profile=args.profile
+        )
+        print(
+            f"harness check: {'failures seen' if harness.failures else 'NO FAILURE SEEN'}",
+            flush=True,
+        )
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = list(pool.map(
-            lambda n: run_mutant(n, work, profile=args.profile, mutant_profile=mutant_profile,
-                                 full=args.full), names))
+        results = list(
+            pool.map(
+                lambda n: run_mutant(
+                    n, work, profile=args.profile, mutant_profile=mutant_profile, full=args.full
+                ),
+                names,
+            )
+        )
     for line in console_table(results):
         print(line, flush=True)
     seconds = time.perf_counter() - started
@@ -323,10 +396,14 @@ def run(args) -> int:
         "profile": args.profile,
         "mutant_profile": mutant_profile,
         "seconds": round(seconds, 2),
-        "reference": None if reference is None else {
-            "passed": reference.returncode == 0, "tests_run": reference.tests_run,
+        "reference": None
+        if reference is None
+        else {
+            "passed": reference.returncode == 0,
+            "tests_run": reference.tests_run,
             "seconds": round(reference.seconds, 2),
-            "failures": [asdict(f) for f in reference.failures]},
+            "failures": [asdict(f) for f in reference.failures],
+        },
         "harness_sees_failures": None if harness is None else bool(harness.failures),
         "mutants": [_json_row(r) for r in results],
         "killed": sum(r.outcome is Outcome.KILLED for r in results),
@@ -351,14 +428,18 @@ def _json_row(r: MutantResult) -> dict:
     ``reproduction`` script (``""`` when not renderable), whether that input is exact, and
     the ``rerun_command``."""
     rendered = reproduction(r)
-    return dict(asdict(r), outcome=r.outcome.value,
-                reproduction=rendered[0] if rendered else "",
-                reproduction_exact=bool(rendered and rendered[1]),
-                rerun_command=rerun_command(r))
+    return dict(
+        asdict(r),
+        outcome=r.outcome.value,
+        reproduction=rendered[0] if rendered else "",
+        reproduction_exact=bool(rendered and rendered[1]),
+        rerun_command=rerun_command(r),
+    )
 
 
-def verdict(results: list[MutantResult], reference: RunResult | None,
-            harness: RunResult | None) -> list[str]:
+def verdict(
+    results: list[MutantResult], reference: RunResult | None, harness: RunResult | None
+) -> list[str]:
     """Why the run fails (empty: it passes): the reference fails the suite, the harness sees
     no failure, a mutant is not killed, or a kill has no generated, shrunk counterexample."""
     problems = []
@@ -376,8 +457,7 @@ def verdict(results: list[MutantResult], reference: RunResult | None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="attnprops mutants",
-                                     description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="attnprops mutants", description=__doc__.split("\n")[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

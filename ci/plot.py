@@ -29,14 +29,20 @@ import numpy as np
 
 DEFAULT_OUT = "results"
 FILENAME = "attention_heatmaps.png"
-INSTALL_HINT = ("attnprops plot needs matplotlib, which comes with the 'plot' extra: "
-                "pip install -e .[plot]   (or: pip install 'attnprops[plot]')")
+INSTALL_HINT = (
+    "attnprops plot needs matplotlib, which comes with the 'plot' extra: "
+    "pip install -e .[plot]   (or: pip install 'attnprops[plot]')"
+)
 
 
 def add_arguments(parser) -> None:
     """``--out DIR`` (default ``results``) and ``--dpi``."""
-    parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
-                        help=f"folder for {FILENAME} (default: results)")
+    parser.add_argument(
+        "--out",
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        help=f"folder for {FILENAME} (default: results)",
+    )
     parser.add_argument("--dpi", type=int, default=120, help="resolution (default 120)")
 
 
@@ -70,23 +76,54 @@ def panels() -> list[dict]:
         return "[" + ", ".join(f"{x:.6f}" for x in v) + "]"
 
     return [
-        dict(title="Scaled scores  Q·Kᵀ / √4", data=scores, kind="scores", wrong=False,
-             queries=[0, 1, 2], note="before masking: every key scored"),
-        dict(title="Causal mask  (key ≤ query)", data=causal.astype(float), kind="mask",
-             wrong=False, queries=[0, 1, 2], note="1 = may be read, 0 = future key (hidden)"),
-        dict(title="RIGHT: causal weights", data=np.where(causal, weights, np.nan),
-             kind="weights", wrong=False, queries=[0, 1, 2],
-             note="rows sum to 1; future keys get 0"),
-        dict(title="WRONG: reversed mask (key ≥ query)",
-             data=np.where(reversed_mask, wrong_weights, np.nan), kind="weights", wrong=True,
-             queries=[0, 1, 2],
-             note=f"weight on forbidden future keys: {forbidden:.6f}"),
-        dict(title="RIGHT: decode query 2, query_start=2", data=right, kind="weights",
-             wrong=False, queries=[2],
-             note=f"sees keys 0..2; context {fmt(ctx_right)}"),
-        dict(title="WRONG: decode query 2, query_start=0", data=wrong, kind="weights",
-             wrong=True, queries=[2],
-             note=f"sees key 0 only; context {fmt(ctx_wrong)}, max error {err:.6f}"),
+        dict(
+            title="Scaled scores  Q·Kᵀ / √4",
+            data=scores,
+            kind="scores",
+            wrong=False,
+            queries=[0, 1, 2],
+            note="before masking: every key scored",
+        ),
+        dict(
+            title="Causal mask  (key ≤ query)",
+            data=causal.astype(float),
+            kind="mask",
+            wrong=False,
+            queries=[0, 1, 2],
+            note="1 = may be read, 0 = future key (hidden)",
+        ),
+        dict(
+            title="RIGHT: causal weights",
+            data=np.where(causal, weights, np.nan),
+            kind="weights",
+            wrong=False,
+            queries=[0, 1, 2],
+            note="rows sum to 1; future keys get 0",
+        ),
+        dict(
+            title="WRONG: reversed mask (key ≥ query)",
+            data=np.where(reversed_mask, wrong_weights, np.nan),
+            kind="weights",
+            wrong=True,
+            queries=[0, 1, 2],
+            note=f"weight on forbidden future keys: {forbidden:.6f}",
+        ),
+        dict(
+            title="RIGHT: decode query 2, query_start=2",
+            data=right,
+            kind="weights",
+            wrong=False,
+            queries=[2],
+            note=f"sees keys 0..2; context {fmt(ctx_right)}",
+        ),
+        dict(
+            title="WRONG: decode query 2, query_start=0",
+            data=wrong,
+            kind="weights",
+            wrong=True,
+            queries=[2],
+            note=f"sees key 0 only; context {fmt(ctx_wrong)}, max error {err:.6f}",
+        ),
     ]
 
 
@@ -102,12 +139,23 @@ def draw(path: Path, dpi: int = 120) -> Path:
 
     items = panels()
     fig = plt.figure(figsize=(12.5, 13.5), dpi=dpi)
-    grid = fig.add_gridspec(3, 2, height_ratios=[3, 3, 1.25], hspace=0.62, wspace=0.36,
-                            left=0.07, right=0.93, top=0.90, bottom=0.08)
+    grid = fig.add_gridspec(
+        3,
+        2,
+        height_ratios=[3, 3, 1.25],
+        hspace=0.62,
+        wspace=0.36,
+        left=0.07,
+        right=0.93,
+        top=0.90,
+        bottom=0.08,
+    )
     hidden_grey = "#d9d9d9"
-    cmaps = {"scores": matplotlib.colormaps["coolwarm"],
-             "mask": matplotlib.colors.ListedColormap([hidden_grey, "#2b8cbe"]),
-             "weights": matplotlib.colormaps["viridis"]}
+    cmaps = {
+        "scores": matplotlib.colormaps["coolwarm"],
+        "mask": matplotlib.colors.ListedColormap([hidden_grey, "#2b8cbe"]),
+        "weights": matplotlib.colormaps["viridis"],
+    }
     score_lim = float(np.max(np.abs(items[0]["data"])))
     for n, item in enumerate(items):
         ax = fig.add_subplot(grid[n // 2, n % 2])
@@ -139,11 +187,23 @@ def draw(path: Path, dpi: int = 120) -> Path:
         ax.set_yticks(range(rows), labels=[str(p) for p in item["queries"]])
         ax.set_xlabel("key position")
         ax.set_ylabel("query position")
-        ax.set_title(item["title"], fontsize=12, fontweight="bold",
-                     color="#b2182b" if item["wrong"] else "#1a5e20")
-        ax.annotate(item["note"], xy=(0.5, 0), xycoords="axes fraction", xytext=(0, -36),
-                    textcoords="offset points", ha="center", va="top", fontsize=10,
-                    color="#b2182b" if item["wrong"] else "black")
+        ax.set_title(
+            item["title"],
+            fontsize=12,
+            fontweight="bold",
+            color="#b2182b" if item["wrong"] else "#1a5e20",
+        )
+        ax.annotate(
+            item["note"],
+            xy=(0.5, 0),
+            xycoords="axes fraction",
+            xytext=(0, -36),
+            textcoords="offset points",
+            ha="center",
+            va="top",
+            fontsize=10,
+            color="#b2182b" if item["wrong"] else "black",
+        )
         bar = fig.colorbar(image, ax=ax, fraction=0.05, pad=0.03)
         if item["kind"] == "mask":
             bar.set_ticks([0.25, 0.75], labels=["0", "1"])
@@ -152,9 +212,12 @@ def draw(path: Path, dpi: int = 120) -> Path:
             bar.set_label("score" if item["kind"] == "scores" else "weight")
             if item["kind"] == "weights":
                 bar.set_ticks(np.linspace(0, 1, 6) if rows > 1 else [0, 0.5, 1])
-    fig.suptitle("Causal attention on the source lab's 3-token example (Q, K: 3×4, V: 3×2)\n"
-                 "green titles: correct; red titles: a wrong variant beside its correct "
-                 "counterpart; grey cells: hidden keys", fontsize=14)
+    fig.suptitle(
+        "Causal attention on the source lab's 3-token example (Q, K: 3×4, V: 3×2)\n"
+        "green titles: correct; red titles: a wrong variant beside its correct "
+        "counterpart; grey cells: hidden keys",
+        fontsize=14,
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
@@ -168,8 +231,11 @@ def run(args) -> int:
 
     out = Path(args.out)
     if inside(out, REFERENCE_DIR):
-        print(f"attnprops plot: refusing to write into {out}: it is the committed reference "
-              "folder; use --out results (or another folder)", file=sys.stderr)
+        print(
+            f"attnprops plot: refusing to write into {out}: it is the committed reference "
+            "folder; use --out results (or another folder)",
+            file=sys.stderr,
+        )
         return 2
     try:
         import matplotlib  # noqa: F401

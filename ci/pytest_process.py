@@ -73,8 +73,9 @@ def _child(args: list[str], cwd: str, env: dict, log: str) -> None:
 POLL_SECONDS = 0.2  # how often ``poll`` is called while the process runs
 
 
-def run_pytest(args: list[str], *, cwd: Path, env: dict,
-               poll: Callable[[], None] | None = None) -> PytestRun:
+def run_pytest(
+    args: list[str], *, cwd: Path, env: dict, poll: Callable[[], None] | None = None
+) -> PytestRun:
     """``python -m pytest *args`` in ``cwd`` with environment ``env`` (see the module
     docstring); returns its exit status and output. ``poll`` (no arguments) is called every
     :data:`POLL_SECONDS` while the process runs and once after it ended, in this process
@@ -84,8 +85,13 @@ def run_pytest(args: list[str], *, cwd: Path, env: dict,
         log = os.path.join(tmp, "pytest.log")
         if context is None:
             with open(log, "w", encoding="utf-8") as out:
-                process = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=cwd,
-                                           env=env, stdout=out, stderr=subprocess.STDOUT)
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "pytest", *args],
+                    cwd=cwd,
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
                 while process.poll() is None:
                     _wait(poll, lambda: process.wait(POLL_SECONDS))
             code = process.returncode
@@ -98,7 +104,9 @@ def run_pytest(args: list[str], *, cwd: Path, env: dict,
             code = process.exitcode
         if poll is not None:
             poll()
-        output = Path(log).read_text(encoding="utf-8", errors="replace") if os.path.exists(log) else ""
+        output = (
+            Path(log).read_text(encoding="utf-8", errors="replace") if os.path.exists(log) else ""
+        )
     if code is None or code < 0:  # killed by a signal: report it as pytest's internal error
         output += f"\n[pytest process ended by signal {-(code or 0)}]"
         code = 3

@@ -14,8 +14,8 @@ import importlib
 import re
 from typing import TYPE_CHECKING
 
-from attnprops.properties.plugin import WARNINGS_POLICY
 from attnprops.ci.suite_runner import PROPERTIES
+from attnprops.properties.plugin import WARNINGS_POLICY
 
 if TYPE_CHECKING:
     from attnprops.ci.mutation_report import MutantResult
@@ -23,8 +23,11 @@ if TYPE_CHECKING:
 _HEADING = re.compile(r"^(?:Falsifying|Failing)(?: explicit)? (?:example|test case): ")
 _DRAW = re.compile(r"^Draw \d+(?: \(.*\))?: ", re.M)
 # Modules whose classes appear in the suite's counterexamples (AttentionCase, KernelSpec, ...).
-_CASE_MODULES = ("attnprops.properties.strategies", "attnprops.properties.kernel_cases",
-                 "attnprops.properties.invalid")
+_CASE_MODULES = (
+    "attnprops.properties.strategies",
+    "attnprops.properties.kernel_cases",
+    "attnprops.properties.invalid",
+)
 _NUMPY_PRECISION = 8  # numpy's default print precision: more fractional digits are rounded
 
 _DRAWS_CLASS = """\
@@ -44,8 +47,12 @@ def _property_module(nodeid: str) -> str | None:
     (``properties/test_x.py::test_y[...]``), or None."""
     path = nodeid.split("::", 1)[0]
     folder, _, file = path.rpartition("/")
-    if not (file.startswith("test_") and file.endswith(".py") and folder.endswith("properties")
-            and (PROPERTIES / file).is_file()):
+    if not (
+        file.startswith("test_")
+        and file.endswith(".py")
+        and folder.endswith("properties")
+        and (PROPERTIES / file).is_file()
+    ):
         return None
     return f"attnprops.properties.{file[:-3]}"
 
@@ -71,7 +78,10 @@ def _rounded_by_numpy(source: str, tree: ast.AST) -> bool:
     :data:`_NUMPY_PRECISION` fractional digits (a value shown with fewer is its shortest
     exact repr)."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "array":
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", getattr(node.func, "attr", "")) == "array"
+        ):
             for leaf in ast.walk(node):
                 if isinstance(leaf, ast.Constant) and isinstance(leaf.value, float):
                     text = ast.get_source_segment(source, leaf) or ""
@@ -86,11 +96,13 @@ def _split_counterexample(text: str) -> tuple[str, list[tuple[str, str]]] | None
     head = _HEADING.match(text)
     if not head:
         return None
-    body = text[head.end():]
+    body = text[head.end() :]
     marks = list(_DRAW.finditer(body))
     call = body[: marks[0].start()] if marks else body
-    draws = [(m.group(0)[:-2], body[m.end(): marks[i + 1].start() if i + 1 < len(marks) else None])
-             for i, m in enumerate(marks)]
+    draws = [
+        (m.group(0)[:-2], body[m.end() : marks[i + 1].start() if i + 1 < len(marks) else None])
+        for i, m in enumerate(marks)
+    ]
     return call.strip(), [(label, value.strip()) for label, value in draws]
 
 
@@ -110,8 +122,12 @@ def first_property(result: "MutantResult") -> str | None:
 
 def _calls(node: ast.AST, name: str, *args) -> bool:
     """Whether ``node`` is the call ``name(*args)`` of constants."""
-    return (isinstance(node, ast.Call) and getattr(node.func, "id", None) == name
-            and not node.keywords and [getattr(a, "value", a) for a in node.args] == list(args))
+    return (
+        isinstance(node, ast.Call)
+        and getattr(node.func, "id", None) == name
+        and not node.keywords
+        and [getattr(a, "value", a) for a in node.args] == list(args)
+    )
 
 
 def reproduction(result: "MutantResult") -> tuple[str, bool] | None:
@@ -139,7 +155,9 @@ def reproduction(result: "MutantResult") -> tuple[str, bool] | None:
         draw_trees = [ast.parse(value, mode="eval").body for _, value in draws]
     except SyntaxError:
         return None
-    if not (isinstance(call, ast.Call) and getattr(call.func, "id", None) == test and not call.args):
+    if not (
+        isinstance(call, ast.Call) and getattr(call.func, "id", None) == test and not call.args
+    ):
         return None
     subject = f"attnprops.mutants.{result.name}"
     arguments, values, uses_data = [], list(draw_trees), False
@@ -151,8 +169,9 @@ def reproduction(result: "MutantResult") -> tuple[str, bool] | None:
         elif keyword.arg == "data" and _calls(keyword.value, "data", ...):
             uses_data = True
             arguments.append("        data=Draws(")
-            arguments += [f"            {_indented(text, ' ' * 12)},  # {label}"
-                          for label, text in draws]
+            arguments += [
+                f"            {_indented(text, ' ' * 12)},  # {label}" for label, text in draws
+            ]
             arguments.append("        ),")
         else:
             values.append(keyword.value)
@@ -169,15 +188,17 @@ def reproduction(result: "MutantResult") -> tuple[str, bool] | None:
     action, _, category, warned = WARNINGS_POLICY.split(":", 3)
     if not (action.isalpha() and re.fullmatch(r"\w+Warning", category)) or '"' in warned:
         return None
-    exact = not (_rounded_by_numpy(call_text, call)
-                 or any(_rounded_by_numpy(text, tree) for (_, text), tree in zip(draws, draw_trees)))
+    exact = not (
+        _rounded_by_numpy(call_text, call)
+        or any(_rounded_by_numpy(text, tree) for (_, text), tree in zip(draws, draw_trees))
+    )
     lines = [
         f"# mutant {result.name}: {test} fails on this input (profile {result.profile})",
         "import os",
         "import warnings",
         "",
         f'os.environ["ATTN_IMPL"] = "{subject}"  # the property modules read it when imported',
-        "# the suite's warnings policy (README \"Warnings\"), as the runs apply it",
+        '# the suite\'s warnings policy (README "Warnings"), as the runs apply it',
         f'warnings.filterwarnings("{action}", category={category}, module=r"{warned}")',
         "",
         "from hypothesis import given, settings, strategies as st",
@@ -193,9 +214,12 @@ def reproduction(result: "MutantResult") -> tuple[str, bool] | None:
         "",
     ]
     if not exact:
-        lines += [f"# numpy printed some values rounded to {_NUMPY_PRECISION} decimals: this "
-                  "may not be exactly the failing input", "# (the pytest command re-runs the "
-                  "property as the runner did)", ""]
+        lines += [
+            f"# numpy printed some values rounded to {_NUMPY_PRECISION} decimals: this "
+            "may not be exactly the failing input",
+            "# (the pytest command re-runs the property as the runner did)",
+            "",
+        ]
     if uses_data:
         lines += ["", _DRAWS_CLASS]
     lines += [
@@ -224,6 +248,8 @@ def rerun_command(result: "MutantResult") -> str:
     test = first_property(result)
     if test is None:
         return ""
-    return (f"python -m pytest --pyargs attnprops.properties -p no:cacheprovider "
-            f"--attn-impl attnprops.mutants.{result.name} --attn-tests {test} "
-            f"--hypothesis-profile {result.profile} --attn-robustness=gate")
+    return (
+        f"python -m pytest --pyargs attnprops.properties -p no:cacheprovider "
+        f"--attn-impl attnprops.mutants.{result.name} --attn-tests {test} "
+        f"--hypothesis-profile {result.profile} --attn-robustness=gate"
+    )

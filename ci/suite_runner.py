@@ -28,11 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from attnprops.ci.pytest_process import run_pytest
 from attnprops.properties.plugin import FAST_START, ROBUSTNESS_REASON
 from attnprops.properties.results import read_records
 from attnprops.properties.subject import is_file_name
-
-from attnprops.ci.pytest_process import run_pytest
 
 REPO = Path(__file__).resolve().parent.parent
 PROPERTIES = REPO / "properties"
@@ -70,20 +69,39 @@ class RunResult:
     output_tail: str = ""
 
 
-def _pytest_args(subject: str, results: Path, tests: list[str] | None, jobs: int,
-                 profile: str, maxfail: int | None = None,
-                 robustness: str = "report", progress: Path | None = None,
-                 junitxml: Path | None = None, keyword: str | None = None,
-                 shard: str | None = None) -> list[str]:
+def _pytest_args(
+    subject: str,
+    results: Path,
+    tests: list[str] | None,
+    jobs: int,
+    profile: str,
+    maxfail: int | None = None,
+    robustness: str = "report",
+    progress: Path | None = None,
+    junitxml: Path | None = None,
+    keyword: str | None = None,
+    shard: str | None = None,
+) -> list[str]:
     """Arguments of ``python -m pytest`` for one run (in the caller's folder: the suite's
     folder is named by its absolute path and is the rootdir, so node ids read
     ``properties/test_x.py::...`` whether attnprops is a clone or installed)."""
     cmd = [
-        str(PROPERTIES), "-q", "-p", "no:cacheprovider", *FAST_START,
-        f"--rootdir={REPO}", f"--ignore={PROPERTIES / 'meta_tests'}",
-        "-o", "addopts=", "-p", "attnprops.properties.plugin", "--attn-impl", subject,
+        str(PROPERTIES),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        *FAST_START,
+        f"--rootdir={REPO}",
+        f"--ignore={PROPERTIES / 'meta_tests'}",
+        "-o",
+        "addopts=",
+        "-p",
+        "attnprops.properties.plugin",
+        "--attn-impl",
+        subject,
         f"--attn-results={results}",
-        f"--hypothesis-profile={profile}", f"--attn-robustness={robustness}",
+        f"--hypothesis-profile={profile}",
+        f"--attn-robustness={robustness}",
     ]
     if progress:
         cmd += [f"--attn-progress={progress}"]
@@ -103,12 +121,18 @@ def _pytest_args(subject: str, results: Path, tests: list[str] | None, jobs: int
 
 
 def _failures(record: dict) -> list[PropertyFailure]:
-    return [PropertyFailure(test=record["test"],
-                            is_property_violation=f["violation"] and record["when"] == "call",
-                            message=f["message"], falsifying_example=f["counterexample"],
-                            subject_frame=f["subject_frame"], explicit=f["explicit"],
-                            nodeid=record["nodeid"])
-            for f in record["failures"]]
+    return [
+        PropertyFailure(
+            test=record["test"],
+            is_property_violation=f["violation"] and record["when"] == "call",
+            message=f["message"],
+            falsifying_example=f["counterexample"],
+            subject_frame=f["subject_frame"],
+            explicit=f["explicit"],
+            nodeid=record["nodeid"],
+        )
+        for f in record["failures"]
+    ]
 
 
 def _read_results(path: Path):
@@ -147,7 +171,7 @@ def _follow(path: Path, callback: Callable[[dict], None]) -> Callable[[], None]:
         with path.open("rb") as stream:
             stream.seek(offset)
             data = stream.read()
-        complete = data[:data.rfind(b"\n") + 1]  # a line still being written waits
+        complete = data[: data.rfind(b"\n") + 1]  # a line still being written waits
         offset += len(complete)
         for line in complete.decode("utf-8").splitlines():
             if line.strip():
@@ -162,17 +186,27 @@ def _user_path() -> str:
     entries made absolute. Nothing of attnprops' own folder is put on the path: its packages
     import as ``attnprops.*``, so a caller's own ``ci`` or ``impl`` package stays the one
     found."""
-    entries = [os.getcwd()] + [os.path.abspath(p) for p in
-                               os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    entries = [os.getcwd()] + [
+        os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p
+    ]
     return os.pathsep.join(dict.fromkeys(entries))
 
 
-def run_suite(subject: str, workdir: Path, *, tests: list[str] | None = None, jobs: int = 1,
-              profile: str = "ci", tag: str | None = None,
-              maxfail: int | None = None, robustness: str = "report",
-              progress: Callable[[dict], None] | None = None,
-              junitxml: Path | None = None, keyword: str | None = None,
-              shard: str | None = None) -> RunResult:
+def run_suite(
+    subject: str,
+    workdir: Path,
+    *,
+    tests: list[str] | None = None,
+    jobs: int = 1,
+    profile: str = "ci",
+    tag: str | None = None,
+    maxfail: int | None = None,
+    robustness: str = "report",
+    progress: Callable[[dict], None] | None = None,
+    junitxml: Path | None = None,
+    keyword: str | None = None,
+    shard: str | None = None,
+) -> RunResult:
     """Run the property suite (or ``tests``) against ``subject`` (a module name, or a file
     relative to the caller's folder) in a pytest process started in the caller's folder;
     parse what failed. ``progress`` is called in this process with each event of the
@@ -186,18 +220,42 @@ def run_suite(subject: str, workdir: Path, *, tests: list[str] | None = None, jo
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", tag or subject)
     results = workdir / f"{stem}.jsonl"
     events = workdir / f"{stem}.progress.jsonl" if progress else None
-    env = dict(os.environ, HYPOTHESIS_PROFILE=profile, ATTN_IMPL=subject,
-               PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=_user_path())
+    env = dict(
+        os.environ,
+        HYPOTHESIS_PROFILE=profile,
+        ATTN_IMPL=subject,
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONPATH=_user_path(),
+    )
     started = time.perf_counter()
-    args = _pytest_args(subject, results, tests, jobs, profile, maxfail, robustness,
-                        events, junitxml and Path(junitxml).resolve(), keyword, shard)
-    run = run_pytest(args, cwd=Path.cwd(), env=env,
-                     poll=_follow(events, progress) if progress else None)
+    args = _pytest_args(
+        subject,
+        results,
+        tests,
+        jobs,
+        profile,
+        maxfail,
+        robustness,
+        events,
+        junitxml and Path(junitxml).resolve(),
+        keyword,
+        shard,
+    )
+    run = run_pytest(
+        args, cwd=Path.cwd(), env=env, poll=_follow(events, progress) if progress else None
+    )
     seconds = time.perf_counter() - started
     count, skipped, xfailed, failures, robust, skips, examples = _read_results(results)
-    return RunResult(subject=subject, returncode=run.returncode, seconds=seconds,
-                     tests_run=count, skipped=skipped, xfailed=xfailed, failures=failures,
-                     robustness=robust, skips=skips,
-                     examples=examples, output_tail=run.output[-3000:])
-
-
+    return RunResult(
+        subject=subject,
+        returncode=run.returncode,
+        seconds=seconds,
+        tests_run=count,
+        skipped=skipped,
+        xfailed=xfailed,
+        failures=failures,
+        robustness=robust,
+        skips=skips,
+        examples=examples,
+        output_tail=run.output[-3000:],
+    )

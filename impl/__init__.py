@@ -20,10 +20,9 @@ it so the property suite draws block sizes too. ``block_size="dense"`` is the de
 heads and huge score arrays; see :mod:`impl.attention`).
 """
 
-from attnprops.oracle.rules import AttentionInputError
-
 from attnprops.impl.attention import attention, attention_weights
 from attnprops.impl.kv_cache import KVCache, cached_attention, kv_cache_bytes
+from attnprops.oracle.rules import AttentionInputError
 
 __version__ = "0.1.0"
 

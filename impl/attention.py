@@ -86,9 +86,13 @@ _MAX_DENSE_SCORES = 1 << 24  # more scores: blocked (a 64 MiB float32 score arra
 DENSE = "dense"  # block_size=DENSE names the dense path
 
 
-def _default_block_size(query_shape: tuple[int, ...], key_shape: tuple[int, ...],
-                        value_shape: tuple[int, ...], is_causal: bool = False,
-                        query_start: int | None = None) -> int | None:
+def _default_block_size(
+    query_shape: tuple[int, ...],
+    key_shape: tuple[int, ...],
+    value_shape: tuple[int, ...],
+    is_causal: bool = False,
+    query_start: int | None = None,
+) -> int | None:
     """The block size ``block_size=None`` stands for: ``None`` (the dense path) or ``128``.
 
     Args: the 4-D shapes ``(B, Hq, Tq, D)``, ``(B, Hkv, Tk, D)``, ``(B, Hkv, Tk, Dv)`` of a
@@ -136,8 +140,9 @@ def _mask_block(call: AttentionCall, rows: slice, keys: slice) -> np.ndarray | N
     mask = call.mask
     if mask is None:
         return None
-    return mask[:, :, rows if mask.shape[2] > 1 else slice(None),
-                keys if mask.shape[3] > 1 else slice(None)]
+    return mask[
+        :, :, rows if mask.shape[2] > 1 else slice(None), keys if mask.shape[3] > 1 else slice(None)
+    ]
 
 
 def _causal_hidden(call: AttentionCall, rows: slice, keys: slice) -> np.ndarray | None:
@@ -224,15 +229,25 @@ def _scores_in_range(call: AttentionCall, ct: np.dtype) -> bool:
     D = call.query.shape[3]
     scale = 1.0 / np.sqrt(D) if call.scale is None else call.scale
     with np.errstate(all="ignore"):
-        bound = (scale * D * max(float(call.query.max()), -float(call.query.min()))
-                 * max(float(call.key.max()), -float(call.key.min())))
+        bound = (
+            scale
+            * D
+            * max(float(call.query.max()), -float(call.query.min()))
+            * max(float(call.key.max()), -float(call.key.min()))
+        )
         if call.float_mask:
             bound += max(abs(float(call.mask.min())), abs(float(call.mask.max())))
     return bool(bound < 0.5 * float(np.finfo(ct).max))  # NaN compares False
 
 
-def _mask_scores(scores: np.ndarray, call: AttentionCall, ct: np.dtype, rows: slice, keys: slice,
-                 in_range: bool = False) -> None:
+def _mask_scores(
+    scores: np.ndarray,
+    call: AttentionCall,
+    ct: np.dtype,
+    rows: slice,
+    keys: slice,
+    in_range: bool = False,
+) -> None:
     """In place on ``scores`` ``(B, Hq, len(rows), len(keys))``: add the float mask, raise on
     a visible score that overflows (not scanned when ``in_range``, see
     :func:`_scores_in_range`), set hidden keys to ``-inf``. Visible entries get exactly
@@ -287,8 +302,9 @@ def _key_block_starts(stop: int, block_size: int) -> range:
     return range(0, stop, block_size)
 
 
-def _online_softmax_step(m: np.ndarray, l: np.ndarray, acc: np.ndarray, s: np.ndarray,
-                         value: np.ndarray) -> None:
+def _online_softmax_step(
+    m: np.ndarray, l: np.ndarray, acc: np.ndarray, s: np.ndarray, value: np.ndarray
+) -> None:
     """Fold one key block into the running state, in place.
 
     ``m``, ``l`` ``(..., n, 1)``: running max and running sum of ``exp(s - m)``; ``acc``
@@ -352,8 +368,13 @@ def _blocked_output(call: AttentionCall, ct: np.dtype, block_size: int) -> np.nd
                 if fresh.stop > fresh.start:
                     check_float_array(call.value[:, :, fresh], "value")
                     scanned = fresh.stop
-                _online_softmax_step(m[:, :, :, local], l[:, :, :, local], acc[:, :, :, local],
-                                     s, value[:, :, None, keys])
+                _online_softmax_step(
+                    m[:, :, :, local],
+                    l[:, :, :, local],
+                    acc[:, :, :, local],
+                    s,
+                    value[:, :, None, keys],
+                )
             # every row has a visible key (checked), so l >= 1
             np.divide(acc, l, out=out[:, :, :, t0:t1])
     if scanned < Tk:  # keys that no query sees are inputs too: the rule covers them
@@ -398,8 +419,13 @@ def _rescaled_output(call: AttentionCall, ct: np.dtype, block_size: int | None) 
     value = call.value.astype(ct, copy=False)
     vmax = np.abs(value).max()
     Tk = call.shape[3]
-    k = max(1, int(np.ceil(np.log2(float(vmax)))) + int(np.ceil(np.log2(Tk + 1))) + 1
-            - int(np.finfo(ct).maxexp))
+    k = max(
+        1,
+        int(np.ceil(np.log2(float(vmax))))
+        + int(np.ceil(np.log2(Tk + 1)))
+        + 1
+        - int(np.finfo(ct).maxexp),
+    )
     scaled = call._replace(value=np.ldexp(value, -k).astype(ct, copy=False))
     if block_size is None:
         output = _dense_output(scaled, ct)
@@ -433,15 +459,30 @@ def attention_weights(
         query row with no visible key and scaled scores that overflow. Inputs are not
         modified. Source: Vaswani et al. 2017, eq. 1.
     """
-    call = check_attention_call(query, key, None, attn_mask=attn_mask, is_causal=is_causal,
-                                query_start=query_start, scale=scale, needs_value=False)
+    call = check_attention_call(
+        query,
+        key,
+        None,
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        query_start=query_start,
+        scale=scale,
+        needs_value=False,
+    )
     _check_rows(call)
     weights = _dense_weights(call, compute_dtype(call.dtype)).astype(call.dtype)
     return weights[0, 0] if call.two_d else weights
 
 
 def attention(
-    query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None,
+    query,
+    key,
+    value,
+    *,
+    attn_mask=None,
+    is_causal=False,
+    query_start=None,
+    scale=None,
     block_size=None,
 ) -> np.ndarray:
     """Scaled dot-product attention ``softmax(scale * query @ key^T + mask) @ value``.
@@ -482,8 +523,7 @@ def attention(
     """
     dense = isinstance(block_size, str) and block_size == DENSE
     block_size = None if dense else check_block_size(block_size)
-    options = dict(attn_mask=attn_mask, is_causal=is_causal, query_start=query_start,
-                   scale=scale)
+    options = dict(attn_mask=attn_mask, is_causal=is_causal, query_start=query_start, scale=scale)
     # Every rule but finiteness first (array-free, the same for both paths); then the dense
     # path scans query, key and value whole, the blocked path block by block as it reads them
     # (one pass over K and V instead of two). Should any rule fail, the full validation reruns
@@ -491,9 +531,9 @@ def attention(
     try:
         call = check_attention_call(query, key, value, **options, scan=False)
         if block_size is None and not dense:
-            block_size = _default_block_size(call.query.shape, call.key.shape,
-                                             call.value.shape, call.is_causal,
-                                             call.query_start)
+            block_size = _default_block_size(
+                call.query.shape, call.key.shape, call.value.shape, call.is_causal, call.query_start
+            )
         if block_size is None:
             for name in ("query", "key", "value"):
                 check_float_array(getattr(call, name), name)
@@ -510,7 +550,8 @@ def attention(
         raise error
     finite = np.isfinite(output)
     if not finite.all():  # values near the dtype's max: see _rescaled_output
-        output = np.where(finite, output,
-                          _rescaled_output(call, compute_dtype(call.dtype), block_size))
+        output = np.where(
+            finite, output, _rescaled_output(call, compute_dtype(call.dtype), block_size)
+        )
     output = output.astype(call.dtype)
     return output[0, 0] if call.two_d else output

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnprops.impl.attention import attention
 from attnprops.oracle.rules import (
     check_cache_append,
     check_cache_config,
@@ -18,8 +19,6 @@ from attnprops.oracle.rules import (
     check_positive_int,
     kv_cache_bytes,
 )
-
-from attnprops.impl.attention import attention
 
 __all__ = ["KVCache", "cached_attention", "kv_cache_bytes"]
 
@@ -41,14 +40,17 @@ class KVCache:
         oracle.rules.AttentionInputError for bad sizes or dtype.
     """
 
-    def __init__(self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64,
-                 capacity: int = 16):
-        (self.batch, self.num_kv_heads, self.head_dim, self.value_dim,
-         self.dtype) = check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype)
+    def __init__(
+        self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64, capacity: int = 16
+    ):
+        (self.batch, self.num_kv_heads, self.head_dim, self.value_dim, self.dtype) = (
+            check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype)
+        )
         capacity = check_positive_int(capacity, "capacity")
         self._keys = np.zeros((self.batch, self.num_kv_heads, capacity, self.head_dim), self.dtype)
-        self._values = np.zeros((self.batch, self.num_kv_heads, capacity, self.value_dim),
-                                self.dtype)
+        self._values = np.zeros(
+            (self.batch, self.num_kv_heads, capacity, self.value_dim), self.dtype
+        )
         self._length = 0
 
     def __len__(self) -> int:
@@ -128,8 +130,15 @@ def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None, scale
     snapshot = cache._snapshot()
     start = cache.append(key, value)
     try:
-        return attention(query, cache.keys, cache.values, attn_mask=attn_mask, is_causal=True,
-                         query_start=start, scale=scale)
+        return attention(
+            query,
+            cache.keys,
+            cache.values,
+            attn_mask=attn_mask,
+            is_causal=True,
+            query_start=start,
+            scale=scale,
+        )
     except BaseException:
         cache._restore(snapshot)
         raise

@@ -33,7 +33,9 @@ class Mutant:
 
     def __post_init__(self):
         if not self.description or not self.models or not self.killed_by:
-            raise ValueError(f"mutant {self.name!r}: description, models and killed_by are required")
+            raise ValueError(
+                f"mutant {self.name!r}: description, models and killed_by are required"
+            )
 
 
 def all_mutants() -> dict[str, Mutant]:

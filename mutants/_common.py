@@ -52,7 +52,10 @@ def rebind(function: types.FunctionType, **names) -> types.FunctionType:
     namespace = dict(function.__globals__)
     namespace.update(names)
     copy = types.FunctionType(
-        function.__code__, namespace, function.__name__, function.__defaults__,
+        function.__code__,
+        namespace,
+        function.__name__,
+        function.__defaults__,
         function.__closure__,
     )
     copy.__kwdefaults__ = dict(function.__kwdefaults__ or {})
@@ -79,18 +82,27 @@ class Pipeline:
     """impl's attention, one method per step (see the module docstring)."""
 
     # -- validation -------------------------------------------------------------------------
-    def validate(self, query, key, value, needs_value: bool, options: dict,
-                 fully_masked_rows: str = "raise") -> AttentionProblem:
+    def validate(
+        self, query, key, value, needs_value: bool, options: dict, fully_masked_rows: str = "raise"
+    ) -> AttentionProblem:
         """Apply the rulebook. ``options``: attn_mask, is_causal, query_start, scale."""
         return check_attention_inputs(
-            query, key, value, needs_value=needs_value, fully_masked_rows=fully_masked_rows,
+            query,
+            key,
+            value,
+            needs_value=needs_value,
+            fully_masked_rows=fully_masked_rows,
             **options,
         )
 
     def mask_visibility(self, query, key, value, needs_value: bool, options: dict) -> np.ndarray:
         """Visibility from ``attn_mask`` alone (no causality), ``(B, Hq, Tq, Tk)``."""
         return self.validate(
-            query, key, value, needs_value, {**options, "is_causal": False},
+            query,
+            key,
+            value,
+            needs_value,
+            {**options, "is_causal": False},
             fully_masked_rows="zeros",
         ).visible
 
@@ -143,8 +155,9 @@ class Pipeline:
     def probabilities(self, scores: np.ndarray, visible: np.ndarray, ct: np.dtype) -> np.ndarray:
         return self.softmax(self.hide(scores, visible, ct), visible)
 
-    def weighted_values(self, weights: np.ndarray, problem: AttentionProblem,
-                        ct: np.dtype) -> np.ndarray:
+    def weighted_values(
+        self, weights: np.ndarray, problem: AttentionProblem, ct: np.dtype
+    ) -> np.ndarray:
         """``weights @ value`` ``(B, Hq, Tq, Dv)`` in the compute dtype."""
         B, Hq, Tq, _ = problem.query.shape
         Hkv, G, Dv = problem.num_kv_heads, problem.group, problem.value.shape[3]
@@ -153,22 +166,26 @@ class Pipeline:
         return np.matmul(grouped, value).reshape(B, Hq, Tq, Dv)
 
     # -- the public API ---------------------------------------------------------------------
-    def attention_weights(self, query, key, *, attn_mask=None, is_causal=False,
-                          query_start=None, scale=None):
+    def attention_weights(
+        self, query, key, *, attn_mask=None, is_causal=False, query_start=None, scale=None
+    ):
         """Like :func:`impl.attention_weights`, with this pipeline's steps."""
-        options = dict(attn_mask=attn_mask, is_causal=is_causal, query_start=query_start,
-                       scale=scale)
+        options = dict(
+            attn_mask=attn_mask, is_causal=is_causal, query_start=query_start, scale=scale
+        )
         problem = self.validate(query, key, None, False, options)
         ct = compute_dtype(problem.dtype)
         weights = self.probabilities(self.scores(problem), problem.visible, ct)
         weights = weights.astype(problem.dtype)
         return weights[0, 0] if problem.two_d else weights
 
-    def attention(self, query, key, value, *, attn_mask=None, is_causal=False,
-                  query_start=None, scale=None):
+    def attention(
+        self, query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None
+    ):
         """Like :func:`impl.attention`, with this pipeline's steps."""
-        options = dict(attn_mask=attn_mask, is_causal=is_causal, query_start=query_start,
-                       scale=scale)
+        options = dict(
+            attn_mask=attn_mask, is_causal=is_causal, query_start=query_start, scale=scale
+        )
         problem = self.validate(query, key, value, True, options)
         ct = compute_dtype(problem.dtype)
         weights = self.probabilities(self.scores(problem), problem.visible, ct)
@@ -199,8 +216,10 @@ def _self_check(trials: int = 200) -> None:
             mask = rng.random((B, 1, 1, Tk)) < 0.7
             mask[..., -1] = True
         kw = dict(attn_mask=mask, is_causal=bool(n % 2), scale=None if n % 5 else 0.3)
-        for name, args, path in (("attention", (q, k, v), {"block_size": "dense"}),
-                                 ("attention_weights", (q, k), {})):
+        for name, args, path in (
+            ("attention", (q, k, v), {"block_size": "dense"}),
+            ("attention_weights", (q, k), {}),
+        ):
             want = getattr(impl, name)(*args, **kw, **path)
             got = getattr(base, name)(*args, **kw)
             if want.dtype != got.dtype or not np.array_equal(want, got):

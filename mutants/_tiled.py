@@ -58,8 +58,11 @@ class TiledKernel:
     def runs(self, problem: AttentionProblem) -> bool:
         """Whether this call takes the tiled kernel (else impl)."""
         _, _, Tq, D = problem.query.shape
-        return (problem.key.shape[2] >= self.min_key_len and Tq >= self.min_query_len
-                and D >= self.min_head_dim)
+        return (
+            problem.key.shape[2] >= self.min_key_len
+            and Tq >= self.min_query_len
+            and D >= self.min_head_dim
+        )
 
     # -- the steps a mutant overrides -------------------------------------------------------
     def key_tiles(self, start: int, stop: int) -> list[tuple[int, int]]:
@@ -145,8 +148,11 @@ class TiledKernel:
         for t0 in range(0, Tq, self.q_tile):
             t1 = min(Tq, t0 + self.q_tile)
             rows = slice(t0, t1)
-            state = (np.full((B, Hkv, G, t1 - t0, 1), -np.inf, ct),
-                     np.zeros((B, Hkv, G, t1 - t0, 1), ct), np.zeros((B, Hkv, G, t1 - t0, Dv), ct))
+            state = (
+                np.full((B, Hkv, G, t1 - t0, 1), -np.inf, ct),
+                np.zeros((B, Hkv, G, t1 - t0, 1), ct),
+                np.zeros((B, Hkv, G, t1 - t0, Dv), ct),
+            )
             for s0, s1 in self.splits(Tk):
                 m = np.full((B, Hkv, G, t1 - t0, 1), -np.inf, ct)
                 l = np.zeros_like(m)
@@ -162,11 +168,13 @@ class TiledKernel:
         return out.reshape(B, Hq, Tq, Dv)
 
     # -- the public API ---------------------------------------------------------------------
-    def attention(self, query, key, value, *, attn_mask=None, is_causal=False,
-                  query_start=None, scale=None):
+    def attention(
+        self, query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None
+    ):
         """Like :func:`impl.attention` (same arguments, rules and errors)."""
-        options = dict(attn_mask=attn_mask, is_causal=is_causal, query_start=query_start,
-                       scale=scale)
+        options = dict(
+            attn_mask=attn_mask, is_causal=is_causal, query_start=query_start, scale=scale
+        )
         problem = check_attention_inputs(query, key, value, **options)
         if not self.runs(problem):
             return impl.attention(query, key, value, **options)

@@ -10,8 +10,6 @@ Validation and everything else are impl's.
 Real-world mistake: storing references instead of copies in a cache (``self.k = k`` /
 ``list.append(k)`` without ``.copy()``; ``torch`` caches holding views of a reused projection
 buffer). The source lab (000, section 5) checks that the history K/V are not changed.
-
-Expected to be killed by: test_cache_copies_caller_arrays.
 """
 
 from attnprops import impl

@@ -10,9 +10,6 @@ multi-head attention with the same numbers) and the rollback on failure is kept,
 Real-world mistake: calling ``repeat_kv`` before ``past_key_value.update(...)`` instead of after
 it (seen in ports of Llama-style attention). 003 fault table: "GQA cache 没减少 → 缓存前是否把
 K/V 物理复制到 Hq"; its shape reference: "缓存前不应无意义地物理复制 K/V".
-
-Expected to be killed by: test_cache_holds_kv_heads (keys have Hq heads; nbytes is G times
-kv_cache_bytes).
 """
 
 import numpy as np
@@ -26,10 +23,10 @@ from attnprops.oracle.rules import check_cache_append, check_cached_query
 class KVCache(impl.KVCache):
     """impl's cache, able to hold each K/V head ``copies`` times (the fault's storage)."""
 
-    def __init__(self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64,
-                 capacity: int = 16):
-        super().__init__(batch, num_kv_heads, head_dim, value_dim, dtype=dtype,
-                         capacity=capacity)
+    def __init__(
+        self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64, capacity: int = 16
+    ):
+        super().__init__(batch, num_kv_heads, head_dim, value_dim, dtype=dtype, capacity=capacity)
         self._copies = 1
 
     def _repeat_heads(self, copies: int) -> None:
@@ -74,8 +71,15 @@ def cached_attention(query, key, value, cache, *, attn_mask=None, scale=None):
             # FAULT: repeat_kv BEFORE the cache update: the cache holds Hq heads.
             cache._repeat_heads(heads // cache.num_kv_heads)
         start = cache.append(key, value)
-        return attention(query, cache.keys, cache.values, attn_mask=attn_mask, is_causal=True,
-                         query_start=start, scale=scale)
+        return attention(
+            query,
+            cache.keys,
+            cache.values,
+            attn_mask=attn_mask,
+            is_causal=True,
+            query_start=start,
+            scale=scale,
+        )
     except BaseException:
         cache._restore(snapshot)
         raise

@@ -8,8 +8,6 @@ cached before the growth reads as zeros from then on. Caches that never pass 256
 Real-world mistake: an off-by-one in the reallocation of a preallocated cache (``cache[:,
 :, :seq_len - 1]`` where the newest token was already written), seen only on the first
 growth, hundreds of tokens into a generation.
-
-Expected to be killed by: test_kernel_sized_cache_growth_equals_full_causal.
 """
 
 import numpy as np
@@ -25,10 +23,17 @@ from attnprops.oracle.rules import check_cache_append
 class KVCache(impl.KVCache):
     """impl's cache with 256 preallocated slots and the faulty growth."""
 
-    def __init__(self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64,
-                 capacity: int = 256):
-        super().__init__(batch, num_kv_heads, head_dim, value_dim, dtype=dtype,
-                         capacity=capacity)
+    def __init__(
+        self,
+        batch,
+        num_kv_heads,
+        head_dim,
+        value_dim=None,
+        *,
+        dtype=np.float64,
+        capacity: int = 256,
+    ):
+        super().__init__(batch, num_kv_heads, head_dim, value_dim, dtype=dtype, capacity=capacity)
 
     def append(self, key, value) -> int:
         key, value = check_cache_append(self, key, value)
@@ -55,7 +60,6 @@ MUTANT = Mutant(
     name="cache_growth_drops_last_position",
     description="KV cache with 256 preallocated slots whose growth copies one position too "
     "few (the last one before growing reads as zeros)",
-    models="an off-by-one in the reallocation of a preallocated KV cache, seen on its first "
-    "growth",
+    models="an off-by-one in the reallocation of a preallocated KV cache, seen on its first growth",
     killed_by=("test_kernel_sized_cache_growth_equals_full_causal",),
 )

@@ -8,8 +8,6 @@ reads only itself. ``attention`` and everything else is impl's.
 Real-world mistake: passing the step's ``key_states``/``value_states`` to the attention instead
 of the ones returned by ``past_key_value.update(...)`` (or discarding the concatenated tensors);
 the source lab's opening lists "缓存里明明有历史信息却没有读取" among the right-shaped wrong results.
-
-Expected to be killed by: test_cached_decode_equals_full_causal.
 """
 
 from attnprops.impl import KVCache, attention, attention_weights, kv_cache_bytes

@@ -10,11 +10,6 @@ tile's other keys, which only it could see anyway). That happens only when
 Real-world mistake: an off-by-one in the causal early exit of a tiled kernel (``n_block_max``
 computed from ``m_block * BLOCK_M + BLOCK_M - 1`` without the ``+ 1``), invisible when
 ``query_start`` and the sequence length are multiples of the tile.
-
-Expected to be killed by: test_kernel_sized_chunk_equals_rows_of_full_causal (a chunk at
-``query_start = t + 1``), or test_kernel_sized_chunk_matches_reference /
-test_kernel_sized_prefill_matches_reference (every row is compared with a float64
-evaluation, the last row of such a tile is also a reference row).
 """
 
 from attnprops.impl import KVCache, attention_weights, kv_cache_bytes
@@ -46,7 +41,9 @@ MUTANT = Mutant(
     "that starts at the last row's own position",
     models="an off-by-one in a tiled kernel's causal early exit, hidden by tile-aligned "
     "lengths and query_start",
-    killed_by=("test_kernel_sized_chunk_equals_rows_of_full_causal",
-               "test_kernel_sized_chunk_matches_reference",
-               "test_kernel_sized_prefill_matches_reference"),
+    killed_by=(
+        "test_kernel_sized_chunk_equals_rows_of_full_causal",
+        "test_kernel_sized_chunk_matches_reference",
+        "test_kernel_sized_prefill_matches_reference",
+    ),
 )

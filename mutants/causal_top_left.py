@@ -9,9 +9,6 @@ validation is impl's (``Tq > Tk`` with ``None`` still raises).
 Real-world mistake: relying on PyTorch's ``scaled_dot_product_attention(is_causal=True)`` for a
 non-square problem: its causal mask is top-left aligned (the source lab, 000 section 4: "PyTorch
 … SDPA … 非方形因果掩码采用左上对齐"), whereas the KV-cache convention is bottom-right.
-
-Expected to be killed by: test_is_causal_equals_explicit_mask (the explicit bottom-right mask)
-and test_output_matches_oracle (``Tq < Tk``).
 """
 
 from attnprops.impl import KVCache, kv_cache_bytes

@@ -8,8 +8,6 @@ Real-world mistake: the wrong ``axis``/``dim`` in the softmax (``softmax(scores,
 ``axis=0`` in 2-D code), which the 003 fault table lists first under "行权重和不为 1 → softmax 轴".
 The source lab (000) builds this counterexample: max |row sum - 1| is 0.596413 on its 3-token
 causal example.
-
-Expected to be killed by: test_weight_rows_sum_to_one and test_seed_examples (0.596413).
 """
 
 import numpy as np

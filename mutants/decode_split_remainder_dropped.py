@@ -7,9 +7,6 @@ divides ``Tk``, and on shorter or prefill calls (impl runs there).
 
 Real-world mistake: ``split_size = seqlen_k // num_splits`` instead of
 ``cdiv(seqlen_k, num_splits)`` in a split-KV decode kernel's launch parameters.
-
-Expected to be killed by: test_kernel_sized_decode_matches_reference (a decode of, e.g.,
-2049 keys).
 """
 
 from attnprops.impl import KVCache, attention_weights, kv_cache_bytes

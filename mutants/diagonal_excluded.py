@@ -8,9 +8,6 @@ reads key 0 (right), every later query misses its own key. Validation and masks 
 Real-world mistake: the off-by-one in the causal mask, ``np.triu(ones, k=0)`` used as the hide
 mask where ``k=1`` is meant (or ``j < i`` for ``j <= i``), often combined with the "always let
 the first token through" patch against NaN rows. 003 fault table: "causal mask 方向、对角线".
-
-Expected to be killed by: test_output_matches_oracle and test_weights_match_oracle (the
-diagonal weight is 0); also test_seed_examples.
 """
 
 from attnprops.impl import KVCache, kv_cache_bytes

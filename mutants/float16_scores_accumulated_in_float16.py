@@ -10,11 +10,6 @@ declares, float16 computed in float32 (``compute_dtypes``): the claim the fault 
 Real-world mistake: a half-precision GEMM with a half accumulator (``cublasHgemm``, PyTorch's
 ``allow_fp16_reduced_precision_reduction``, a kernel that keeps ``acc`` in ``scalar_t``
 instead of ``accum_t``) picked for the QK^T product of long sequences.
-
-Expected to be killed by: test_kernel_sized_prefill_matches_reference,
-test_kernel_sized_decode_matches_reference, test_kernel_sized_cross_matches_reference or
-test_kernel_sized_chunk_matches_reference (any float16 call with 256 keys or more, judged
-under float32 arithmetic).
 """
 
 import numpy as np
@@ -54,8 +49,10 @@ MUTANT = Mutant(
     description="kernel (float16, from 256 keys on) accumulates q . k in float16: every "
     "product and partial sum over the head dim rounded to float16",
     models="a half-precision QK^T GEMM with a half accumulator chosen for long sequences",
-    killed_by=("test_kernel_sized_prefill_matches_reference",
-               "test_kernel_sized_decode_matches_reference",
-               "test_kernel_sized_cross_matches_reference",
-               "test_kernel_sized_chunk_matches_reference"),
+    killed_by=(
+        "test_kernel_sized_prefill_matches_reference",
+        "test_kernel_sized_decode_matches_reference",
+        "test_kernel_sized_cross_matches_reference",
+        "test_kernel_sized_chunk_matches_reference",
+    ),
 )

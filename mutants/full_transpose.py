@@ -10,9 +10,6 @@ Real-world mistake: 2-D prototype code ``Q @ K.T`` carried over to batched multi
 then "fixed" with a reshape when the matmul complained. The source lab (000, section 2) warns
 "NumPy 的 K.T 会反转四维张量的全部轴，应该使用 K.swapaxes(-1, -2)"; the 003 fault table's
 first row is "K 是否转置最后两轴".
-
-Expected to be killed by: test_output_matches_oracle (on any B > 1 or Hkv > 1 input) and
-test_batch_and_heads_independent (batch elements and heads leak into each other).
 """
 
 from attnprops.impl import KVCache, kv_cache_bytes

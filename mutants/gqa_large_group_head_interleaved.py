@@ -7,9 +7,6 @@ contiguous). Right for MHA, MQA (``Hkv = 1``) and groups of 2 or 3, where impl r
 Real-world mistake: a K/V head index computed for one memory layout of the query heads used
 with the other (``repeat_interleave`` vs ``repeat``/``tile``), in a kernel path taken only for
 the large groups of Llama-style models (``Hq = 32, Hkv = 8``: ``G = 4``).
-
-Expected to be killed by: test_kernel_sized_gqa_equals_repeated_kv (or
-test_kernel_sized_prefill_matches_reference).
 """
 
 import dataclasses
@@ -31,8 +28,9 @@ class _Kernel(TiledKernel):
 
     def output(self, problem):
         heads = np.arange(problem.num_heads) % problem.num_kv_heads  # FAULT: h % Hkv, not h // G
-        return super().output(dataclasses.replace(problem, key=problem.key[:, heads],
-                                                  value=problem.value[:, heads]))
+        return super().output(
+            dataclasses.replace(problem, key=problem.key[:, heads], value=problem.value[:, heads])
+        )
 
 
 attention = _Kernel().attention
@@ -45,6 +43,8 @@ MUTANT = Mutant(
     description="for GQA groups of 4 or more (Hkv >= 2), query head h reads K/V head h % Hkv",
     models="a K/V head index for interleaved query heads used with contiguous ones, in the "
     "kernel path for large GQA groups",
-    killed_by=("test_kernel_sized_gqa_equals_repeated_kv",
-               "test_kernel_sized_prefill_matches_reference"),
+    killed_by=(
+        "test_kernel_sized_gqa_equals_repeated_kv",
+        "test_kernel_sized_prefill_matches_reference",
+    ),
 )

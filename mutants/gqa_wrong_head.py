@@ -10,9 +10,6 @@ impl's.
 Real-world mistake: ``key.repeat(1, G, 1, 1)`` (PyTorch's ``repeat`` tiles) where
 ``repeat_interleave(G, dim=1)`` / Llama's ``repeat_kv`` is meant, or ``jnp.tile`` for
 ``jnp.repeat``. 003 cheat sheet: query head h reads K/V head g(h).
-
-Expected to be killed by: test_gqa_equals_repeated_kv and test_output_matches_oracle (with
-``1 < Hkv < Hq``).
 """
 
 import dataclasses

@@ -7,9 +7,6 @@ there); wrong for 80 and 111.
 
 Real-world mistake: a kernel specialized for head dims 64/128 reused for an odd head dim
 (FlashAttention tests head dims 59 and 111 for this reason; models ship 80 and 96).
-
-Expected to be killed by: test_kernel_sized_prefill_matches_reference or
-test_kernel_sized_decode_matches_reference (head dim 80 or 111).
 """
 
 from attnprops.impl import KVCache, attention_weights, kv_cache_bytes
@@ -40,6 +37,8 @@ MUTANT = Mutant(
     description="kernel scores (from head dim 65 on) sum only the D // 32 full head-dim "
     "chunks: the last D % 32 dims are dropped (80, 111)",
     models="a kernel tuned for head dims 64/128 reused for an odd head dim",
-    killed_by=("test_kernel_sized_prefill_matches_reference",
-               "test_kernel_sized_decode_matches_reference"),
+    killed_by=(
+        "test_kernel_sized_prefill_matches_reference",
+        "test_kernel_sized_decode_matches_reference",
+    ),
 )

@@ -12,8 +12,6 @@ scores are scaled twice. Validation is impl's.
 Real-world mistake: in-place ops on an alias of an input (``astype(copy=False)``, ``.to(dtype)``
 returning ``self``, fairseq-style ``q *= self.scaling`` on a tensor the function does not own);
 the rulebook: "Nothing is ever modified".
-
-Expected to be killed by: test_valid_inputs_not_modified (float32/float64 inputs).
 """
 
 from attnprops.impl import KVCache, kv_cache_bytes

@@ -8,8 +8,6 @@ cache.values.nbytes`` no longer matches ``kv_cache_bytes``.
 Real-world mistake: KV-cache memory estimates that forget that both K and V are cached (the
 source lab's formula, 000 section 6: "bytes = 2 * layers * batch * tokens * kv_heads *
 head_dim * bytes_per_element"; 003: "Ncache = 2 × B × Hkv × T × D").
-
-Expected to be killed by: test_kv_cache_bytes_formula and test_cache_holds_kv_heads.
 """
 
 from attnprops import impl
@@ -19,8 +17,14 @@ from attnprops.mutants import Mutant
 
 def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) -> int:
     """impl's kv_cache_bytes (same validation), without the factor 2 for K and V."""
-    both = impl.kv_cache_bytes(num_layers=num_layers, batch=batch, tokens=tokens,
-                               num_kv_heads=num_kv_heads, head_dim=head_dim, dtype=dtype)
+    both = impl.kv_cache_bytes(
+        num_layers=num_layers,
+        batch=batch,
+        tokens=tokens,
+        num_kv_heads=num_kv_heads,
+        head_dim=head_dim,
+        dtype=dtype,
+    )
     return both // 2  # FAULT: K only (or V only)
 
 

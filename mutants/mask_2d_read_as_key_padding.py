@@ -12,9 +12,6 @@ Real-world mistake: PyTorch ``nn.MultiheadAttention`` takes a 2-D ``attn_mask (L
 2-D ``key_padding_mask (N, S)``; code that accepts "a mask" and dispatches on its shape mixes
 them up when ``N == L``. 003 cheat sheet: key padding ``[B,Tk]`` must be arranged as
 ``[B,1,1,Tk]``; "不要只看 mask 自身 shape；要写出它与 [B,Hq,Tq,Tk] 对齐后的每个轴".
-
-Expected to be killed by: test_broadcast_mask_equals_expanded (needs ``B == Tq > 1`` and a 2-D
-``(Tq, Tk)`` mask whose rows differ); any oracle comparison on such an input fails too.
 """
 
 import numpy as np
@@ -29,8 +26,13 @@ class _MaskReadAsPadding(Pipeline):
     def validate(self, query, key, value, needs_value, options, fully_masked_rows="raise"):
         problem = super().validate(query, key, value, needs_value, options, fully_masked_rows)
         mask = options["attn_mask"]
-        if (problem.two_d or not isinstance(mask, np.ndarray) or mask.ndim != 2
-                or problem.batch == 1 or mask.shape[0] != problem.batch):
+        if (
+            problem.two_d
+            or not isinstance(mask, np.ndarray)
+            or mask.ndim != 2
+            or problem.batch == 1
+            or mask.shape[0] != problem.batch
+        ):
             return problem
         # FAULT: (B, Tk) key-padding layout assumed: row b -> batch b, all queries.
         options = {**options, "attn_mask": mask[:, None, None, :]}
@@ -50,5 +52,8 @@ MUTANT = Mutant(
     "mask: batch b uses row b for every query",
     models="nn.MultiheadAttention's 2-D attn_mask (L, S) vs key_padding_mask (N, S) mixed up by "
     "shape-based dispatch when N == L",
-    killed_by=("test_broadcast_mask_equals_expanded",),
+    killed_by=(
+        "test_two_d_mask_applies_to_every_batch_element",
+        "test_broadcast_mask_equals_expanded",
+    ),
 )

@@ -9,9 +9,6 @@ bool masks and causality are affected. Validation is impl's.
 Real-world mistake: ``weights = softmax(scores) * mask`` (masking by multiplication after the
 softmax) in hand-written attention and "masked mean" code; the 003 fault table's second row
 ("行权重和不为 1 → mask 是否在 softmax 前").
-
-Expected to be killed by: test_weight_rows_sum_to_one and
-test_hidden_keys_do_not_change_output (hidden keys' scores change the visible weights).
 """
 
 import numpy as np

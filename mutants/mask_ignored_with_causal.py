@@ -9,9 +9,6 @@ Real-world mistake: ``mask = causal_mask if is_causal else attn_mask`` (an ``if/
 the rule says "and"); common in decoders that then read padding tokens of left-padded batches.
 Rulebook: "Causal visibility is AND-ed with the mask"; the source lab (000, section 4):
 "因果可见性与 padding 可见性应按逻辑条件组合".
-
-Expected to be killed by: test_hidden_keys_get_zero_weight (padded keys get weight) and
-test_is_causal_equals_explicit_mask (is_causal + mask vs the explicit combined mask).
 """
 
 from attnprops.impl import KVCache, kv_cache_bytes

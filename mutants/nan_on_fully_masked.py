@@ -8,8 +8,6 @@ visible key are exactly impl's.
 Real-world mistake: the NaN of a fully padded row (left padding with a causal mask, an all-False
 padding mask) in hand-written softmax attention and in PyTorch before 2.5; the source lab
 (000, section 4) explains "否则减去行最大值时可能出现 -inf - -inf，继而得到 NaN" and rejects such rows.
-
-Expected to be killed by: test_fully_masked_rows_follow_declared_convention.
 """
 
 import numpy as np

@@ -10,10 +10,6 @@ score is below about -103 (float32) / -745 (float64) ``exp`` underflows to 0 and
 Real-world mistake: the textbook softmax without the max-subtraction trick in hand-written
 attention kernels and "simple" NumPy ports; the source lab (000) subtracts the row maximum for
 exactly this reason. Typical trigger: a float mask/bias that adds a large constant to a row.
-
-Expected to be killed by: test_row_constant_shift_invariance, provided the shift is large:
-``c >= ~89`` for float16/float32 inputs or ``c >= ~710`` for float64 (overflow), or visible scores
-pushed below ~-104 / ~-746 (underflow). Any oracle comparison on such large scores fails too.
 """
 
 import numpy as np

@@ -9,8 +9,6 @@ processed and positions are off by ``Tnew``. Successful calls are exactly impl's
 Real-world mistake: Hugging Face-style ``past_key_value.update(...)`` done before the attention
 kernel, with no undo on failure (a retried request then decodes against a corrupted cache).
 The source lab (000, section 5): after a failed append the existing K/V must stay unchanged.
-
-Expected to be killed by: test_failed_cached_attention_rolls_back.
 """
 
 from attnprops.impl import KVCache, attention, attention_weights, kv_cache_bytes
@@ -23,8 +21,15 @@ def cached_attention(query, key, value, cache, *, attn_mask=None, scale=None):
     check_cached_query(query, key)
     start = cache.append(key, value)
     # FAULT: no snapshot/restore around the attention step.
-    return attention(query, cache.keys, cache.values, attn_mask=attn_mask, is_causal=True,
-                     query_start=start, scale=scale)
+    return attention(
+        query,
+        cache.keys,
+        cache.values,
+        attn_mask=attn_mask,
+        is_causal=True,
+        query_start=start,
+        scale=scale,
+    )
 
 
 __all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

@@ -6,10 +6,6 @@ What is broken: with ``scale=None`` the raw dot products go into the softmax; an
 Real-world mistake: forgetting the ``/ sqrt(d_k)`` of scaled dot-product attention (Vaswani et
 al. 2017, eq. 1), e.g. when porting to a kernel whose ``scale`` argument defaults to 1, or when
 the scaling was supposed to be folded into the query projection but was not.
-
-Expected to be killed by: test_default_scale_is_inverse_sqrt_head_dim (calls built so that the
-scale shows in every row), test_output_matches_oracle and test_seed_examples (the lab's first
-scaled score is 0.53, not 1.06).
 """
 
 from attnprops.impl import KVCache, kv_cache_bytes
@@ -36,6 +32,9 @@ MUTANT = Mutant(
     description="scale=None means 1 instead of 1/sqrt(D): unscaled scores",
     models="forgotten 1/sqrt(d_k) (kernel scale defaulting to 1, or scaling meant to be folded "
     "into the query projection)",
-    killed_by=("test_default_scale_is_inverse_sqrt_head_dim", "test_output_matches_oracle",
-               "test_seed_examples"),
+    killed_by=(
+        "test_default_scale_is_inverse_sqrt_head_dim",
+        "test_output_matches_oracle",
+        "test_seed_examples",
+    ),
 )

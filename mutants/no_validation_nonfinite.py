@@ -10,8 +10,6 @@ ignored. ``KVCache.append`` (impl's) still rejects them.
 Real-world mistake: validating shapes and dtypes but not values (an ``isfinite`` check thought
 too expensive), so a NaN from an upstream layer is passed on instead of reported at its source.
 The source lab (000, section 5) lists "非有限值" first among the rejected inputs.
-
-Expected to be killed by: test_invalid_inputs_raise (NaN/inf in ``value``).
 """
 
 import numpy as np
@@ -40,14 +38,21 @@ def _check_float_array(x, name, *, scan=True):
 
 # The rulebook's check_attention_inputs, its check_attention_call calling the check above.
 _check_attention_call = rebind(rules.check_attention_call, check_float_array=_check_float_array)
-_check_attention_inputs = rebind(rules.check_attention_inputs,
-                                 check_attention_call=_check_attention_call)
+_check_attention_inputs = rebind(
+    rules.check_attention_inputs, check_attention_call=_check_attention_call
+)
 
 
 class _NoFiniteCheck(Pipeline):
     def validate(self, query, key, value, needs_value, options, fully_masked_rows="raise"):
-        return _check_attention_inputs(query, key, value, needs_value=needs_value,
-                                       fully_masked_rows=fully_masked_rows, **options)
+        return _check_attention_inputs(
+            query,
+            key,
+            value,
+            needs_value=needs_value,
+            fully_masked_rows=fully_masked_rows,
+            **options,
+        )
 
     def weighted_values(self, weights, problem, ct):
         with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf pass through silently

@@ -8,10 +8,6 @@ new keys stored and zeros where their values should be. Valid appends are exactl
 Real-world mistake: ``self.k = concat(self.k, k); self.v = concat(self.v, v)`` where the second
 line fails, i.e. updating state before all inputs are checked (no commit point). The source lab
 (000, section 5): "缓存追加失败后，原有 K/V 必须保持不变".
-
-Expected to be killed by: test_failed_append_changes_nothing. (impl's ``cached_attention``
-relies on ``append`` being atomic, so a ``cached_attention`` call whose VALUE is invalid also
-leaves the cache changed; one that fails in the attention step is rolled back correctly.)
 """
 
 import types
@@ -30,9 +26,13 @@ class KVCache(impl.KVCache):
     def append(self, key, value) -> int:
         # The key alone is checked with impl's rule (a view of the cache whose values look
         # like keys, so the rule checks `key` twice and names it "key").
-        keys_only = types.SimpleNamespace(batch=self.batch, num_kv_heads=self.num_kv_heads,
-                                          head_dim=self.head_dim, value_dim=self.head_dim,
-                                          dtype=self.dtype)
+        keys_only = types.SimpleNamespace(
+            batch=self.batch,
+            num_kv_heads=self.num_kv_heads,
+            head_dim=self.head_dim,
+            value_dim=self.head_dim,
+            dtype=self.dtype,
+        )
         key, _ = check_cache_append(keys_only, key, key)
         placeholder = np.zeros(key.shape[:3] + (self.value_dim,), self.dtype)
         # FAULT: commit the key (and the new length) now, the value's checks come after.

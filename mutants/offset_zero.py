@@ -10,9 +10,6 @@ Real-world mistake: the decode-step mask bug of the source lab (000, section 4):
 query at absolute position 2 is "re-treated as position zero" and given the ordinary 1x3
 lower-triangular mask; its output is V0 = [1, 0], max error 1.439015. In serving code it is a
 ``causal_mask(q_len, kv_len)`` helper that ignores the ``past_key_values_length`` offset.
-
-Expected to be killed by: test_cached_decode_equals_full_causal,
-test_query_chunk_equals_rows_of_full_causal (and test_seed_examples, error 1.439015).
 """
 
 from attnprops.impl import KVCache, kv_cache_bytes
@@ -45,6 +42,8 @@ MUTANT = Mutant(
     models="decode step given the ordinary lower-triangular mask instead of one offset by the "
     "cache length (the source lab's section-4 bug, error 1.439015); a causal-mask helper that "
     "ignores past_key_values_length",
-    killed_by=("test_cached_decode_equals_full_causal",
-               "test_query_chunk_equals_rows_of_full_causal"),
+    killed_by=(
+        "test_cached_decode_equals_full_causal",
+        "test_query_chunk_equals_rows_of_full_causal",
+    ),
 )

@@ -9,11 +9,6 @@ dense path are impl's.
 
 Real-world mistake: ``num_blocks = seq_len // BLOCK_N`` instead of ``cdiv(seq_len, BLOCK_N)``
 in a tiled attention kernel, tested only with sequence lengths that are multiples of the tile.
-
-Expected to be killed by: test_single_visible_key_returns_its_value (a row whose one visible
-key is in the dropped tail gets NaN or another key's value), test_output_matches_oracle and
-test_key_permutation_invariance (any blocked case with a partial last block). Only a few per
-cent of the drawn cases have one, so several properties are listed.
 """
 
 from attnprops.impl import KVCache, attention_weights, kv_cache_bytes
@@ -42,6 +37,9 @@ MUTANT = Mutant(
     "partial last block (or every key, when block_size > Tk) is ignored",
     models="`num_blocks = seq_len // BLOCK_N` instead of a ceiling division in a tiled "
     "attention kernel",
-    killed_by=("test_single_visible_key_returns_its_value", "test_output_matches_oracle",
-               "test_key_permutation_invariance"),
+    killed_by=(
+        "test_single_visible_key_returns_its_value",
+        "test_output_matches_oracle",
+        "test_key_permutation_invariance",
+    ),
 )

@@ -10,12 +10,6 @@ and the dense path are impl's.
 
 Real-world mistake: rescaling the normalizer but forgetting ``O = diag(exp(m_old - m_new)) O``
 before ``O += P V`` in a hand-written FlashAttention kernel (Dao et al. 2022, alg. 1, line 12).
-
-Expected to be killed by: test_output_matches_oracle (a blocked case whose row maximum sits in
-a later key block than the first) and test_key_permutation_invariance (the result depends on
-the key order: permuting the keys moves the maximum to another block). Only a few per cent of
-the drawn cases put the maximum after the first block, so the permutation property is listed as
-a second killer.
 """
 
 import numpy as np

@@ -10,12 +10,6 @@ Validation, masking and the dense path are impl's.
 Real-world mistake: ``l = l + rowsum(p)`` instead of ``l = exp(m_old - m_new) * l +
 rowsum(p)`` in a hand-written FlashAttention / online-softmax kernel (Milakov & Gimelshein 2018,
 alg. 3, line "d_j = d_{j-1} e^{m_{j-1} - m_j} + e^{x_j - m_j}").
-
-Expected to be killed by: test_output_matches_oracle (a blocked case whose row maximum sits in
-a later key block than the first) and test_key_permutation_invariance (the result depends on
-the key order: permuting the keys moves the maximum to another block). Only a few per cent of
-the drawn cases put the maximum after the first block, so the permutation property is listed as
-a second killer.
 """
 
 import numpy as np

@@ -12,8 +12,6 @@ Real-world mistake: accumulating the unnormalized output of an online softmax an
 the end without guarding the accumulator's range; PyTorch SDPA's CPU kernel and JAX's
 float32-weight softmax both return inf for such values (docs/findings.md, F3). The source lab
 (000) asks that no valid input give NaN.
-
-Expected to be killed by: test_values_near_the_dtype_maximum_give_a_finite_output.
 """
 
 from attnprops.impl import KVCache, attention_weights, kv_cache_bytes

@@ -10,9 +10,6 @@ Real-world mistake: mixing PyTorch's two bool-mask conventions: ``nn.MultiheadAt
 ``key_padding_mask``/``attn_mask`` (True = ignore) and SDPA's ``attn_mask`` (True = attend), or
 passing a Hugging Face ``attention_mask`` (1 = keep) where a padding mask (True = pad) is
 expected. The source lab (000, section 4): "不要默认其他接口的 padding mask 与它同义".
-
-Expected to be killed by: test_bool_mask_equals_additive_mask (bool vs the equivalent 0/-inf
-float mask) and test_hidden_keys_get_zero_weight.
 """
 
 import numpy as np

@@ -9,9 +9,6 @@ Real-world mistake: building the causal mask with ``np.triu`` instead of ``np.tr
 in hand-written decoders; the 003 fault table lists "causal mask 方向" under "training loss too
 low, generation collapses". The source lab (000) builds exactly this counterexample: on its
 3-token example the weights on forbidden (future) positions total 0.872569.
-
-Expected to be killed by: test_hidden_keys_get_zero_weight (future keys get weight) and
-test_seed_examples (the lab's weights and 0.872569); also every oracle comparison.
 """
 
 from attnprops.impl import KVCache, kv_cache_bytes

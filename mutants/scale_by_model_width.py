@@ -8,9 +8,6 @@ too flat. An explicit ``scale`` is honored. Everything else is impl's.
 Real-world mistake: ``scores / math.sqrt(d_model)`` (or ``embed_dim``) in a multi-head module
 where ``d_k = d_model / h`` is meant. The source lab (000, section 1) says it in so many words:
 "dk 是每个头的维度，不能直接当成模型总宽度".
-
-Expected to be killed by: test_output_matches_oracle and test_weights_match_oracle (any
-``Hq > 1`` input with ``scale=None``).
 """
 
 import numpy as np
@@ -39,5 +36,9 @@ MUTANT = Mutant(
     description="default scale 1/sqrt(Hq * D) (model width) instead of 1/sqrt(D) (head dim)",
     models="`scores / sqrt(d_model)` in a multi-head module (source lab section 1: d_k is the "
     "per-head dimension, not the model width)",
-    killed_by=("test_output_matches_oracle", "test_weights_match_oracle"),
+    killed_by=(
+        "test_default_scale_is_inverse_sqrt_head_dim",
+        "test_output_matches_oracle",
+        "test_weights_match_oracle",
+    ),
 )

@@ -8,9 +8,6 @@ in every head get weight 0, so the output stays finite. Validation and masks are
 Real-world mistake: ``F.softmax(scores, dim=1)`` / ``axis=1`` carried over from 2-D
 ``(Tq, Tk)`` code, where axis 1 IS the key axis, to 4-D ``(B, H, Tq, Tk)`` scores, where it is
 the heads axis (``dim=-1`` is the robust spelling); 003 fault table: "行权重和不为 1 → softmax 轴".
-
-Expected to be killed by: test_weight_rows_sum_to_one and test_batch_and_heads_independent
-(a head's weights depend on the other heads' scores).
 """
 
 import numpy as np

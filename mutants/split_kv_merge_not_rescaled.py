@@ -9,10 +9,6 @@ split has the same maximum, and on every call with fewer than 512 keys (impl run
 Real-world mistake: the combine step of split-KV / flash-decoding kernels (Dao et al.,
 "Flash-Decoding for long-context inference", 2023) written as a sum of the partial results;
 the per-split log-sum-exp is then dropped.
-
-Expected to be killed by: test_kernel_sized_decode_matches_reference or
-test_kernel_sized_prefill_matches_reference (any call past 512 keys whose splits have
-different maxima), or test_kernel_sized_chunk_equals_rows_of_full_causal.
 """
 
 import numpy as np
@@ -49,7 +45,9 @@ MUTANT = Mutant(
     description="split-KV kernel (splits of 256 keys from 512 keys on) merges partial "
     "softmaxes without the exp(m_i - m) correction",
     models="a flash-decoding combine step that sums the splits' partial sums and outputs",
-    killed_by=("test_kernel_sized_decode_matches_reference",
-               "test_kernel_sized_prefill_matches_reference",
-               "test_kernel_sized_chunk_equals_rows_of_full_causal"),
+    killed_by=(
+        "test_kernel_sized_decode_matches_reference",
+        "test_kernel_sized_prefill_matches_reference",
+        "test_kernel_sized_chunk_equals_rows_of_full_causal",
+    ),
 )

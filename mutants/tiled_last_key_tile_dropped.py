@@ -8,10 +8,6 @@ with at most 128 keys (impl runs there).
 Real-world mistake: ``num_blocks = seqlen_k // BLOCK_N`` instead of ``cdiv(seqlen_k,
 BLOCK_N)`` in a tiled kernel, tested only at sequence lengths that are multiples of the tile
 (FlashAttention tests seqlens 113, 203, 239 for this reason).
-
-Expected to be killed by: test_kernel_sized_prefill_matches_reference or
-test_kernel_sized_cross_matches_reference (a length one past a tile multiple, e.g. 129), or
-test_kernel_sized_chunk_equals_rows_of_full_causal.
 """
 
 from attnprops.impl import KVCache, attention_weights, kv_cache_bytes
@@ -41,7 +37,9 @@ MUTANT = Mutant(
     name="tiled_last_key_tile_dropped",
     description="tiled kernel (64-key tiles, from 129 keys on) drops the last partial key tile",
     models="`num_blocks = seqlen_k // BLOCK_N` instead of a ceiling division in a tiled kernel",
-    killed_by=("test_kernel_sized_prefill_matches_reference",
-               "test_kernel_sized_cross_matches_reference",
-               "test_kernel_sized_chunk_equals_rows_of_full_causal"),
+    killed_by=(
+        "test_kernel_sized_prefill_matches_reference",
+        "test_kernel_sized_cross_matches_reference",
+        "test_kernel_sized_chunk_equals_rows_of_full_causal",
+    ),
 )

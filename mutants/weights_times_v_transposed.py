@@ -10,11 +10,6 @@ Real-world mistake: the multiplication direction of ``weights`` and ``V``: writi
 ``einsum('...ij,...id->...jd', w, v)`` / ``w.T @ v`` (003 fault table: "输出 token 数变成 Tk →
 weights 与 V 的乘法方向"; in self-attention the token count does not change, so nothing
 complains). With a causal mask a query then reads FUTURE values.
-
-Expected to be killed by: test_output_matches_oracle and
-test_single_visible_key_returns_its_value (a single visible key column j gives out[j] = sum of
-the values, other rows 0), both on ``Tq == Tk`` inputs; with a key column hidden from every
-query, test_hidden_keys_do_not_change_output fails too (that key's value is read).
 """
 
 import numpy as np

@@ -41,13 +41,26 @@ from typing import NamedTuple
 import numpy as np
 from flint import arb, arb_mat, ctx
 
-from attnprops.oracle.rules import AttentionProblem, check_attention_inputs, compute_dtype, raise_score_overflow
+from attnprops.oracle.rules import (
+    AttentionProblem,
+    check_attention_inputs,
+    compute_dtype,
+    raise_score_overflow,
+)
 
 PRECISION = 256  # bits to start with
 MAX_PRECISION = 8192  # bits; past this an unresolved value raises
 
-__all__ = ["MAX_PRECISION", "PRECISION", "BallParts", "BallResult", "ReferenceUnresolvedError",
-           "attention", "attention_parts", "attention_weights"]
+__all__ = [
+    "MAX_PRECISION",
+    "PRECISION",
+    "BallParts",
+    "BallResult",
+    "ReferenceUnresolvedError",
+    "attention",
+    "attention_parts",
+    "attention_weights",
+]
 
 
 class ReferenceUnresolvedError(ArithmeticError):
@@ -105,8 +118,7 @@ def _score_bound(problem: AttentionProblem) -> np.ndarray:
     B, Hq, Tq, D = problem.query.shape
     scale = 1 / np.sqrt(D) if problem.scale is None else problem.scale
     key = np.abs(problem.key.astype(np.float64))  # (B, Hkv, Tk, D)
-    query = np.abs(problem.query.astype(np.float64)).reshape(B, key.shape[1], problem.group,
-                                                             Tq, D)
+    query = np.abs(problem.query.astype(np.float64)).reshape(B, key.shape[1], problem.group, Tq, D)
     with np.errstate(over="ignore", invalid="ignore"):
         bound = np.matmul(query, key[:, :, None].swapaxes(-1, -2)).reshape(B, Hq, Tq, -1)
         bound = bound * (scale * (1 + 4 * (D + 3) * 2.0**-53))
@@ -130,8 +142,13 @@ def _estimates(problem: AttentionProblem) -> np.ndarray:
     return np.where(problem.visible, np.nan_to_num(s, nan=0.0), -np.inf)
 
 
-def _parts(problem: AttentionProblem, rows: tuple[int, ...], rows_out: tuple[int, ...],
-           risky: np.ndarray, estimates: np.ndarray):
+def _parts(
+    problem: AttentionProblem,
+    rows: tuple[int, ...],
+    rows_out: tuple[int, ...],
+    risky: np.ndarray,
+    estimates: np.ndarray,
+):
     """The balls of the computation at the current precision, correctly rounded to float64,
     for ``rows_out`` (``rows``: every row computed, ``rows_out`` plus the rows whose scores
     may overflow, ``risky[b, h, i]``). Raises _Unresolved to refine."""
@@ -157,7 +174,7 @@ def _parts(problem: AttentionProblem, rows: tuple[int, ...], rows_out: tuple[int
                     visible = np.flatnonzero(problem.visible[b, h, i]).tolist()
                     if not visible:  # only under fully_masked_rows="zeros": weights 0
                         continue
-                    d = dots[n * Tk:(n + 1) * Tk]
+                    d = dots[n * Tk : (n + 1) * Tk]
                     m = int(np.argmax(estimates[b, h, i]))
                     bias = problem.bias
                     if bias is None:
@@ -167,8 +184,7 @@ def _parts(problem: AttentionProblem, rows: tuple[int, ...], rows_out: tuple[int
                         b_row = [arb(float(bias[b, h, i, j])) for j in visible]
                         b_m = arb(float(bias[b, h, i, m]))
                         s = [scale * d[j] + b_j for j, b_j in zip(visible, b_row)]
-                        x = [scale * (d[j] - d[m]) + (b_j - b_m)
-                             for j, b_j in zip(visible, b_row)]
+                        x = [scale * (d[j] - d[m]) + (b_j - b_m) for j, b_j in zip(visible, b_row)]
                     if risky[b, h, i]:  # the rulebook's score-overflow rule, decided exactly
                         for score in s:
                             if score.abs_upper() > limit:
@@ -191,7 +207,7 @@ def _parts(problem: AttentionProblem, rows: tuple[int, ...], rows_out: tuple[int
                 if value is not None:
                     out = (arb_mat(r, Tk, w_entries) * value).entries()  # (r, Dv)
                     for k, n in enumerate(keep):
-                        output[b, h, k] = [_to_float(t) for t in out[n * Dv:(n + 1) * Dv]]
+                        output[b, h, k] = [_to_float(t) for t in out[n * Dv : (n + 1) * Dv]]
     return scores, weights, output
 
 
@@ -214,9 +230,19 @@ def _rows(rows, Tq: int) -> tuple[int, ...]:
     return tuple(sorted(picked))
 
 
-def attention_parts(query, key, value=None, *, attn_mask=None, is_causal=False,
-                    query_start=None, scale=None, fully_masked_rows="raise", rows=None,
-                    precision: int = PRECISION) -> BallParts:
+def attention_parts(
+    query,
+    key,
+    value=None,
+    *,
+    attn_mask=None,
+    is_causal=False,
+    query_start=None,
+    scale=None,
+    fully_masked_rows="raise",
+    rows=None,
+    precision: int = PRECISION,
+) -> BallParts:
     """Scores, weights and output of one attention call, each correctly rounded to float64.
 
     Args:
@@ -238,10 +264,17 @@ def attention_parts(query, key, value=None, *, attn_mask=None, is_causal=False,
         range, not an int, or no row at all; ReferenceUnresolvedError (see the module
         docstring).
     """
-    problem = check_attention_inputs(query, key, value, attn_mask=attn_mask,
-                                     is_causal=is_causal, query_start=query_start, scale=scale,
-                                     fully_masked_rows=fully_masked_rows,
-                                     needs_value=value is not None)
+    problem = check_attention_inputs(
+        query,
+        key,
+        value,
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        query_start=query_start,
+        scale=scale,
+        fully_masked_rows=fully_masked_rows,
+        needs_value=value is not None,
+    )
     wanted = _rows(rows, problem.query.shape[2])
     # The overflow rule is checked on every row whose float64 bound reaches half the
     # dtype's maximum: those rows are computed too (exactly), even when not asked for.

@@ -24,12 +24,14 @@ from typing import NamedTuple
 import numpy as np
 
 # One or two sentences for a reader who has not seen the lab (``attnprops example --help``).
-DESCRIPTION = ("The source lab is the Chinese-language teaching lab on transformer attention "
-               "this project grew from: it works this fixed 3-token causal example through "
-               "scores, mask, weights and context in NumPy, then covers decoding with a KV "
-               "cache (a cached query's absolute offset) and the KV-cache byte formula. Its "
-               "printed numbers are this project's regression values (attnprops audit "
-               "re-checks them).")
+DESCRIPTION = (
+    "The source lab is the Chinese-language teaching lab on transformer attention "
+    "this project grew from: it works this fixed 3-token causal example through "
+    "scores, mask, weights and context in NumPy, then covers decoding with a KV "
+    "cache (a cached query's absolute offset) and the KV-cache byte formula. Its "
+    "printed numbers are this project's regression values (attnprops audit "
+    "re-checks them)."
+)
 
 
 class Printed(NamedTuple):
@@ -43,7 +45,7 @@ class Printed(NamedTuple):
     @property
     def tolerance(self) -> float:
         """Half a unit in the last printed place: ``0.5 * 10**-decimals``."""
-        return 0.5 * 10.0 ** -self.decimals
+        return 0.5 * 10.0**-self.decimals
 
     def array(self) -> np.ndarray:
         """The value as a float64 array."""
@@ -52,8 +54,13 @@ class Printed(NamedTuple):
     def assert_matches(self, computed, what: str = "") -> None:
         """Raise ``AssertionError`` (NumPy's report) unless ``computed`` has the value's shape
         and is within :attr:`tolerance` of it everywhere (``-inf`` where it has ``-inf``)."""
-        np.testing.assert_allclose(np.asarray(computed, dtype=np.float64), self.array(), rtol=0,
-                                   atol=self.tolerance, err_msg=f"{what} vs {self.source}")
+        np.testing.assert_allclose(
+            np.asarray(computed, dtype=np.float64),
+            self.array(),
+            rtol=0,
+            atol=self.tolerance,
+            err_msg=f"{what} vs {self.source}",
+        )
 
 
 # --- seed 000 §3: the 3-token causal example (fixed illustrative tensors, not embeddings) ---
@@ -61,15 +68,23 @@ QUERY = np.array([[1.0, 0.5, -0.2, 0.1], [-0.5, 1.2, 0.8, -0.4], [0.2, -0.1, 1.5
 KEY = np.array([[0.8, 0.4, -0.3, 0.0], [-0.2, 1.0, 0.5, -0.1], [0.1, -0.2, 1.1, 0.7]])
 VALUE = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])
 
-SCALED_SCORES = Printed(((0.530, 0.095, -0.075), (-0.080, 0.870, 0.155), (-0.165, 0.260, 1.160)),
-                        3, "seed 000 §3")  # Q K^T / sqrt(4)
-MASKED_SCORES = Printed(tuple(tuple(-math.inf if j > i else s for j, s in enumerate(row))
-                              for i, row in enumerate(SCALED_SCORES.value)),
-                        3, "seed 000 §3")  # -inf above the diagonal (key > query)
-WEIGHTS = Printed(((1.0, 0.0, 0.0), (0.278885, 0.721115, 0.0), (0.158938, 0.243109, 0.597953)),
-                  6, "seed 000 §3")  # causal softmax over keys
-CONTEXT = Printed(((1.0, 0.0), (0.278885, 0.721115), (-0.439015, -0.354843)),
-                  6, "seed 000 §3")  # weights @ V
+SCALED_SCORES = Printed(
+    ((0.530, 0.095, -0.075), (-0.080, 0.870, 0.155), (-0.165, 0.260, 1.160)), 3, "seed 000 §3"
+)  # Q K^T / sqrt(4)
+MASKED_SCORES = Printed(
+    tuple(
+        tuple(-math.inf if j > i else s for j, s in enumerate(row))
+        for i, row in enumerate(SCALED_SCORES.value)
+    ),
+    3,
+    "seed 000 §3",
+)  # -inf above the diagonal (key > query)
+WEIGHTS = Printed(
+    ((1.0, 0.0, 0.0), (0.278885, 0.721115, 0.0), (0.158938, 0.243109, 0.597953)), 6, "seed 000 §3"
+)  # causal softmax over keys
+CONTEXT = Printed(
+    ((1.0, 0.0), (0.278885, 0.721115), (-0.439015, -0.354843)), 6, "seed 000 §3"
+)  # weights @ V
 
 # --- seed 000 §4: decode of the last token (absolute position 2) against the 3 cached keys ---
 DECODE_QUERY_START = 2
@@ -78,7 +93,9 @@ OFFSET_ZERO_DECODE = Printed((1.0, 0.0), 6, "seed 000 §7 (复现错误的 [1,0]
 OFFSET_ZERO_MAX_ERROR = Printed(1.439015, 6, "seed 000 §4")  # max |offset 0 - offset 2|
 
 # --- seed 000 §5: the 50-digit check and the two broken variants ---
-SCORE_ERROR = 1.1e-16  # "最大分数误差为 1.1e-16": float64 scores vs 50-digit Decimal (informational)
+SCORE_ERROR = (
+    1.1e-16  # "最大分数误差为 1.1e-16": float64 scores vs 50-digit Decimal (informational)
+)
 REVERSED_MASK_FORBIDDEN_WEIGHT = Printed(0.872569, 6, "seed 000 §5 (故意写错的反例)")
 COLUMN_SOFTMAX_ROW_SUM_ERROR = Printed(0.596413, 6, "seed 000 §5 (故意写错的反例)")
 
@@ -100,8 +117,9 @@ def batch_inputs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 # --- seed 000 §6: KV-cache bytes ---
 # bytes = 2 * layers * batch * tokens * kv_heads * head_dim * bytes_per_element; the lab's
 # configuration (32 KV heads is its MHA), and its table for MHA / GQA / MQA.
-KV_CONFIG = dict(num_layers=32, batch=1, tokens=10_000, num_kv_heads=32, head_dim=128,
-                 dtype="float16")
+KV_CONFIG = dict(
+    num_layers=32, batch=1, tokens=10_000, num_kv_heads=32, head_dim=128, dtype="float16"
+)
 KV_TABLE = (("MHA", 32, 5_242_880_000), ("GQA", 8, 1_310_720_000), ("MQA", 1, 163_840_000))
 WEIGHTS_PARAMS = 7_000_000_000  # "7B 参数" at 2 bytes each
 WEIGHTS_BYTES_PER_PARAM = 2

@@ -97,7 +97,9 @@ def to_float(x: mpmath.mpf) -> float:
 def _result(exact: np.ndarray, two_d: bool) -> OracleResult:
     if two_d:
         exact = exact[0, 0]
-    value = np.vectorize(to_float, otypes=[np.float64])(exact) if exact.size else exact.astype(float)
+    value = (
+        np.vectorize(to_float, otypes=[np.float64])(exact) if exact.size else exact.astype(float)
+    )
     return OracleResult(exact=exact, value=value)
 
 
@@ -151,14 +153,16 @@ def _exact_dot(a: ExactVector, b: ExactVector) -> mpmath.mpf:
     return _scaled(_exact_dot_int(a, b), a.shift + b.shift)
 
 
-def _weighted_sum(weights: list, weights_exact: ExactVector, values: list,
-                  values_exact: ExactVector) -> mpmath.mpf:
+def _weighted_sum(
+    weights: list, weights_exact: ExactVector, values: list, values_exact: ExactVector
+) -> mpmath.mpf:
     """``sum_j weights[j] * values[j]``: :func:`_exact_dot`, or ``mpmath.fdot`` (the same
     value) when the terms span more than twice the precision (fdot then drops the far smaller
     ones rather than summing integers of that many bits). ``weights_exact`` is built with
     ``max_span=2 * prec``."""
     if weights_exact.ints is not None and (
-            weights_exact.span + values_exact.span <= 2 * mpmath.mp.prec):
+        weights_exact.span + values_exact.span <= 2 * mpmath.mp.prec
+    ):
         return _exact_dot(weights_exact, values_exact)
     return mpmath.fdot(weights, values)
 
@@ -182,10 +186,12 @@ def _scores(problem: AttentionProblem) -> Scores:
     Tk = problem.key.shape[2]
     limit = mpmath.mpf(float(np.finfo(compute_dtype(problem.dtype)).max))
     scale = 1 / mpmath.sqrt(D) if problem.scale is None else mpmath.mpf(problem.scale)
-    query = [[[_exact_vector(row) for row in head] for head in batch]
-             for batch in problem.query.tolist()]
-    key = [[[_exact_vector(row) for row in head] for head in batch]
-           for batch in problem.key.tolist()]
+    query = [
+        [[_exact_vector(row) for row in head] for head in batch] for batch in problem.query.tolist()
+    ]
+    key = [
+        [[_exact_vector(row) for row in head] for head in batch] for batch in problem.key.tolist()
+    ]
     scores = np.empty((B, Hq, Tq, Tk), dtype=object)
     dots = np.full((B, Hq, Tq, Tk), None, dtype=object)
     dot_shift = np.zeros((B, Hq, Tq), dtype=object)
@@ -252,16 +258,32 @@ def _weights(scores: Scores) -> np.ndarray:
     return weights
 
 
-def _check(query, key, value, attn_mask, is_causal, query_start, scale, fully_masked_rows,
-           needs_value=True) -> AttentionProblem:
+def _check(
+    query, key, value, attn_mask, is_causal, query_start, scale, fully_masked_rows, needs_value=True
+) -> AttentionProblem:
     return check_attention_inputs(
-        query, key, value, attn_mask=attn_mask, is_causal=is_causal, query_start=query_start,
-        scale=scale, fully_masked_rows=fully_masked_rows, needs_value=needs_value,
+        query,
+        key,
+        value,
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        query_start=query_start,
+        scale=scale,
+        fully_masked_rows=fully_masked_rows,
+        needs_value=needs_value,
     )
 
 
-def attention_scores(query, key, *, attn_mask=None, is_causal=False, query_start=None,
-                     scale=None, fully_masked_rows="raise") -> OracleResult:
+def attention_scores(
+    query,
+    key,
+    *,
+    attn_mask=None,
+    is_causal=False,
+    query_start=None,
+    scale=None,
+    fully_masked_rows="raise",
+) -> OracleResult:
     """Scaled scores plus float mask at 50 digits, ``-inf`` where hidden.
 
     Shapes and rules as :func:`impl.attention_weights`: query ``(B, Hq, Tq, D)``, key
@@ -271,27 +293,62 @@ def attention_scores(query, key, *, attn_mask=None, is_causal=False, query_start
     Raises:
         oracle.rules.AttentionInputError, like the implementation.
     """
-    problem = _check(query, key, None, attn_mask, is_causal, query_start, scale,
-                     fully_masked_rows, needs_value=False)
+    problem = _check(
+        query,
+        key,
+        None,
+        attn_mask,
+        is_causal,
+        query_start,
+        scale,
+        fully_masked_rows,
+        needs_value=False,
+    )
     with mpmath.workdps(DIGITS):
         return _result(_scores(problem).values, problem.two_d)
 
 
-def attention_weights(query, key, *, attn_mask=None, is_causal=False, query_start=None,
-                      scale=None, fully_masked_rows="raise") -> OracleResult:
+def attention_weights(
+    query,
+    key,
+    *,
+    attn_mask=None,
+    is_causal=False,
+    query_start=None,
+    scale=None,
+    fully_masked_rows="raise",
+) -> OracleResult:
     """Attention weights at 50 digits, ``(B, Hq, Tq, Tk)``; hidden keys are exactly 0.
 
     Under ``fully_masked_rows="zeros"`` a row with no visible key is all zeros.
     Source: Vaswani et al. 2017, eq. 1. Raises oracle.rules.AttentionInputError.
     """
-    problem = _check(query, key, None, attn_mask, is_causal, query_start, scale,
-                     fully_masked_rows, needs_value=False)
+    problem = _check(
+        query,
+        key,
+        None,
+        attn_mask,
+        is_causal,
+        query_start,
+        scale,
+        fully_masked_rows,
+        needs_value=False,
+    )
     with mpmath.workdps(DIGITS):
         return _result(_weights(_scores(problem)), problem.two_d)
 
 
-def attention(query, key, value, *, attn_mask=None, is_causal=False, query_start=None,
-              scale=None, fully_masked_rows="raise") -> OracleResult:
+def attention(
+    query,
+    key,
+    value,
+    *,
+    attn_mask=None,
+    is_causal=False,
+    query_start=None,
+    scale=None,
+    fully_masked_rows="raise",
+) -> OracleResult:
     """Attention output at 50 digits, ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)`` for 2-D inputs).
 
     ``output[b, h, i] = sum_j weights[b, h, i, j] * value[b, h // G, j]`` with G = Hq // Hkv.
@@ -299,9 +356,16 @@ def attention(query, key, value, *, attn_mask=None, is_causal=False, query_start
     Source: Vaswani et al. 2017, eq. 1; Ainslie et al. 2023 for the head grouping.
     Raises oracle.rules.AttentionInputError.
     """
-    return attention_parts(query, key, value, attn_mask=attn_mask, is_causal=is_causal,
-                           query_start=query_start, scale=scale,
-                           fully_masked_rows=fully_masked_rows).output
+    return attention_parts(
+        query,
+        key,
+        value,
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        query_start=query_start,
+        scale=scale,
+        fully_masked_rows=fully_masked_rows,
+    ).output
 
 
 @dataclass(frozen=True)
@@ -313,18 +377,33 @@ class OracleParts:
     output: OracleResult
 
 
-def attention_parts(query, key, value, *, attn_mask=None, is_causal=False, query_start=None,
-                    scale=None, fully_masked_rows="raise") -> OracleParts:
+def attention_parts(
+    query,
+    key,
+    value,
+    *,
+    attn_mask=None,
+    is_causal=False,
+    query_start=None,
+    scale=None,
+    fully_masked_rows="raise",
+) -> OracleParts:
     """Scores, weights and output of one attention call in one pass (see :func:`attention`)."""
-    problem = _check(query, key, value, attn_mask, is_causal, query_start, scale,
-                     fully_masked_rows)
+    problem = _check(query, key, value, attn_mask, is_causal, query_start, scale, fully_masked_rows)
     B, Hq, Tq, _ = problem.query.shape
     Dv = problem.value.shape[3]
     with mpmath.workdps(DIGITS):
         # value columns: values[b][kv_head][c] is (value[b, kv_head, j, c])_j, as mpf and exact
-        values = [[[([mpmath.mpf(x) for x in column], _exact_vector(column))
-                    for column in np.transpose(head).tolist()]
-                   for head in batch] for batch in problem.value.tolist()]
+        values = [
+            [
+                [
+                    ([mpmath.mpf(x) for x in column], _exact_vector(column))
+                    for column in np.transpose(head).tolist()
+                ]
+                for head in batch
+            ]
+            for batch in problem.value.tolist()
+        ]
         scores = _scores(problem)
         weights = _weights(scores)
         output = np.empty((B, Hq, Tq, Dv), dtype=object)
@@ -336,8 +415,7 @@ def attention_parts(query, key, value, *, attn_mask=None, is_causal=False, query
                     row_exact = _exact_vector(row, max_span=2 * mpmath.mp.prec)
                     for c in range(Dv):
                         # sum_j w_j * value[j, c]: exact products, exact sum, rounded once
-                        output[b, h, i, c] = _weighted_sum(row, row_exact,
-                                                           *values[b][kv_head][c])
+                        output[b, h, i, c] = _weighted_sum(row, row_exact, *values[b][kv_head][c])
         return OracleParts(
             scores=_result(scores.values, problem.two_d),
             weights=_result(weights, problem.two_d),
@@ -353,8 +431,9 @@ class KVCache:
     """
 
     def __init__(self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64):
-        (self.batch, self.num_kv_heads, self.head_dim, self.value_dim,
-         self.dtype) = check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype)
+        (self.batch, self.num_kv_heads, self.head_dim, self.value_dim, self.dtype) = (
+            check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype)
+        )
         self._blocks: list[tuple[np.ndarray, np.ndarray]] = []
 
     def __len__(self) -> int:
@@ -384,8 +463,17 @@ class KVCache:
         return start
 
 
-def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None, scale=None,
-                     fully_masked_rows="raise", attend=None) -> OracleResult:
+def cached_attention(
+    query,
+    key,
+    value,
+    cache: KVCache,
+    *,
+    attn_mask=None,
+    scale=None,
+    fully_masked_rows="raise",
+    attend=None,
+) -> OracleResult:
     """Append to ``cache``, then causal attention with ``query_start`` = previous length.
 
     Shapes as ``impl.cached_attention``. On any error the append is undone. ``attend``: the
@@ -399,8 +487,16 @@ def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None, scale
     blocks = list(cache._blocks)
     start = cache.append(key, value)
     try:
-        return attend(query, cache.keys, cache.values, attn_mask=attn_mask, is_causal=True,
-                      query_start=start, scale=scale, fully_masked_rows=fully_masked_rows)
+        return attend(
+            query,
+            cache.keys,
+            cache.values,
+            attn_mask=attn_mask,
+            is_causal=True,
+            query_start=start,
+            scale=scale,
+            fully_masked_rows=fully_masked_rows,
+        )
     except BaseException:
         cache._blocks = blocks
         raise

@@ -397,8 +397,16 @@ def check_attention_inputs(
             f"fully_masked_rows: {fully_masked_rows!r} must be one of "
             f"{FULLY_MASKED_ROW_CONVENTIONS}"
         )
-    call = check_attention_call(query, key, value, attn_mask=attn_mask, is_causal=is_causal,
-                                query_start=query_start, scale=scale, needs_value=needs_value)
+    call = check_attention_call(
+        query,
+        key,
+        value,
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        query_start=query_start,
+        scale=scale,
+        needs_value=needs_value,
+    )
     target = call.shape  # (B, Hq, Tq, Tk)
     Tq, Tk = target[2], target[3]
     visible = np.ones(target, dtype=bool)
@@ -487,9 +495,7 @@ def check_cache_append(cache, key, value) -> tuple[np.ndarray, np.ndarray]:
         if x.dtype != cache.dtype:
             raise DtypeError(f"{name}: dtype {x.dtype} differs from the cache's {cache.dtype}")
     if key.shape[2] != value.shape[2]:
-        raise ShapeError(
-            f"value: length {value.shape[2]} differs from key's length {key.shape[2]}"
-        )
+        raise ShapeError(f"value: length {value.shape[2]} differs from key's length {key.shape[2]}")
     return key, value
 
 
@@ -521,8 +527,15 @@ def check_cached_query(query, key, cache=None) -> None:
         )
 
 
-DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1,
-               "float8_e4m3fn": 1, "float8_e5m2": 1}
+DTYPE_BYTES = {
+    "float16": 2,
+    "bfloat16": 2,
+    "float32": 4,
+    "float64": 8,
+    "int8": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+}
 
 
 def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) -> int:
@@ -536,8 +549,13 @@ def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) 
     """
     sizes = [
         check_positive_int(v, n)
-        for n, v in (("num_layers", num_layers), ("batch", batch), ("tokens", tokens),
-                     ("num_kv_heads", num_kv_heads), ("head_dim", head_dim))
+        for n, v in (
+            ("num_layers", num_layers),
+            ("batch", batch),
+            ("tokens", tokens),
+            ("num_kv_heads", num_kv_heads),
+            ("head_dim", head_dim),
+        )
     ]
     name = dtype if isinstance(dtype, str) else None
     if dtype is None:

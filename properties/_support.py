@@ -22,14 +22,20 @@ def for_subject(case, subject):
     if subject.supports(case.dtype):
         return case
     dtype = max((np.dtype(d) for d in subject.dtypes), key=lambda d: d.itemsize)
-    return case._replace(query=case.query.astype(dtype), key=case.key.astype(dtype),
-                         value=case.value.astype(dtype))
+    return case._replace(
+        query=case.query.astype(dtype), key=case.key.astype(dtype), value=case.value.astype(dtype)
+    )
 
 
 def oracle_parts(case, subject):
     """The oracle's scores, weights and output for ``case`` under the subject's convention."""
-    return oracle.attention_parts(case.query, case.key, case.value, **case.kwargs(),
-                                  fully_masked_rows=subject.fully_masked_rows)
+    return oracle.attention_parts(
+        case.query,
+        case.key,
+        case.value,
+        **case.kwargs(),
+        fully_masked_rows=subject.fully_masked_rows,
+    )
 
 
 def oracle_with_bounds(case, subject):
@@ -40,8 +46,9 @@ def oracle_with_bounds(case, subject):
 
 def visibility(case) -> np.ndarray:
     """Bool ``(B, Hq, Tq, Tk)``: which key each query may see, from the rulebook."""
-    return check_attention_inputs(case.query, case.key, case.value, **case.kwargs(),
-                                  fully_masked_rows="zeros").visible
+    return check_attention_inputs(
+        case.query, case.key, case.value, **case.kwargs(), fully_masked_rows="zeros"
+    ).visible
 
 
 def four_d(x):
@@ -53,23 +60,41 @@ def repeat_kv(x: np.ndarray, group: int) -> np.ndarray:
     return np.repeat(x, group, axis=1)
 
 
-def case_from(query, key, value, *, attn_mask=None, is_causal=False, query_start=None,
-              scale=None, layout="fixed", magnitude="fixed") -> AttentionCase:
-    return AttentionCase(query, key, value, attn_mask, is_causal, query_start, scale, layout,
-                         magnitude)
+def case_from(
+    query,
+    key,
+    value,
+    *,
+    attn_mask=None,
+    is_causal=False,
+    query_start=None,
+    scale=None,
+    layout="fixed",
+    magnitude="fixed",
+) -> AttentionCase:
+    return AttentionCase(
+        query, key, value, attn_mask, is_causal, query_start, scale, layout, magnitude
+    )
 
 
 # The source lab's 3-token example (seed 000) and the quick reference's 2-token example
 # (seed 003), as 4-D arrays (one batch, one head) and as cases for @example (oracle.lab).
 LAB_QUERY, LAB_KEY, LAB_VALUE = (a[None, None] for a in (lab.QUERY, lab.KEY, lab.VALUE))
-LAB_CAUSAL = case_from(LAB_QUERY, LAB_KEY, LAB_VALUE, is_causal=True,
-                       layout="seed 000: 3-token causal")
-LAB_DECODE = case_from(LAB_QUERY[:, :, lab.DECODE_QUERY_START:], LAB_KEY, LAB_VALUE,
-                       is_causal=True, query_start=lab.DECODE_QUERY_START,
-                       layout="seed 000: cached decode")
+LAB_CAUSAL = case_from(
+    LAB_QUERY, LAB_KEY, LAB_VALUE, is_causal=True, layout="seed 000: 3-token causal"
+)
+LAB_DECODE = case_from(
+    LAB_QUERY[:, :, lab.DECODE_QUERY_START :],
+    LAB_KEY,
+    LAB_VALUE,
+    is_causal=True,
+    query_start=lab.DECODE_QUERY_START,
+    layout="seed 000: cached decode",
+)
 QUICK_QUERY, QUICK_VALUE = lab.QUICK_QUERY[None, None], lab.QUICK_VALUE[None, None]
-QUICK_CAUSAL = case_from(QUICK_QUERY, QUICK_QUERY, QUICK_VALUE, is_causal=True,
-                         layout="seed 003: 2-token causal")
+QUICK_CAUSAL = case_from(
+    QUICK_QUERY, QUICK_QUERY, QUICK_VALUE, is_causal=True, layout="seed 003: 2-token causal"
+)
 
 
 def seed_batch_case() -> AttentionCase:

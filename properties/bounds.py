@@ -161,7 +161,9 @@ def attention_bounds(case, parts, arithmetic: Arithmetic | None = None) -> Bound
         delta = gamma(D + 5, u) * abs_qk + u * np.abs(finite_scores) + us * bias
         eta = np.where(visible, delta + 2 * u * np.abs(shifted) + 2 * u * (Tk + 1) + rho, 0.0)
         positive = weights > 0  # 0 * inf must count as 0 where eta is enormous
-        eta_bar = np.log1p(np.where(positive, weights * np.expm1(eta), 0.0).sum(axis=-1, keepdims=True))
+        eta_bar = np.log1p(
+            np.where(positive, weights * np.expm1(eta), 0.0).sum(axis=-1, keepdims=True)
+        )
         inner = np.exp(eta + eta_bar) * (1 + gamma(Tk + 1, u)) * (1 + tn)
         bound_w = np.where(positive, weights * (inner * (1 + us) - 1), 0.0) + tw + U64 * weights
         # the weights inside the weighted sum are not rounded to the storage dtype
@@ -213,8 +215,11 @@ def agreement_bounds(case, visible: np.ndarray, arithmetic: Arithmetic | None = 
     within 1 ulp). Looser than the per-element bound (maxima instead of weighted sums): it
     catches wrong keys, blocks and rescalings, not last-digit errors.
     """
-    return agreement_from(row_maxima(case, visible), arithmetic or Arithmetic.of(case.query.dtype),
-                          query_ndim=case.query.ndim)
+    return agreement_from(
+        row_maxima(case, visible),
+        arithmetic or Arithmetic.of(case.query.dtype),
+        query_ndim=case.query.ndim,
+    )
 
 
 class RowMaxima(NamedTuple):
@@ -254,8 +259,14 @@ def agreement_from(maxima: RowMaxima, arithmetic: Arithmetic, *, query_ndim: int
     D, Tk = maxima.head_dim, maxima.key_len
     u, us, rho, tw, tp, to, tn = arithmetic.terms(Tk)
     with np.errstate(over="ignore", invalid="ignore"):
-        e = (gamma(D + 5, u) * maxima.a_max + u * maxima.s_max + us * maxima.b_max
-             + 4 * u * maxima.s_max + 2 * u * (Tk + 1) + rho)
+        e = (
+            gamma(D + 5, u) * maxima.a_max
+            + u * maxima.s_max
+            + us * maxima.b_max
+            + 4 * u * maxima.s_max
+            + 2 * u * (Tk + 1)
+            + rho
+        )
         c = (1 + gamma(Tk + 1, u)) * (1 + tn)  # R = expm1(2E) c + (c - 1)
         c_minus_1 = np.expm1(np.log1p(gamma(Tk + 1, u)) + np.log1p(tn))
         r = np.expm1(2 * e) * c + c_minus_1

@@ -61,8 +61,10 @@ def assert_shape_dtype(*, out, shape, dtype, what: str) -> np.ndarray:
     ``None`` is a violation of the subject contract, not converted)."""
     __tracebackhide__ = True
     if not isinstance(out, np.ndarray):
-        fail(f"{what}: the subject returned {type(out).__module__}.{type(out).__qualname__}, "
-             f"expected a numpy.ndarray")
+        fail(
+            f"{what}: the subject returned {type(out).__module__}.{type(out).__qualname__}, "
+            f"expected a numpy.ndarray"
+        )
     if out.shape != tuple(shape):
         fail(f"{what}: shape {out.shape}, expected {tuple(shape)}")
     if out.dtype != dtype:

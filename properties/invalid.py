@@ -56,8 +56,10 @@ class InvalidCase(NamedTuple):
         mask = self.kwargs.get("attn_mask")
         mask = None if mask is None else f"{mask.dtype} {mask.shape}"
         rest = {k: v for k, v in self.kwargs.items() if k != "attn_mask"}
-        return (f"[{self.kind}] query {self.query.shape} {self.query.dtype} key {self.key.shape} "
-                f"{self.key.dtype} value {self.value.shape} attn_mask {mask} {rest}")
+        return (
+            f"[{self.kind}] query {self.query.shape} {self.query.dtype} key {self.key.shape} "
+            f"{self.key.dtype} value {self.value.shape} attn_mask {mask} {rest}"
+        )
 
 
 def _exclude(float_masks: bool) -> frozenset:
@@ -65,33 +67,44 @@ def _exclude(float_masks: bool) -> frozenset:
 
 
 @st.composite
-def fully_masked_cases(draw, *, dtypes=("float64", "float32", "float16"),
-                       float_masks: bool = True) -> AttentionCase:
+def fully_masked_cases(
+    draw, *, dtypes=("float64", "float32", "float16"), float_masks: bool = True
+) -> AttentionCase:
     """A case (otherwise valid) in which at least one query row sees no key: the registry's
     ``"fully masked row"`` break (a bool or float mask row hidden completely, a key padding
     mask hiding every key of one batch element, or causality plus a mask hiding key 0 from
     the first query) applied to a drawn valid case."""
     case = draw(attention_cases(dtypes=dtypes, masks_allowed=False))
     pick = Draws(draw, _exclude(float_masks))
-    call = BY_RULE["fully masked row"].breaks(Call(case.query, case.key, case.value,
-                                                   case.kwargs()), pick)
+    call = BY_RULE["fully masked row"].breaks(
+        Call(case.query, case.key, case.value, case.kwargs()), pick
+    )
     how, kind = pick.answers[:2]
-    return case._replace(attn_mask=call.kwargs["attn_mask"], is_causal=call.kwargs["is_causal"],
-                         query_start=call.kwargs["query_start"],
-                         mask_layout=f"fully masked ({how}, {kind})")
+    return case._replace(
+        attn_mask=call.kwargs["attn_mask"],
+        is_causal=call.kwargs["is_causal"],
+        query_start=call.kwargs["query_start"],
+        mask_layout=f"fully masked ({how}, {kind})",
+    )
 
 
 @st.composite
-def invalid_cases(draw, *, dtypes=("float64", "float32", "float16"),
-                  kinds=tuple(INVALID_KINDS), float_masks: bool = True) -> InvalidCase:
+def invalid_cases(
+    draw,
+    *,
+    dtypes=("float64", "float32", "float16"),
+    kinds=tuple(INVALID_KINDS),
+    float_masks: bool = True,
+) -> InvalidCase:
     """A call breaking exactly one rule; ``kinds`` restricts which rules are drawn. The
     valid call is 4-D, non-causal, without a mask, in a dtype the rule can be broken in."""
     kind = draw(st.sampled_from(kinds))
     violation = BY_RULE[kind]
     if kind == "fully masked row":
         case = draw(fully_masked_cases(dtypes=dtypes, float_masks=float_masks))
-        return InvalidCase(case.query, case.key, case.value, case.kwargs(), kind,
-                           violation.argument)
+        return InvalidCase(
+            case.query, case.key, case.value, case.kwargs(), kind, violation.argument
+        )
     usable = tuple(d for d in dtypes if d in violation.dtypes) or ("float64",)
     case = draw(attention_cases(dtypes=usable, masks_allowed=False, causal=False))
     q, k, v = case.query, case.key, case.value
@@ -99,5 +112,6 @@ def invalid_cases(draw, *, dtypes=("float64", "float32", "float16"),
         q, k, v = q[None, None], k[None, None], v[None, None]
     call = Call(q, k, v, dict(attn_mask=None, is_causal=False, query_start=None, scale=None))
     broken = violation.breaks(call, Draws(draw, _exclude(float_masks)))
-    return InvalidCase(broken.query, broken.key, broken.value, broken.kwargs, kind,
-                       violation.argument)
+    return InvalidCase(
+        broken.query, broken.key, broken.value, broken.kwargs, kind, violation.argument
+    )

@@ -34,7 +34,14 @@ from typing import NamedTuple
 import numpy as np
 from hypothesis import strategies as st
 
-from attnprops.properties.sizes import HEAD_DIMS, TILES, boundary_sizes, head_dims, limits, long_sizes
+from attnprops.properties.sizes import (
+    HEAD_DIMS,
+    TILES,
+    boundary_sizes,
+    head_dims,
+    limits,
+    long_sizes,
+)
 from attnprops.properties.strategies import AttentionCase, subject_declared
 
 SHAPE_KINDS = ("prefill", "decode", "chunk", "cross")
@@ -78,9 +85,18 @@ class KernelSpec(NamedTuple):
         query = _values(rng, (B, Hq, Tq, D), self.dtype, self.magnitude)
         key = _values(rng, (B, Hkv, Tk, D), self.dtype, self.magnitude)
         value = _values(rng, (B, Hkv, Tk, Dv), self.dtype, self.magnitude)
-        return AttentionCase(query, key, value, self.attn_mask(rng), self.is_causal,
-                             self.query_start, self.scale, self.mask, self.magnitude,
-                             self.block_size)
+        return AttentionCase(
+            query,
+            key,
+            value,
+            self.attn_mask(rng),
+            self.is_causal,
+            self.query_start,
+            self.scale,
+            self.mask,
+            self.magnitude,
+            self.block_size,
+        )
 
     def attn_mask(self, rng: np.random.Generator | None = None) -> np.ndarray | None:
         """The mask of :attr:`mask` (``random bool`` draws from ``rng``)."""
@@ -115,10 +131,19 @@ def _values(rng: np.random.Generator, shape, dtype: str, magnitude: str) -> np.n
 
 
 @st.composite
-def kernel_specs(draw, *, dtypes=("float16", "float32", "float64"), float_masks: bool = True,
-                 shapes=SHAPE_KINDS, masks: bool = True, block_sizes: bool = False,
-                 max_len: int | None = None, max_decode_len: int | None = None,
-                 max_scores: int | None = None, long: bool = False) -> KernelSpec:
+def kernel_specs(
+    draw,
+    *,
+    dtypes=("float16", "float32", "float64"),
+    float_masks: bool = True,
+    shapes=SHAPE_KINDS,
+    masks: bool = True,
+    block_sizes: bool = False,
+    max_len: int | None = None,
+    max_decode_len: int | None = None,
+    max_scores: int | None = None,
+    long: bool = False,
+) -> KernelSpec:
     """A :class:`KernelSpec` within the profile's :func:`~properties.sizes.limits` (or the
     ``max_*`` given). ``dtypes`` shrinks towards its last entry; ``block_sizes`` also draws
     a ``block_size`` (a boundary size up to ``Tk + 1``) for subjects with a blocked path;
@@ -163,14 +188,19 @@ def kernel_specs(draw, *, dtypes=("float16", "float32", "float64"), float_masks:
     # The reference reads every key and value of each (batch, K/V head): keep that in budget.
     max_dim = max(1, min(256, lim.max_kv // (2 * batch * num_kv_heads * Tk)))
     head_dim = _fit_dim(draw(head_dims(), label="head_dim"), max_dim)
-    value_dim = _fit_dim(draw(st.one_of(st.just(head_dim), head_dims()), label="value_dim"),
-                         max_dim)
+    value_dim = _fit_dim(
+        draw(st.one_of(st.just(head_dim), head_dims()), label="value_dim"), max_dim
+    )
     kinds = [m for m in MASK_KINDS if masks and (float_masks or m != "alibi")] or ["none"]
     mask = draw(st.sampled_from(kinds), label="mask")
     padding = ()
     if mask == "key padding":
-        padding = tuple(draw(st.lists(boundary_sizes(Tk), min_size=batch, max_size=batch),
-                             label="key padding lengths"))
+        padding = tuple(
+            draw(
+                st.lists(boundary_sizes(Tk), min_size=batch, max_size=batch),
+                label="key padding lengths",
+            )
+        )
     dtype = draw(st.sampled_from(tuple(reversed(dtypes))), label="dtype")
     magnitude = draw(_MAGNITUDES, label="values")
     scale = draw(_SCALES, label="scale")
@@ -179,11 +209,29 @@ def kernel_specs(draw, *, dtypes=("float16", "float32", "float64"), float_masks:
     if block_sizes:
         # at least 16 (or Tk + 1): blocks of a few keys cost seconds at these sizes, and
         # the small-case properties draw those
-        block_size = draw(st.one_of(st.none(), boundary_sizes(Tk + 1, min_size=min(Tk + 1, 16))),
-                          label="block_size")
-    return KernelSpec(shape, batch, num_kv_heads * group, num_kv_heads, Tq, Tk, head_dim,
-                      value_dim, is_causal, query_start, mask, dtype, magnitude, scale, seed,
-                      padding, block_size)
+        block_size = draw(
+            st.one_of(st.none(), boundary_sizes(Tk + 1, min_size=min(Tk + 1, 16))),
+            label="block_size",
+        )
+    return KernelSpec(
+        shape,
+        batch,
+        num_kv_heads * group,
+        num_kv_heads,
+        Tq,
+        Tk,
+        head_dim,
+        value_dim,
+        is_causal,
+        query_start,
+        mask,
+        dtype,
+        magnitude,
+        scale,
+        seed,
+        padding,
+        block_size,
+    )
 
 
 def _fit_dim(dim: int, max_dim: int) -> int:

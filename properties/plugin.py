@@ -57,7 +57,6 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import pytest
@@ -117,7 +116,7 @@ def pytest_addoption(parser):
         default=None,
         metavar="MODULE",
         help=f"module under test (default: ${ENV_VAR} or {DEFAULT_SUBJECT!r}); naming one "
-             f"also collects the installed property suite when no paths are given",
+        f"also collects the installed property suite when no paths are given",
     )
     group.addoption(
         "--attn-results",
@@ -125,7 +124,7 @@ def pytest_addoption(parser):
         default=None,
         metavar="FILE",
         help="write one JSON line per test to FILE: outcome, every distinct failure with its "
-             "message, counterexample and the subject's frame (see properties/results.py)",
+        "message, counterexample and the subject's frame (see properties/results.py)",
     )
     group.addoption(
         "--attn-progress",
@@ -133,7 +132,7 @@ def pytest_addoption(parser):
         default=None,
         metavar="FILE",
         help="write the run's events to FILE as they happen, one JSON line each: collected "
-             "(with the number of tests), started and finished (with the test's record)",
+        "(with the number of tests), started and finished (with the test's record)",
     )
     group.addoption(
         "--attn-tests",
@@ -141,7 +140,7 @@ def pytest_addoption(parser):
         default=None,
         metavar="NAME[,NAME...]",
         help="run only the property tests of these function names, in this order (a name "
-             "that matches no collected test is a usage error)",
+        "that matches no collected test is a usage error)",
     )
     group.addoption(
         "--attn-shard",
@@ -156,8 +155,8 @@ def pytest_addoption(parser):
         choices=ROBUSTNESS_MODES,
         default=None,
         help=f"robustness-tier properties (@pytest.mark.robustness): 'report' (default, or "
-             f"${ROBUSTNESS_ENV_VAR}) runs them as non-strict xfails, shown but not failing "
-             f"the run; 'gate' makes them ordinary properties",
+        f"${ROBUSTNESS_ENV_VAR}) runs them as non-strict xfails, shown but not failing "
+        f"the run; 'gate' makes them ordinary properties",
     )
     group.addoption(
         "--attn-xfail",
@@ -165,8 +164,8 @@ def pytest_addoption(parser):
         default=None,
         metavar="FILE",
         help=f"expected-failures file: test ids with '# reason' comments, marked "
-             f"xfail(strict=True) (repeatable; default: ${XFAIL_ENV_VAR}; the subject's "
-             f"{XFAIL_ATTRIBUTE} always applies)",
+        f"xfail(strict=True) (repeatable; default: ${XFAIL_ENV_VAR}; the subject's "
+        f"{XFAIL_ATTRIBUTE} always applies)",
     )
 
 
@@ -197,17 +196,22 @@ def pytest_configure(config):
         "--attn-robustness=gate",
     )
     config.addinivalue_line(
-        "markers", "e2e: an end-to-end test of the suite itself (install, vendoring, replay)")
+        "markers", "e2e: an end-to-end test of the suite itself (install, vendoring, replay)"
+    )
     _STATE.clear()
     _STATE["active"] = _uses_suite(config)
     if not _STATE["active"]:
         return
     config.addinivalue_line("filterwarnings", WARNINGS_POLICY)
+    from attnprops.properties.profiles import ignore_local_constants
+
+    _STATE["constants_ignored"] = ignore_local_constants()  # draws independent of the source
     _add_suite(config)
     mode = config.getoption("--attn-robustness") or os.environ.get(ROBUSTNESS_ENV_VAR) or "report"
     if mode not in ROBUSTNESS_MODES:
-        raise pytest.UsageError(f"attnprops: {ROBUSTNESS_ENV_VAR}={mode!r}: use one of "
-                                f"{', '.join(ROBUSTNESS_MODES)}")
+        raise pytest.UsageError(
+            f"attnprops: {ROBUSTNESS_ENV_VAR}={mode!r}: use one of {', '.join(ROBUSTNESS_MODES)}"
+        )
     _STATE["robustness"] = mode
     from attnprops.properties.profiles import load_profile
     from attnprops.properties.sizes import limits
@@ -237,8 +241,9 @@ def pytest_configure(config):
         except (OSError, ValueError) as exc:
             raise pytest.UsageError(f"attnprops: expected-failures file {path}: {exc}") from None
     _STATE["xfail_entries"] = entries
-    _STATE["count_examples"] = bool(config.getoption("--attn-results")
-                                    or config.getoption("--attn-progress"))
+    _STATE["count_examples"] = bool(
+        config.getoption("--attn-results") or config.getoption("--attn-progress")
+    )
     for key, option in (("results", "--attn-results"), ("progress", "--attn-progress")):
         _STATE[key] = None
         name = config.getoption(option)
@@ -265,7 +270,8 @@ def _uses_suite(config) -> bool:
     if _named_subject(config):
         return True
     if getattr(config.option, "pyargs", False) and any(
-            a.split("::", 1)[0].startswith(__package__) for a in config.args):
+        a.split("::", 1)[0].startswith(__package__) for a in config.args
+    ):
         return True  # pytest --pyargs attnprops.properties[.test_x]
     roots = [Path(config.rootpath).resolve(), *_arg_paths(config)]
     return any(_within(SUITE_DIR, root) or _within(root, SUITE_DIR) for root in roots)
@@ -273,8 +279,7 @@ def _uses_suite(config) -> bool:
 
 def _arg_paths(config) -> list[Path]:
     """The run's arguments as absolute paths (their ``::test`` parts dropped)."""
-    return [Path(config.invocation_params.dir, a.split("::", 1)[0]).resolve()
-            for a in config.args]
+    return [Path(config.invocation_params.dir, a.split("::", 1)[0]).resolve() for a in config.args]
 
 
 def _add_suite(config) -> None:
@@ -296,7 +301,11 @@ def pytest_ignore_collect(collection_path, config):
     if not _STATE.get("active"):
         return None
     name = _named_subject(config)
-    if name and name != DEFAULT_SUBJECT and _within(Path(collection_path).resolve(), META_TESTS_DIR):
+    if (
+        name
+        and name != DEFAULT_SUBJECT
+        and _within(Path(collection_path).resolve(), META_TESTS_DIR)
+    ):
         return True
     return None
 
@@ -388,8 +397,10 @@ def pytest_xdist_node_collection_finished(node, ids):
 
 
 def pytest_runtest_logstart(nodeid, location):
-    _write("progress", {"event": "started", "nodeid": nodeid,
-                        "test": nodeid.rsplit("::", 1)[-1].split("[", 1)[0]})
+    _write(
+        "progress",
+        {"event": "started", "nodeid": nodeid, "test": nodeid.rsplit("::", 1)[-1].split("[", 1)[0]},
+    )
 
 
 def _subject_files() -> tuple[str, ...]:
@@ -423,10 +434,15 @@ def pytest_runtest_logreport(report):
     """Write the test's record to ``--attn-results`` (see :mod:`properties.results`): one
     per test (its call phase, or the phase that skipped or failed it)."""
     if (_STATE.get("results") is None and _STATE.get("progress") is None) or (
-            report.when != "call" and report.outcome == "passed"):
+        report.when != "call" and report.outcome == "passed"
+    ):
         return
-    failures = [f for name, value in report.user_properties if name == results.PROPERTY_NAME
-                for f in json.loads(value)]
+    failures = [
+        f
+        for name, value in report.user_properties
+        if name == results.PROPERTY_NAME
+        for f in json.loads(value)
+    ]
     examples = sum(value for name, value in report.user_properties if name == EXAMPLES_PROPERTY)
     record = results.record_of(report, failures, examples)
     _write("results", record)
@@ -436,6 +452,7 @@ def pytest_runtest_logreport(report):
 def _version() -> str:
     """The installed distribution's version, or "(not installed)" for a vendored copy."""
     from importlib import metadata
+
     try:
         return metadata.version("attnprops")
     except metadata.PackageNotFoundError:
@@ -447,8 +464,10 @@ def pytest_report_header(config):
     if not _STATE.get("active"):
         return None
     subject = _STATE.get("subject")
-    lines = [f"attnprops {_version()} from {SUITE_DIR.parent}",
-             f"attnprops hypothesis profile: {_STATE.get('profile')}"]
+    lines = [
+        f"attnprops {_version()} from {SUITE_DIR.parent}",
+        f"attnprops hypothesis profile: {_STATE.get('profile')}",
+    ]
     if subject is not None:
         lines.append(f"attnprops subject: {subject.describe()}")
     files = _STATE.get("xfail_files") or []
@@ -532,8 +551,10 @@ def read_expected_failures(path) -> list[ExpectedFailure]:
         test_id, _, comment = line.partition("#")
         test_id, comment = test_id.strip(), comment.strip()
         if "::" not in test_id or " " in test_id.split("[", 1)[0]:
-            raise ValueError(f"line {number}: {test_id!r} is not a test id "
-                             "(expected path/to/test_file.py::test_name)")
+            raise ValueError(
+                f"line {number}: {test_id!r} is not a test id "
+                "(expected path/to/test_file.py::test_name)"
+            )
         reason = comment or " ".join(t for t in block if t)
         if not reason:
             raise ValueError(f"line {number}: {test_id} has no reason; add '# why it fails'")
@@ -569,8 +590,11 @@ _XFAIL_RAISES = (AssertionError, results.BaseExceptionGroup)  # Hypothesis's dis
 def _file_exists(config, file_part: str) -> bool:
     """Whether the test file of an id exists on disk although this run did not collect it
     (relative to the rootdir, the invocation folder, or the folder holding ``properties``)."""
-    bases = {Path(config.rootpath), Path(config.invocation_params.dir),
-             Path(__file__).resolve().parent.parent}
+    bases = {
+        Path(config.rootpath),
+        Path(config.invocation_params.dir),
+        Path(__file__).resolve().parent.parent,
+    }
     return any((base / file_part).is_file() for base in bases)
 
 
@@ -578,8 +602,9 @@ def _stale(entry: ExpectedFailure, items, config) -> str | None:
     """Why ``entry`` (which matched no collected test) is stale, or None when its test merely
     was not selected in this run (another file, or a node id on the command line)."""
     file_part, _, names = entry.test_id.partition("::")
-    same_file = [item for item in items
-                 if _item_id(item).split("::", 1)[0].endswith("/" + file_part)]
+    same_file = [
+        item for item in items if _item_id(item).split("::", 1)[0].endswith("/" + file_part)
+    ]
     if not same_file:
         return None if _file_exists(config, file_part) else "matches no test file"
     target = getattr(same_file[0], "module", None)
@@ -588,8 +613,9 @@ def _stale(entry: ExpectedFailure, items, config) -> str | None:
     if target is None:
         return f"matches no collected test (no {names.split('[', 1)[0]} in {file_part})"
     base = _without_params(entry.test_id)
-    if base != entry.test_id and any(_without_params(_item_id(item)).endswith("/" + base)
-                                     for item in same_file):
+    if base != entry.test_id and any(
+        _without_params(_item_id(item)).endswith("/" + base) for item in same_file
+    ):
         return "matches no collected test (no such parametrization)"
     return None
 
@@ -608,18 +634,23 @@ def pytest_collection_modifyitems(session, config, items):
             marker = item.get_closest_marker("robustness")
             if marker is not None and item.get_closest_marker("xfail") is None:
                 why = marker.args[0] if marker.args else ""
-                item.add_marker(pytest.mark.xfail(reason=f"{ROBUSTNESS_REASON}: {why}",
-                                                  strict=False, raises=_XFAIL_RAISES))
+                item.add_marker(
+                    pytest.mark.xfail(
+                        reason=f"{ROBUSTNESS_REASON}: {why}", strict=False, raises=_XFAIL_RAISES
+                    )
+                )
     names = config.getoption("--attn-tests")
     if names:
         wanted = [n.strip() for n in names.split(",") if n.strip()]
         order = {name: k for k, name in enumerate(wanted)}
         missing = [n for n in wanted if not any(_name(item) == n for item in items)]
         if missing:
-            raise pytest.UsageError(f"attnprops: --attn-tests: no collected test named "
-                                    f"{', '.join(missing)}")
-        keep = sorted((item for item in items if _name(item) in order),
-                      key=lambda item: order[_name(item)])
+            raise pytest.UsageError(
+                f"attnprops: --attn-tests: no collected test named {', '.join(missing)}"
+            )
+        keep = sorted(
+            (item for item in items if _name(item) in order), key=lambda item: order[_name(item)]
+        )
         config.hook.pytest_deselected(items=[item for item in items if _name(item) not in order])
         items[:] = keep
 
@@ -654,7 +685,7 @@ def parse_shard(text: str) -> tuple[int, int]:
 def shard_of(items: list, index: int, count: int) -> list:
     """Shard ``index`` of ``count`` (1-based) of ``items``: every ``count``-th from the
     ``index``-th, so parametrizations and files spread over the shards."""
-    return items[index - 1::count]
+    return items[index - 1 :: count]
 
 
 def _name(item) -> str:
@@ -670,19 +701,26 @@ def _mark_expected_failures(config, items) -> None:
     for entry in entries:
         matched = [item for item in items if entry.matches(_item_id(item))]
         for item in matched:
-            item.add_marker(pytest.mark.xfail(
-                reason=f"known deviation of {current_subject().name}: {entry.reason} "
-                       f"[{entry.file}:{entry.line}]",
-                strict=True, raises=_XFAIL_RAISES))
+            item.add_marker(
+                pytest.mark.xfail(
+                    reason=f"known deviation of {current_subject().name}: {entry.reason} "
+                    f"[{entry.file}:{entry.line}]",
+                    strict=True,
+                    raises=_XFAIL_RAISES,
+                )
+            )
         if not matched:
             problem = _stale(entry, items, config)
             if problem:
                 problems.append(f"{entry.file}:{entry.line}: {entry.test_id} {problem}")
     if problems:
         report = pytest.CollectReport(
-            "attnprops-expected-failures", "failed",
+            "attnprops-expected-failures",
+            "failed",
             "attnprops: stale expected-failures entries (remove or fix them):\n  "
-            + "\n  ".join(problems), [])
+            + "\n  ".join(problems),
+            [],
+        )
         config.hook.pytest_collectreport(report=report)
 
 

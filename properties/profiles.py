@@ -48,15 +48,23 @@ _common = dict(
 settings.register_profile("dev", max_examples=25, **_common)
 # ci skips the "explain" phase (which lines ran only in failing examples): it about halves the
 # time a mutant takes to die and the report does not use it.
-settings.register_profile("ci", max_examples=100, derandomize=True, database=None,
-                          phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target,
-                                  Phase.shrink], **_common)
+settings.register_profile(
+    "ci",
+    max_examples=100,
+    derandomize=True,
+    database=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+    **_common,
+)
 # report_multiple_bugs=False: the runner reports one counterexample per mutant, and a mutant
 # that fails two checks of one property (say the float64 check and the exact check of a
 # kernel-sized case) would otherwise be shrunk once per check.
-settings.register_profile("mutation", settings.get_profile("ci"),
-                          phases=[Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
-                          report_multiple_bugs=False)
+settings.register_profile(
+    "mutation",
+    settings.get_profile("ci"),
+    phases=[Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+    report_multiple_bugs=False,
+)
 settings.register_profile("thorough", max_examples=300, database=None, **_common)
 
 
@@ -73,8 +81,9 @@ def load_profile(name: str | None = None) -> str:
         raise ValueError(f"HYPOTHESIS_PROFILE={name!r}: use one of {PROFILES}")
     spec = os.environ.get(DATABASE_ENV_VAR)
     if spec:
-        settings.register_profile(f"{name}+database", settings.get_profile(name),
-                                  database=database_from(spec))
+        settings.register_profile(
+            f"{name}+database", settings.get_profile(name), database=database_from(spec)
+        )
         settings.load_profile(f"{name}+database")
     else:
         settings.load_profile(name)
@@ -106,17 +115,19 @@ def database_from(spec: str):
         owner, repo = rest.split("/")
         return database.MultiplexedDatabase(
             database.DirectoryBasedExampleDatabase(".hypothesis/examples"),
-            database.ReadOnlyDatabase(database.GitHubArtifactDatabase(owner, repo)))
+            database.ReadOnlyDatabase(database.GitHubArtifactDatabase(owner, repo)),
+        )
     if kind == "redis" and rest:
         try:
             import redis
             from hypothesis.extra.redis import RedisExampleDatabase
         except ImportError:
-            raise ValueError(f"{DATABASE_ENV_VAR}={spec!r}: needs the redis package "
-                             "(pip install hypothesis[redis])") from None
+            raise ValueError(
+                f"{DATABASE_ENV_VAR}={spec!r}: needs the redis package "
+                "(pip install hypothesis[redis])"
+            ) from None
         return RedisExampleDatabase(redis.Redis.from_url(rest))
-    raise ValueError(f"{DATABASE_ENV_VAR}={spec!r}: use dir:PATH, github:OWNER/REPO or "
-                     "redis:URL")
+    raise ValueError(f"{DATABASE_ENV_VAR}={spec!r}: use dir:PATH, github:OWNER/REPO or redis:URL")
 
 
 def oracle_examples() -> settings:
@@ -133,3 +144,30 @@ def kernel_examples() -> settings:
     """Settings for a kernel-sized property: :func:`kernel_example_count` of the current
     profile's count."""
     return settings(max_examples=kernel_example_count(settings.default.max_examples))
+
+
+def ignore_local_constants() -> bool:
+    """Stop Hypothesis from mining constants out of the local source while the suite runs;
+    True when that took effect.
+
+    Hypothesis (since 6.131) seeds its draws with the literals of every *local* module
+    imported (not site-packages, not test files): the suite's own, the subject's, anything
+    the run imports. The derandomized ``ci`` and ``mutation`` profiles then draw differently
+    whenever any such literal changes: a reformatted string in an unrelated module, a
+    different subject, an editable instead of a regular install. A mutant lost its generated
+    kill that way, and another's counterexample grew from 320 to 2049 keys. With the pool
+    emptied, the draws depend on the suite's strategies, the profile and the Hypothesis
+    release only; the strategies aim at the boundaries themselves (``properties/sizes.py``).
+    Hypothesis offers no setting for this, so the mining function of its provider
+    (``hypothesis.internal.conjecture.providers._get_local_constants``, private) is replaced;
+    where that name is missing (another release), nothing changes and False is returned
+    (``properties/meta_tests/test_profiles.py`` checks the pinned release)."""
+    try:
+        from hypothesis.internal.conjecture import providers
+
+        empty = providers.Constants()
+        getattr(providers, "_get_local_constants")
+    except (ImportError, AttributeError, TypeError):
+        return False
+    providers._get_local_constants = lambda: empty
+    return True

@@ -42,8 +42,12 @@ else:  # Hypothesis depends on the backport there
 SCHEMA_VERSION = 1
 PROPERTY_NAME = "attnprops_result"  # the user_properties key that carries a record
 
-_HEADINGS = ("Falsifying example", "Falsifying explicit example", "Failing test case",
-             "Failing explicit example")
+_HEADINGS = (
+    "Falsifying example",
+    "Falsifying explicit example",
+    "Failing test case",
+    "Failing explicit example",
+)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -75,8 +79,11 @@ def _frames(exc: BaseException):
 def subject_frame(exc: BaseException, subject_files: tuple[str, ...]) -> str:
     """``"file:line in function"`` of the innermost frame that lies in the subject's code
     (a file in ``subject_files``, or under one of them when it is a folder), or ``""``."""
-    hits = [f for f in _frames(exc)
-            if any(f[0] == p or f[0].startswith(p.rstrip("/") + "/") for p in subject_files)]
+    hits = [
+        f
+        for f in _frames(exc)
+        if any(f[0] == p or f[0].startswith(p.rstrip("/") + "/") for p in subject_files)
+    ]
     if not hits:
         return ""
     name, line, function = hits[-1]
@@ -96,17 +103,36 @@ def failure_record(exc: BaseException, subject_files: tuple[str, ...]) -> dict:
     text = str(exc).strip()
     if not violation:  # a crash reads as Python prints it: "SystemExit: 0", not "0"
         text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return _entry(type(exc).__name__, violation, text or type(exc).__name__, "\n".join(example),
-                  bool(example) and " explicit " in example[0].split("\n", 1)[0], other,
-                  subject_frame(exc, subject_files))
+    return _entry(
+        type(exc).__name__,
+        violation,
+        text or type(exc).__name__,
+        "\n".join(example),
+        bool(example) and " explicit " in example[0].split("\n", 1)[0],
+        other,
+        subject_frame(exc, subject_files),
+    )
 
 
-def _entry(kind: str, violation: bool, message: str, counterexample: str = "",
-           explicit: bool = False, notes: list[str] | None = None, frame: str = "") -> dict:
+def _entry(
+    kind: str,
+    violation: bool,
+    message: str,
+    counterexample: str = "",
+    explicit: bool = False,
+    notes: list[str] | None = None,
+    frame: str = "",
+) -> dict:
     """One entry of a record's ``failures`` (the fields of the module docstring)."""
-    return {"type": kind, "violation": violation, "message": message,
-            "counterexample": counterexample, "explicit": explicit, "notes": notes or [],
-            "subject_frame": frame}
+    return {
+        "type": kind,
+        "violation": violation,
+        "message": message,
+        "counterexample": counterexample,
+        "explicit": explicit,
+        "notes": notes or [],
+        "subject_frame": frame,
+    }
 
 
 def failures_of(exc: BaseException, subject_files: tuple[str, ...]) -> list[dict]:
@@ -132,10 +158,16 @@ def record_of(report, failures: list[dict], examples: int = 0) -> dict:
         reason = str(report.longrepr[2]).removeprefix("Skipped: ")
     if report.failed and not failures:
         failures = [_entry("", False, str(report.longrepr)[-2000:])]
-    return {"schema": SCHEMA_VERSION, "nodeid": report.nodeid,
-            "test": report.nodeid.rsplit("::", 1)[-1].split("[", 1)[0],
-            "outcome": outcome_of(report), "when": report.when, "reason": reason,
-            "examples": examples, "failures": failures}
+    return {
+        "schema": SCHEMA_VERSION,
+        "nodeid": report.nodeid,
+        "test": report.nodeid.rsplit("::", 1)[-1].split("[", 1)[0],
+        "outcome": outcome_of(report),
+        "when": report.when,
+        "reason": reason,
+        "examples": examples,
+        "failures": failures,
+    }
 
 
 def read_records(path) -> list[dict]:
@@ -143,5 +175,6 @@ def read_records(path) -> list[dict]:
     path = Path(path)
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip()]
+    return [
+        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]

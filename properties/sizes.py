@@ -52,12 +52,15 @@ class Limits(NamedTuple):
 
 # Per profile. ci stays inside pytest -n auto's 60 s on two cores; thorough goes larger.
 LIMITS = {
-    "dev": Limits(max_len=300, max_decode_len=2100, max_scores=1 << 19, max_kv=1 << 20,
-                  max_appends=1100),
-    "ci": Limits(max_len=1100, max_decode_len=8200, max_scores=1 << 20, max_kv=1 << 20,
-                 max_appends=3100),
-    "thorough": Limits(max_len=2100, max_decode_len=16500, max_scores=1 << 23, max_kv=1 << 23,
-                       max_appends=6200),
+    "dev": Limits(
+        max_len=300, max_decode_len=2100, max_scores=1 << 19, max_kv=1 << 20, max_appends=1100
+    ),
+    "ci": Limits(
+        max_len=1100, max_decode_len=8200, max_scores=1 << 20, max_kv=1 << 20, max_appends=3100
+    ),
+    "thorough": Limits(
+        max_len=2100, max_decode_len=16500, max_scores=1 << 23, max_kv=1 << 23, max_appends=6200
+    ),
 }
 LIMITS["mutation"] = LIMITS["ci"]
 LEN_ENV_VAR = "ATTNPROPS_MAX_LEN"
@@ -99,10 +102,13 @@ def limits(profile: str | None = None) -> Limits:
     if (max_len, decode) == (base.max_len, base.max_decode_len):
         return base
     raised_len = max_len > base.max_len  # a raised decode length alone leaves prefill's
-    return Limits(max_len, decode,
-                  max(base.max_scores, 2 * max_len**2) if raised_len else base.max_scores,
-                  max(base.max_kv, 512 * max(max_len, decode)),
-                  max(base.max_appends, max_len) if raised_len else base.max_appends)
+    return Limits(
+        max_len,
+        decode,
+        max(base.max_scores, 2 * max_len**2) if raised_len else base.max_scores,
+        max(base.max_kv, 512 * max(max_len, decode)),
+        max(base.max_appends, max_len) if raised_len else base.max_appends,
+    )
 
 
 # Strategies are built once per distinct (hashable) argument tuple and reused: Hypothesis
@@ -118,7 +124,7 @@ def primes_up_to(n: int) -> list[int]:
     sieve[:2] = b"\0\0"
     for p in range(2, int(n**0.5) + 1):
         if sieve[p]:
-            sieve[p * p::p] = bytearray(len(sieve[p * p::p]))
+            sieve[p * p :: p] = bytearray(len(sieve[p * p :: p]))
     return [p for p in range(n + 1) if sieve[p]]
 
 
@@ -127,8 +133,9 @@ def _one_in(n: int, first: st.SearchStrategy, other: st.SearchStrategy) -> st.Se
     ``other``; shrinks towards ``first``. An explicit branch draw, not
     ``one_of(first, *[other] * (n - 1))``: one_of merges equal branches, which made tiny
     sizes half the draws."""
-    return st.builds(lambda branch, a, b: a if branch == 0 else b,
-                     st.integers(0, n - 1), first, other)
+    return st.builds(
+        lambda branch, a, b: a if branch == 0 else b, st.integers(0, n - 1), first, other
+    )
 
 
 @cached_strategy
@@ -145,7 +152,9 @@ def boundary_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int
     ``255``, ``1024``, ``113``, ``797``.
     """
     if not 1 <= min_size <= max_size:
-        raise ValueError(f"min_size={min_size}, max_size={max_size}: need 1 <= min_size <= max_size")
+        raise ValueError(
+            f"min_size={min_size}, max_size={max_size}: need 1 <= min_size <= max_size"
+        )
     tiny = st.integers(min_size, max(min_size, min(8, max_size)))
     if max_size <= 8:
         return tiny
@@ -158,8 +167,11 @@ def boundary_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int
         # k ranges over the multiples of t that fit: one integer per size (no two draws of
         # k give one size, so no shrink pass trades k against a later draw step by step)
         k = draw(st.integers(1, max(1, (max_size + t // 2) // t)))
-        offset = draw(st.one_of(st.sampled_from(OFFSETS), st.sampled_from(OFFSETS),
-                                st.integers(-widest, widest)))
+        offset = draw(
+            st.one_of(
+                st.sampled_from(OFFSETS), st.sampled_from(OFFSETS), st.integers(-widest, widest)
+            )
+        )
         if abs(offset) > 1:  # the anywhere branch, scaled to [-t/2, t/2]
             offset = int(offset * t / (2 * widest))
         return min(max(k * t + offset, min_size), max_size)  # clamped, not filtered

@@ -60,8 +60,12 @@ class AttentionCase(NamedTuple):
 
     def kwargs(self) -> dict:
         """The call's keyword arguments in the shared API (what the oracle takes too)."""
-        return dict(attn_mask=self.attn_mask, is_causal=self.is_causal,
-                    query_start=self.query_start, scale=self.scale)
+        return dict(
+            attn_mask=self.attn_mask,
+            is_causal=self.is_causal,
+            query_start=self.query_start,
+            scale=self.scale,
+        )
 
     def block_kwargs(self) -> dict:
         """``{"block_size": n}`` when the case was drawn for a blocked subject, else ``{}``."""
@@ -76,7 +80,9 @@ class AttentionCase(NamedTuple):
         return self.query.dtype
 
     def describe(self) -> str:
-        mask = "None" if self.attn_mask is None else f"{self.attn_mask.dtype} {self.attn_mask.shape}"
+        mask = (
+            "None" if self.attn_mask is None else f"{self.attn_mask.dtype} {self.attn_mask.shape}"
+        )
         return (
             f"query {self.query.shape} key {self.key.shape} value {self.value.shape} "
             f"{self.dtype}; attn_mask {mask} [{self.mask_layout}]; is_causal={self.is_causal} "
@@ -101,8 +107,17 @@ class Dims(NamedTuple):
 
 @cached_strategy
 @st.composite
-def dims(draw, *, max_batch=2, max_kv_heads=2, max_group=3, max_len=6, max_dim=5,
-         causal_ok: bool = False, query_len: int | None = None) -> Dims:
+def dims(
+    draw,
+    *,
+    max_batch=2,
+    max_kv_heads=2,
+    max_group=3,
+    max_len=6,
+    max_dim=5,
+    causal_ok: bool = False,
+    query_len: int | None = None,
+) -> Dims:
     """Sizes with ``Hq % Hkv == 0``; with ``causal_ok`` also ``Tq <= Tk``.
 
     Defaults: B in [1, 2], Hkv in [1, 2], G in [1, 3] (so MHA, MQA and GQA), Tq, Tk in
@@ -125,8 +140,7 @@ def dims(draw, *, max_batch=2, max_kv_heads=2, max_group=3, max_len=6, max_dim=5
         query_len = draw(sizes)
     head_dim = draw(st.integers(1, max_dim))
     value_dim = draw(st.integers(1, max_dim))
-    return Dims(batch, num_kv_heads * group, num_kv_heads, query_len, key_len, head_dim,
-                value_dim)
+    return Dims(batch, num_kv_heads * group, num_kv_heads, query_len, key_len, head_dim, value_dim)
 
 
 @cached_strategy
@@ -162,15 +176,17 @@ def _mask_shape(draw, layout: str, d: Dims) -> tuple[int, ...]:
         return named[layout]
     shape = draw(hnp.broadcastable_shapes(target, min_dims=1, max_dims=4))
     # keep only shapes that broadcast *to* the score shape (not beyond it)
-    return tuple(
-        s if s == t else 1 for s, t in zip(shape, target[len(target) - len(shape):])
-    )
+    return tuple(s if s == t else 1 for s, t in zip(shape, target[len(target) - len(shape) :]))
 
 
 def _visible_limit(d: Dims, is_causal: bool, start: int) -> np.ndarray:
     """Last key each local query may see under causality, ``(Tq,)`` (Tk-1 if not causal)."""
     rows = np.arange(d.query_len)
-    return np.minimum(start + rows, d.key_len - 1) if is_causal else np.full(d.query_len, d.key_len - 1)
+    return (
+        np.minimum(start + rows, d.key_len - 1)
+        if is_causal
+        else np.full(d.query_len, d.key_len - 1)
+    )
 
 
 @cached_strategy
@@ -187,8 +203,16 @@ def _bias_arrays(dtype: str, shape: tuple[int, ...]):
 
 @cached_strategy
 @st.composite
-def masks(draw, d: Dims, *, is_causal: bool, start: int, float_masks: bool = True,
-          layouts: tuple[str, ...] = MASK_LAYOUTS, two_d: bool = False):
+def masks(
+    draw,
+    d: Dims,
+    *,
+    is_causal: bool,
+    start: int,
+    float_masks: bool = True,
+    layouts: tuple[str, ...] = MASK_LAYOUTS,
+    two_d: bool = False,
+):
     """A mask leaving every query row at least one visible key; returns ``(mask, layout)``.
 
     ``layouts``: the names in :data:`MASK_LAYOUTS` to draw from (2-D inputs only take
@@ -233,12 +257,21 @@ def masks(draw, d: Dims, *, is_causal: bool, start: int, float_masks: bool = Tru
 
 
 @st.composite
-def attention_cases(draw, *, dtypes=ALL_DTYPES, magnitudes=MAGNITUDES, causal=None,
-                    masks_allowed: bool = True, float_masks: bool = True,
-                    mask_layouts: tuple[str, ...] = MASK_LAYOUTS,
-                    explicit_scale: bool = True, two_d: bool = False,
-                    block_sizes: bool = False, d: Dims | None = None,
-                    **dim_kwargs) -> AttentionCase:
+def attention_cases(
+    draw,
+    *,
+    dtypes=ALL_DTYPES,
+    magnitudes=MAGNITUDES,
+    causal=None,
+    masks_allowed: bool = True,
+    float_masks: bool = True,
+    mask_layouts: tuple[str, ...] = MASK_LAYOUTS,
+    explicit_scale: bool = True,
+    two_d: bool = False,
+    block_sizes: bool = False,
+    d: Dims | None = None,
+    **dim_kwargs,
+) -> AttentionCase:
     """A valid attention call: every query row sees at least one key.
 
     Args:
@@ -270,9 +303,16 @@ def attention_cases(draw, *, dtypes=ALL_DTYPES, magnitudes=MAGNITUDES, causal=No
     start = max_start if query_start is None else query_start
     scale = draw(_NONE_OR_SCALE) if explicit_scale else None
     if masks_allowed:
-        attn_mask, layout = draw(masks(d, is_causal=is_causal, start=start,
-                                       float_masks=float_masks, layouts=mask_layouts,
-                                       two_d=two_d))
+        attn_mask, layout = draw(
+            masks(
+                d,
+                is_causal=is_causal,
+                start=start,
+                float_masks=float_masks,
+                layouts=mask_layouts,
+                two_d=two_d,
+            )
+        )
     else:
         attn_mask, layout = None, "none"
     B, Hq, Hkv, Tq, Tk, D, Dv = d
@@ -284,15 +324,20 @@ def attention_cases(draw, *, dtypes=ALL_DTYPES, magnitudes=MAGNITUDES, causal=No
     key = draw(values(k_shape, dtype, magnitude))
     value = draw(values(v_shape, dtype, magnitude))
     block_size = draw(st.one_of(st.none(), st.integers(1, Tk + 1))) if block_sizes else None
-    return AttentionCase(query, key, value, attn_mask, is_causal, query_start, scale, layout,
-                         magnitude, block_size)
+    return AttentionCase(
+        query, key, value, attn_mask, is_causal, query_start, scale, layout, magnitude, block_size
+    )
 
 
 def subject_declared(subject, kwargs: dict) -> dict:
     """``kwargs`` with what ``subject`` declares as the defaults of a case strategy: its
     ``dtypes``, ``float_masks`` and ``block_sizes`` (its ``block_size`` capability)."""
-    return {"dtypes": subject.dtypes, "float_masks": subject.float_masks,
-            "block_sizes": subject.block_size, **kwargs}
+    return {
+        "dtypes": subject.dtypes,
+        "float_masks": subject.float_masks,
+        "block_sizes": subject.block_size,
+        **kwargs,
+    }
 
 
 def subject_cases(subject, **kwargs):

@@ -57,7 +57,10 @@ from types import ModuleType
 
 import numpy as np
 
-from attnprops.properties import DEFAULT_SUBJECT, ENV_VAR  # re-exported: the names' home is the package
+from attnprops.properties import (
+    DEFAULT_SUBJECT,
+    ENV_VAR,
+)  # re-exported: the names' home is the package
 from attnprops.properties.bounds import Arithmetic
 
 ALL_DTYPES = ("float16", "float32", "float64")
@@ -111,9 +114,7 @@ class Subject:
         return str(getattr(self.module, "__version__", "unknown"))
 
     def describe(self) -> str:
-        caps = ", ".join(
-            f"{k}={getattr(self, k)!r}" for k in _DEFAULTS
-        )
+        caps = ", ".join(f"{k}={getattr(self, k)!r}" for k in _DEFAULTS)
         return f"{self.name} {self.version} ({caps})"
 
     def supports(self, dtype) -> bool:
@@ -142,16 +143,20 @@ def install_hint(library: str) -> str:
     """How to install an optional ``library`` (torch, jax, jaxlib) wherever the suite is: a
     vendored copy has no extras, a clone and an installed attnprops have one."""
     extra = _EXTRAS[library]
-    return (f"{library} is an optional dependency: install {extra} (pip install {extra}; "
-            f"from an attnprops clone: pip install -e .[{extra}]; for an installed "
-            f"attnprops: pip install 'attnprops[{extra}]')")
+    return (
+        f"{library} is an optional dependency: install {extra} (pip install {extra}; "
+        f"from an attnprops clone: pip install -e .[{extra}]; for an installed "
+        f"attnprops: pip install 'attnprops[{extra}]')"
+    )
 
 
 def _dtype_names(name: str, declared) -> tuple[str, ...]:
     """The declared ``dtypes`` as names, or a SubjectError naming the key and what it
     accepts (a string, an unknown dtype such as ``bfloat16``, or none at all)."""
-    problem = f"subject {name!r}: ATTNPROPS_CAPABILITIES dtypes={declared!r} must be a " \
-              f"non-empty tuple of {ALL_DTYPES}"
+    problem = (
+        f"subject {name!r}: ATTNPROPS_CAPABILITIES dtypes={declared!r} must be a "
+        f"non-empty tuple of {ALL_DTYPES}"
+    )
     if isinstance(declared, (str, bytes)):
         raise SubjectError(problem)
     try:
@@ -178,13 +183,20 @@ def _import(name: str):
     path = Path(name).expanduser().resolve()
     if path.is_dir():
         if not (path / "__init__.py").is_file():
-            raise SubjectError(f"cannot import the attention subject {name!r}: {path} is a "
-                               f"folder without __init__.py; name a .py file or a package")
+            raise SubjectError(
+                f"cannot import the attention subject {name!r}: {path} is a "
+                f"folder without __init__.py; name a .py file or a package"
+            )
         if str(path.parent) not in sys.path:
             sys.path.insert(0, str(path.parent))
         return importlib.import_module(path.name)
     if not path.is_file():
         raise SubjectError(f"cannot import the attention subject {name!r}: no such file {path}")
+    if path.suffix != ".py":
+        raise SubjectError(
+            f"cannot import the attention subject {name!r}: {path.name} is not a .py file; "
+            f"name a Python file, a package folder or a module"
+        )
     folder = str(path.parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
@@ -225,8 +237,9 @@ def load_subject(name: str | None = None) -> Subject:
     except Exception as exc:
         where = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
         missing = getattr(exc, "name", None) or ""
-        if isinstance(exc, ModuleNotFoundError) and (missing == name
-                                                     or name.startswith(missing + ".")):
+        if isinstance(exc, ModuleNotFoundError) and (
+            missing == name or name.startswith(missing + ".")
+        ):
             where = ""  # the subject itself is not there: its traceback is attnprops' own frames
         library = missing.split(".")[0]
         if isinstance(exc, ModuleNotFoundError) and library in _EXTRAS:
@@ -261,8 +274,10 @@ def load_subject(name: str | None = None) -> Subject:
         )
     compute_dtypes = caps["compute_dtypes"]
     if not isinstance(compute_dtypes, dict):
-        raise SubjectError(f"subject {name!r}: compute_dtypes={compute_dtypes!r} must be a dict "
-                           f"of dtype names, e.g. {{'float16': 'float32'}}")
+        raise SubjectError(
+            f"subject {name!r}: compute_dtypes={compute_dtypes!r} must be a dict "
+            f"of dtype names, e.g. {{'float16': 'float32'}}"
+        )
     pairs = []
     for given, computed in compute_dtypes.items():
         try:
@@ -274,7 +289,8 @@ def load_subject(name: str | None = None) -> Subject:
         if not set(pair) <= set(ALL_DTYPES) or np.finfo(pair[1]).eps > np.finfo(pair[0]).eps:
             raise SubjectError(
                 f"subject {name!r}: compute_dtypes {given!r}: {computed!r}: both must be one of "
-                f"{ALL_DTYPES}, the compute dtype at least as precise as the input's")
+                f"{ALL_DTYPES}, the compute dtype at least as precise as the input's"
+            )
         pairs.append(pair)
     for key in ("rounds_weights", "validates_inputs", "two_d_inputs", "float_masks", "block_size"):
         if not isinstance(caps[key], (bool, np.bool_)):

@@ -19,10 +19,21 @@ from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
 from attnprops.oracle import ball
-
 from attnprops.properties._support import repeat_kv, visibility
-from attnprops.properties.bounds import Arithmetic, agreement_bounds, agreement_from, attention_bounds, row_maxima
-from attnprops.properties.checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
+from attnprops.properties.bounds import (
+    Arithmetic,
+    agreement_bounds,
+    agreement_from,
+    attention_bounds,
+    row_maxima,
+)
+from attnprops.properties.checks import (
+    assert_equal,
+    assert_shape_dtype,
+    assert_within,
+    call_subject,
+    fail,
+)
 from attnprops.properties.kernel_cases import boundary_rows, subject_kernel_specs
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.profiles import kernel_examples
@@ -36,10 +47,12 @@ REFERENCE_WORK = 2_500_000
 
 
 def _attend(subject, case, what="attention"):
-    out = call_subject(subject.attention, case.query, case.key, case.value,
-                       **case.subject_kwargs(), what=what)
-    return assert_shape_dtype(out=out, shape=case.query.shape[:3] + case.value.shape[3:],
-                              dtype=case.dtype, what=what)
+    out = call_subject(
+        subject.attention, case.query, case.key, case.value, **case.subject_kwargs(), what=what
+    )
+    return assert_shape_dtype(
+        out=out, shape=case.query.shape[:3] + case.value.shape[3:], dtype=case.dtype, what=what
+    )
 
 
 def _rows_of(case, rows: list[int]):
@@ -68,8 +81,9 @@ def _float64_evaluation(case) -> np.ndarray:
     B, Hq, Tq, D = q.shape
     Hkv = k.shape[1]
     scale = 1 / np.sqrt(D) if case.scale is None else case.scale
-    s = np.matmul((q * scale).reshape(B, Hkv, Hq // Hkv, Tq, D),
-                  k[:, :, None].swapaxes(-1, -2)).reshape(B, Hq, Tq, -1)
+    s = np.matmul(
+        (q * scale).reshape(B, Hkv, Hq // Hkv, Tq, D), k[:, :, None].swapaxes(-1, -2)
+    ).reshape(B, Hq, Tq, -1)
     if case.attn_mask is not None and case.attn_mask.dtype != np.bool_:
         s = s + case.attn_mask.astype(np.float64)
     s = np.where(visibility(case), s, -np.inf)
@@ -87,10 +101,16 @@ def _matches_float64_evaluation(subject, case, what: str = "output") -> np.ndarr
     visible = visibility(case)
     with np.errstate(over="ignore"):
         maxima = row_maxima(case, visible)  # the float64 evaluation reads the same values
-        loose = (agreement_from(maxima, subject.arithmetic(case.dtype))
-                 + agreement_from(maxima, Arithmetic.of(np.float64)))
-    assert_within(out=out, expected=_float64_evaluation(case), bound=loose,
-                  what=f"{what} vs a float64 evaluation (every row, agreement bounds)", case=case)
+        loose = agreement_from(maxima, subject.arithmetic(case.dtype)) + agreement_from(
+            maxima, Arithmetic.of(np.float64)
+        )
+    assert_within(
+        out=out,
+        expected=_float64_evaluation(case),
+        bound=loose,
+        what=f"{what} vs a float64 evaluation (every row, agreement bounds)",
+        case=case,
+    )
     return out
 
 
@@ -111,11 +131,22 @@ def _matches_reference(subject, spec):
     work = B * Hq * Tk * (case.query.shape[3] + case.value.shape[3])
     rows = boundary_rows(case, limit=max(2, min(24, REFERENCE_WORK // work)))
     note(f"reference rows: {rows}")
-    parts = ball.attention_parts(case.query, case.key, case.value, **case.kwargs(),
-                                 fully_masked_rows=subject.fully_masked_rows, rows=rows)
+    parts = ball.attention_parts(
+        case.query,
+        case.key,
+        case.value,
+        **case.kwargs(),
+        fully_masked_rows=subject.fully_masked_rows,
+        rows=rows,
+    )
     bounds = attention_bounds(_rows_of(case, rows), parts, subject.arithmetic(case.dtype))
-    assert_within(out=out[:, :, rows], expected=parts.output.value, bound=bounds.output,
-                  what=f"output rows {rows} vs the exact result", case=case)
+    assert_within(
+        out=out[:, :, rows],
+        expected=parts.output.value,
+        bound=bounds.output,
+        what=f"output rows {rows} vs the exact result",
+        case=case,
+    )
 
 
 # One test per shape kind, so that each kernel regime gets its own examples (and a mutant can
@@ -146,13 +177,17 @@ def test_kernel_sized_decode_matches_reference(subject, spec):
     # (it hides the tail, where the remainders are) and no "large" values (a one-hot
     # softmax ignores every key but one); one batch element (the keys are split the same
     # way for each).
-    probe = spec._replace(mask="none" if spec.mask == "key padding" else spec.mask, padding=(),
-                          magnitude="unit" if spec.magnitude == "large" else spec.magnitude,
-                          batch=1)
+    probe = spec._replace(
+        mask="none" if spec.mask == "key padding" else spec.mask,
+        padding=(),
+        magnitude="unit" if spec.magnitude == "large" else spec.magnitude,
+        batch=1,
+    )
     for length in sorted(n for n in lengths if spec.query_len <= n < spec.key_len):
         case = probe._replace(key_len=length).build()
-        _matches_float64_evaluation(subject, case, what=f"output against {length} keys "
-                                                        f"({probe.mask}, {probe.magnitude})")
+        _matches_float64_evaluation(
+            subject, case, what=f"output against {length} keys ({probe.mask}, {probe.magnitude})"
+        )
 
 
 @kernel_examples()
@@ -189,14 +224,23 @@ def test_kernel_sized_chunk_equals_rows_of_full_causal(subject, spec, data):
         n = data.draw(boundary_sizes(T - s), label=f"chunk length at {s}")
         rows = slice(s, s + n)
         for what, chunk in (
-            ("all keys, query_start=s",
-             full._replace(query=full.query[:, :, rows], query_start=s)),
-            ("keys [0, s + n), query_start=None",
-             full._replace(query=full.query[:, :, rows], key=full.key[:, :, : s + n],
-                           value=full.value[:, :, : s + n])),
+            ("all keys, query_start=s", full._replace(query=full.query[:, :, rows], query_start=s)),
+            (
+                "keys [0, s + n), query_start=None",
+                full._replace(
+                    query=full.query[:, :, rows],
+                    key=full.key[:, :, : s + n],
+                    value=full.value[:, :, : s + n],
+                ),
+            ),
         ):
-            _agree(subject, chunk, _attend(subject, chunk, f"chunk, {what}"), expected[:, :, rows],
-                   what=f"chunk [{s}, {s + n}) ({what}) vs rows of full causal (T={T})")
+            _agree(
+                subject,
+                chunk,
+                _attend(subject, chunk, f"chunk, {what}"),
+                expected[:, :, rows],
+                what=f"chunk [{s}, {s + n}) ({what}) vs rows of full causal (T={T})",
+            )
 
 
 @kernel_examples()
@@ -208,9 +252,13 @@ def test_kernel_sized_gqa_equals_repeated_kv(subject, spec):
     group = case.query.shape[1] // case.key.shape[1]
     assume(group > 1)
     repeated = case._replace(key=repeat_kv(case.key, group), value=repeat_kv(case.value, group))
-    _agree(subject, case, _attend(subject, case, "grouped K/V"),
-           _attend(subject, repeated, "K/V repeated to Hq"),
-           what=f"GQA (G={group}) vs K/V repeated by h // {group}")
+    _agree(
+        subject,
+        case,
+        _attend(subject, case, "grouped K/V"),
+        _attend(subject, repeated, "K/V repeated to Hq"),
+        what=f"GQA (G={group}) vs K/V repeated by h // {group}",
+    )
 
 
 @kernel_examples()
@@ -229,11 +277,19 @@ def test_kernel_sized_batch_and_heads_independent(subject, spec):
     for b in range(B):
         for h in range(Hq):
             g = h // group
-            one = case._replace(query=case.query[b:b + 1, h:h + 1], key=case.key[b:b + 1, g:g + 1],
-                                value=case.value[b:b + 1, g:g + 1],
-                                attn_mask=None if full is None else full[b:b + 1, h:h + 1].copy())
-            _agree(subject, one, _attend(subject, one, f"batch {b} head {h} alone"),
-                   batched[b:b + 1, h:h + 1], what=f"batch {b}, head {h} alone vs batched")
+            one = case._replace(
+                query=case.query[b : b + 1, h : h + 1],
+                key=case.key[b : b + 1, g : g + 1],
+                value=case.value[b : b + 1, g : g + 1],
+                attn_mask=None if full is None else full[b : b + 1, h : h + 1].copy(),
+            )
+            _agree(
+                subject,
+                one,
+                _attend(subject, one, f"batch {b} head {h} alone"),
+                batched[b : b + 1, h : h + 1],
+                what=f"batch {b}, head {h} alone vs batched",
+            )
 
 
 @pytest.mark.requires("float_masks")
@@ -245,9 +301,13 @@ def test_kernel_sized_bool_mask_equals_additive_mask(subject, spec):
     case = spec.build()
     assume(case.attn_mask is not None and case.attn_mask.dtype == np.bool_)
     additive = np.where(case.attn_mask, 0.0, -np.inf).astype(case.dtype)
-    _agree(subject, case, _attend(subject, case, "bool mask"),
-           _attend(subject, case._replace(attn_mask=additive), "additive 0/-inf mask"),
-           what="bool mask vs additive 0/-inf mask")
+    _agree(
+        subject,
+        case,
+        _attend(subject, case, "bool mask"),
+        _attend(subject, case._replace(attn_mask=additive), "additive 0/-inf mask"),
+        what="bool mask vs additive 0/-inf mask",
+    )
 
 
 @kernel_examples()
@@ -263,8 +323,9 @@ def test_kernel_sized_hidden_keys_do_not_change_output(subject, spec, data):
     assume(not seen.all())
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="new K/V seed"))
     key = np.where(seen, case.key, (50 * rng.standard_normal(case.key.shape)).astype(case.dtype))
-    value = np.where(seen, case.value,
-                     (1e3 * rng.standard_normal(case.value.shape)).astype(case.dtype))
+    value = np.where(
+        seen, case.value, (1e3 * rng.standard_normal(case.value.shape)).astype(case.dtype)
+    )
     note(f"hidden K/V positions: {int((~seen).sum())} of {seen.size}")
     before = _attend(subject, case, "original K/V")
     after = _attend(subject, case._replace(key=key, value=value), "hidden K/V changed")
@@ -279,11 +340,16 @@ def _cache_runs(draw):
     sizes while Hypothesis shrinks (and the counterexample shows) a pattern, not hundreds of
     draws."""
     lim = limits()
-    spec = draw(subject_kernel_specs(SUBJECT, shapes=("prefill",), masks=False,
-                                     max_len=lim.max_appends, long=True))
+    spec = draw(
+        subject_kernel_specs(
+            SUBJECT, shapes=("prefill",), masks=False, max_len=lim.max_appends, long=True
+        )
+    )
     T = spec.key_len
-    pattern = draw(st.lists(st.one_of(st.just(1), boundary_sizes(T)), min_size=1, max_size=8),
-                   label="chunk pattern")
+    pattern = draw(
+        st.lists(st.one_of(st.just(1), boundary_sizes(T)), min_size=1, max_size=8),
+        label="chunk pattern",
+    )
     return spec._replace(is_causal=True, query_start=None, block_size=None), pattern
 
 
@@ -313,19 +379,36 @@ def test_kernel_sized_cache_growth_equals_full_causal(subject, run):
     outputs, start = [], 0
     for n in chunks:
         rows = slice(start, start + n)
-        outputs.append(np.asarray(call_subject(
-            subject.module.cached_attention, case.query[:, :, rows], case.key[:, :, rows],
-            case.value[:, :, rows], cache, scale=case.scale,
-            what=f"cached_attention of positions [{start}, {start + n})")))
+        outputs.append(
+            np.asarray(
+                call_subject(
+                    subject.module.cached_attention,
+                    case.query[:, :, rows],
+                    case.key[:, :, rows],
+                    case.value[:, :, rows],
+                    cache,
+                    scale=case.scale,
+                    what=f"cached_attention of positions [{start}, {start + n})",
+                )
+            )
+        )
         start += n
     if len(cache) != T:
         fail(f"len(cache) = {len(cache)} after appending {T} positions in {len(chunks)} chunks")
     assert_equal(out=cache.keys, expected=case.key, what="cached keys after growth", case=case)
-    assert_equal(out=cache.values, expected=case.value, what="cached values after growth",
-                 case=case)
-    decoded = assert_shape_dtype(out=np.concatenate(outputs, axis=2),
-                                 shape=case.query.shape[:3] + case.value.shape[3:],
-                                 dtype=case.dtype, what="decoded outputs")
-    _agree(subject, case, decoded, _attend(subject, case, "full causal attention"),
-           what=f"cached decode in {len(chunks)} chunks vs full causal (T={T})")
-
+    assert_equal(
+        out=cache.values, expected=case.value, what="cached values after growth", case=case
+    )
+    decoded = assert_shape_dtype(
+        out=np.concatenate(outputs, axis=2),
+        shape=case.query.shape[:3] + case.value.shape[3:],
+        dtype=case.dtype,
+        what="decoded outputs",
+    )
+    _agree(
+        subject,
+        case,
+        decoded,
+        _attend(subject, case, "full causal attention"),
+        what=f"cached decode in {len(chunks)} chunks vs full causal (T={T})",
+    )

@@ -56,8 +56,9 @@ def cache_runs(draw, *, max_len=6):
         chunks.append(n)
         left -= n
     scale = draw(st.one_of(st.none(), st.floats(0.05, 4)))
-    return case_from(q, k, v, is_causal=True, scale=scale, layout="causal self-attention",
-                     magnitude=magnitude), chunks
+    return case_from(
+        q, k, v, is_causal=True, scale=scale, layout="causal self-attention", magnitude=magnitude
+    ), chunks
 
 
 def _new_cache(subject, case):
@@ -71,17 +72,30 @@ def _decode(subject, case, chunks):
     outputs, start = [], 0
     for n in chunks:
         rows = slice(start, start + n)
-        out = call_subject(subject.module.cached_attention, case.query[:, :, rows],
-                           case.key[:, :, rows], case.value[:, :, rows], cache,
-                           scale=case.scale, what=f"cached_attention of positions [{start}, {start + n})")
+        out = call_subject(
+            subject.module.cached_attention,
+            case.query[:, :, rows],
+            case.key[:, :, rows],
+            case.value[:, :, rows],
+            cache,
+            scale=case.scale,
+            what=f"cached_attention of positions [{start}, {start + n})",
+        )
         outputs.append(np.asarray(out))
         start += n
     return cache, np.concatenate(outputs, axis=2)
 
 
-LAB_CACHE_RUN = (case_from(LAB_QUERY, LAB_KEY, LAB_VALUE, is_causal=True,
-                           layout="seed 000: cache 2 tokens, decode the 3rd"),
-                 [2, 1])
+LAB_CACHE_RUN = (
+    case_from(
+        LAB_QUERY,
+        LAB_KEY,
+        LAB_VALUE,
+        is_causal=True,
+        layout="seed 000: cache 2 tokens, decode the 3rd",
+    ),
+    [2, 1],
+)
 
 
 @pytest.mark.requires("kv_cache")
@@ -97,10 +111,16 @@ def test_cached_decode_equals_full_causal(subject, run):
     note(f"chunks: {chunks}")
     parts, bounds = oracle_with_bounds(case, subject)
     cache, decoded = _decode(subject, case, chunks)
-    decoded = assert_shape_dtype(out=decoded, shape=parts.output.shape, dtype=case.dtype,
-                                 what="decoded outputs")
-    assert_within(out=decoded, expected=parts.output.value, bound=bounds.output,
-                  what=f"cached decode in chunks {chunks} vs 50-digit full causal", case=case)
+    decoded = assert_shape_dtype(
+        out=decoded, shape=parts.output.shape, dtype=case.dtype, what="decoded outputs"
+    )
+    assert_within(
+        out=decoded,
+        expected=parts.output.value,
+        bound=bounds.output,
+        what=f"cached decode in chunks {chunks} vs 50-digit full causal",
+        case=case,
+    )
     if len(cache) != case.key.shape[2]:
         fail(f"len(cache) = {len(cache)} after appending {case.key.shape[2]} positions")
     assert_equal(out=cache.keys, expected=case.key, what="cached keys")
@@ -119,11 +139,14 @@ def test_cache_holds_kv_heads(subject, run):
     B, Hkv, T, D = case.key.shape
     Dv = case.value.shape[3]
     if np.shape(cache.keys) != (B, Hkv, T, D) or np.shape(cache.values) != (B, Hkv, T, Dv):
-        fail(f"cache holds keys {np.shape(cache.keys)} values {np.shape(cache.values)}; "
-             f"expected {(B, Hkv, T, D)} and {(B, Hkv, T, Dv)} (Hq={case.query.shape[1]})")
+        fail(
+            f"cache holds keys {np.shape(cache.keys)} values {np.shape(cache.values)}; "
+            f"expected {(B, Hkv, T, D)} and {(B, Hkv, T, Dv)} (Hq={case.query.shape[1]})"
+        )
     if SUBJECT.kv_cache_bytes and D == Dv:
-        formula = subject.module.kv_cache_bytes(num_layers=1, batch=B, tokens=T,
-                                                num_kv_heads=Hkv, head_dim=D, dtype=case.dtype)
+        formula = subject.module.kv_cache_bytes(
+            num_layers=1, batch=B, tokens=T, num_kv_heads=Hkv, head_dim=D, dtype=case.dtype
+        )
         real = cache.keys.nbytes + cache.values.nbytes
         if formula != real:
             fail(f"cache nbytes {real} != kv_cache_bytes {formula} for B={B} Hkv={Hkv} T={T} D={D}")
@@ -134,8 +157,9 @@ def _bad_append(draw, cache, dtype):
     (:data:`oracle.violations.CACHE_APPEND_RULES`), the break's choices drawn."""
     B, Hkv, D, Dv = cache.batch, cache.num_kv_heads, cache.head_dim, cache.value_dim
     n = draw(st.integers(1, 3))
-    valid = Call(None, np.ones((B, Hkv, n, D), dtype), np.ones((B, Hkv, n, Dv), dtype), {},
-                 "append")
+    valid = Call(
+        None, np.ones((B, Hkv, n, D), dtype), np.ones((B, Hkv, n, Dv), dtype), {}, "append"
+    )
     rule = draw(st.sampled_from(CACHE_APPEND_RULES))
     broken = BY_RULE[rule].breaks(valid, Draws(draw))
     return rule, broken.key, broken.value
@@ -208,15 +232,24 @@ def test_cache_copies_caller_arrays(subject, run):
     key[...] = 3.0
     value[...] = -3.0
     assert_equal(out=cache.keys, expected=case.key, what="cached keys after the caller's edit")
-    assert_equal(out=cache.values, expected=case.value, what="cached values after the caller's edit")
+    assert_equal(
+        out=cache.values, expected=case.value, what="cached values after the caller's edit"
+    )
 
 
 @pytest.mark.requires("kv_cache_bytes")
-@given(num_layers=st.integers(1, 96), batch=st.integers(1, 64), tokens=st.integers(1, 10**6),
-       num_heads=st.sampled_from([1, 2, 8, 32, 64]), head_dim=st.sampled_from([1, 64, 128]),
-       dtype=st.sampled_from(["float16", "float32", "float64"]), data=st.data())
-def test_kv_cache_bytes_formula(subject, num_layers, batch, tokens, num_heads, head_dim, dtype,
-                                data):
+@given(
+    num_layers=st.integers(1, 96),
+    batch=st.integers(1, 64),
+    tokens=st.integers(1, 10**6),
+    num_heads=st.sampled_from([1, 2, 8, 32, 64]),
+    head_dim=st.sampled_from([1, 64, 128]),
+    dtype=st.sampled_from(["float16", "float32", "float64"]),
+    data=st.data(),
+)
+def test_kv_cache_bytes_formula(
+    subject, num_layers, batch, tokens, num_heads, head_dim, dtype, data
+):
     """``kv_cache_bytes = 2 * layers * batch * tokens * Hkv * head_dim * itemsize`` and the
     MQA/GQA cache is ``Hkv / Hq`` of the MHA cache (quick reference, KV cache table)."""
     num_kv_heads = data.draw(st.sampled_from([h for h in (1, 2, 4, 8, 32) if num_heads % h == 0]))
@@ -240,6 +273,9 @@ def test_lab_decode_through_cache(subject):
     cache = subject.module.KVCache(1, 1, 4, 2, dtype=np.float64)
     subject.module.cached_attention(q[:, :, :2], k[:, :, :2], v[:, :, :2], cache)
     out = subject.module.cached_attention(q[:, :, 2:], k[:, :, 2:], v[:, :, 2:], cache)
-    assert_within(out=np.asarray(out)[0, 0, 0], expected=lab.DECODE.array(),
-                  bound=lab.DECODE.tolerance,
-                  what=f"lab decode of the third token ({lab.DECODE.decimals} printed decimals)")
+    assert_within(
+        out=np.asarray(out)[0, 0, 0],
+        expected=lab.DECODE.array(),
+        bound=lab.DECODE.tolerance,
+        what=f"lab decode of the third token ({lab.DECODE.decimals} printed decimals)",
+    )

@@ -9,16 +9,23 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from attnprops.properties._support import oracle_with_bounds
-from attnprops.properties.checks import (assert_equal, assert_shape_dtype, assert_within, call_subject,
-                                         describe_result, fail)
+from attnprops.properties.checks import (
+    assert_equal,
+    assert_shape_dtype,
+    assert_within,
+    call_subject,
+    describe_result,
+    fail,
+)
 from attnprops.properties.invalid import INVALID_KINDS, fully_masked_cases, invalid_cases
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.profiles import oracle_examples
 from attnprops.properties.strategies import subject_cases
 
 SUBJECT = current_subject()
-_KINDS = tuple(k for k in INVALID_KINDS
-               if k != "fully masked row" or SUBJECT.fully_masked_rows == "raise")
+_KINDS = tuple(
+    k for k in INVALID_KINDS if k != "fully masked row" or SUBJECT.fully_masked_rows == "raise"
+)
 _KINDS = tuple(k for k in _KINDS if "float mask" not in k or SUBJECT.float_masks)
 
 
@@ -34,8 +41,10 @@ def test_invalid_inputs_raise(subject, kind, data):
     """Every input that breaks a rule of ``oracle.rules`` (one test id per rule) raises
     ``ValueError`` or ``TypeError`` — never a NaN result, never another exception — and
     leaves the inputs unchanged."""
-    bad = data.draw(invalid_cases(dtypes=SUBJECT.dtypes, kinds=(kind,),
-                                  float_masks=SUBJECT.float_masks), label="invalid call")
+    bad = data.draw(
+        invalid_cases(dtypes=SUBJECT.dtypes, kinds=(kind,), float_masks=SUBJECT.float_masks),
+        label="invalid call",
+    )
     note(bad.describe())
     mask = bad.kwargs.get("attn_mask")
     before = _snapshot(bad.query, bad.key, bad.value, mask)
@@ -47,8 +56,9 @@ def test_invalid_inputs_raise(subject, kind, data):
         fail(f"{bad.kind}: raised {type(exc).__name__}: {exc} instead of ValueError/TypeError")
     else:
         fail(f"{bad.kind}: accepted (argument {bad.argument}); returned {describe_result(out)}")
-    for name, old, new in zip(("query", "key", "value", "attn_mask"), before,
-                              (bad.query, bad.key, bad.value, mask)):
+    for name, old, new in zip(
+        ("query", "key", "value", "attn_mask"), before, (bad.query, bad.key, bad.value, mask)
+    ):
         if old is not None:
             assert_equal(out=new, expected=old, what=f"{name} after a rejected call ({bad.kind})")
 
@@ -58,13 +68,27 @@ def test_valid_inputs_not_modified(subject, case):
     """A valid call leaves query, key, value and attn_mask bitwise unchanged (no in-place
     scaling or masking of the caller's arrays)."""
     before = _snapshot(case.query, case.key, case.value, case.attn_mask)
-    call_subject(subject.attention, case.query, case.key, case.value, **case.subject_kwargs(),
-                 what="attention")
+    call_subject(
+        subject.attention,
+        case.query,
+        case.key,
+        case.value,
+        **case.subject_kwargs(),
+        what="attention",
+    )
     if SUBJECT.weights:
-        call_subject(subject.attention_weights, case.query, case.key, **case.kwargs(),
-                     what="attention_weights")
-    for name, old, new in zip(("query", "key", "value", "attn_mask"), before,
-                              (case.query, case.key, case.value, case.attn_mask)):
+        call_subject(
+            subject.attention_weights,
+            case.query,
+            case.key,
+            **case.kwargs(),
+            what="attention_weights",
+        )
+    for name, old, new in zip(
+        ("query", "key", "value", "attn_mask"),
+        before,
+        (case.query, case.key, case.value, case.attn_mask),
+    ):
         if old is not None:
             assert_equal(out=new, expected=old, what=f"{name} after a valid call", case=case)
 
@@ -83,10 +107,16 @@ def test_fully_masked_rows_follow_declared_convention(subject, case):
             return
         fail(f"declared fully_masked_rows='zeros' but raised {type(exc).__name__}: {exc}")
     if SUBJECT.fully_masked_rows == "raise":
-        fail(f"declared fully_masked_rows='raise' but returned {describe_result(out)} for a "
-             f"fully masked row")
+        fail(
+            f"declared fully_masked_rows='raise' but returned {describe_result(out)} for a "
+            f"fully masked row"
+        )
     parts, bounds = oracle_with_bounds(case, subject)
     out = assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype, what="output")
-    assert_within(out=out, expected=parts.output.value, bound=bounds.output,
-                  what="output with fully masked rows (zeros convention)", case=case)
-
+    assert_within(
+        out=out,
+        expected=parts.output.value,
+        bound=bounds.output,
+        what="output with fully masked rows (zeros convention)",
+        case=case,
+    )

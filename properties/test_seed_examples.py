@@ -13,22 +13,33 @@ import pytest
 
 from attnprops.oracle import lab
 from attnprops.properties._support import LAB_KEY, LAB_QUERY, LAB_VALUE, QUICK_QUERY, QUICK_VALUE
-from attnprops.properties.checks import assert_within, call_subject
+from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject
+
+
+def _widest_dtype(subject) -> np.dtype:
+    """The widest dtype the subject declares (float64 when it does)."""
+    return max((np.dtype(d) for d in subject.dtypes), key=lambda d: d.itemsize)
 
 
 def _widest(subject, *arrays):
-    """The seed arrays in the widest dtype the subject declares (float64 when it does)."""
-    dtype = max((np.dtype(d) for d in subject.dtypes), key=lambda d: d.itemsize)
-    return [a.astype(dtype) for a in arrays]
+    """The seed arrays in the widest dtype the subject declares."""
+    return [a.astype(_widest_dtype(subject)) for a in arrays]
 
 
-def _within(out, printed: lab.Printed, what: str, one_row: bool = False) -> None:
+def _within(subject, out, printed: lab.Printed, what: str, one_row: bool = False) -> None:
     """``out[0, 0]`` is ``printed`` to its decimals (``one_row``: a printed row, compared as
     an output of one query row)."""
     __tracebackhide__ = True
     expected = printed.array()[None] if one_row else printed.array()
-    assert_within(out=np.asarray(out)[0, 0], expected=expected, bound=printed.tolerance,
-                  what=f"{what} ({printed.source}, {printed.decimals} decimals)")
+    out = assert_shape_dtype(
+        out=out, shape=(1, 1) + expected.shape, dtype=_widest_dtype(subject), what=what
+    )
+    assert_within(
+        out=out[0, 0],
+        expected=expected,
+        bound=printed.tolerance,
+        what=f"{what} ({printed.source}, {printed.decimals} decimals)",
+    )
 
 
 def test_seed_examples(subject):
@@ -38,14 +49,22 @@ def test_seed_examples(subject):
     q, k, v = _widest(subject, LAB_QUERY, LAB_KEY, LAB_VALUE)
     quick_q, quick_v = _widest(subject, QUICK_QUERY, QUICK_VALUE)
     context = call_subject(subject.attention, q, k, v, is_causal=True, what="3-token causal")
-    _within(context, lab.CONTEXT, "seed 000 context")
+    _within(subject, context, lab.CONTEXT, "seed 000 context")
     start = lab.DECODE_QUERY_START
-    decode = call_subject(subject.attention, q[:, :, start:], k, v, is_causal=True,
-                          query_start=start, what=f"decode of the last token at query_start={start}")
-    _within(decode, lab.DECODE, f"seed 000 decode at query_start={start}", one_row=True)
-    out = call_subject(subject.attention, quick_q, quick_q, quick_v, is_causal=True,
-                       what="seed 003 2-token causal")
-    _within(out, lab.QUICK_OUTPUT, "seed 003 output")
+    decode = call_subject(
+        subject.attention,
+        q[:, :, start:],
+        k,
+        v,
+        is_causal=True,
+        query_start=start,
+        what=f"decode of the last token at query_start={start}",
+    )
+    _within(subject, decode, lab.DECODE, f"seed 000 decode at query_start={start}", one_row=True)
+    out = call_subject(
+        subject.attention, quick_q, quick_q, quick_v, is_causal=True, what="seed 003 2-token causal"
+    )
+    _within(subject, out, lab.QUICK_OUTPUT, "seed 003 output")
 
 
 @pytest.mark.requires("weights")
@@ -53,9 +72,9 @@ def test_seed_example_weights(subject):
     """Seed 000's causal weights (:data:`oracle.lab.WEIGHTS`) and seed 003's
     (:data:`oracle.lab.QUICK_WEIGHTS`)."""
     q, k, quick_q = _widest(subject, LAB_QUERY, LAB_KEY, QUICK_QUERY)
-    w = call_subject(subject.attention_weights, q, k, is_causal=True,
-                     what="3-token causal weights")
-    _within(w, lab.WEIGHTS, "seed 000 weights")
-    w = call_subject(subject.attention_weights, quick_q, quick_q, is_causal=True,
-                     what="seed 003 weights")
-    _within(w, lab.QUICK_WEIGHTS, "seed 003 weights")
+    w = call_subject(subject.attention_weights, q, k, is_causal=True, what="3-token causal weights")
+    _within(subject, w, lab.WEIGHTS, "seed 000 weights")
+    w = call_subject(
+        subject.attention_weights, quick_q, quick_q, is_causal=True, what="seed 003 weights"
+    )
+    _within(subject, w, lab.QUICK_WEIGHTS, "seed 003 weights")

@@ -20,8 +20,9 @@ SUBJECT = current_subject()
 
 
 def _attend(subject, case, what):
-    out = call_subject(subject.attention, case.query, case.key, case.value, **case.subject_kwargs(),
-                       what=what)
+    out = call_subject(
+        subject.attention, case.query, case.key, case.value, **case.subject_kwargs(), what=what
+    )
     return assert_shape_dtype(out=out, shape=np.shape(out), dtype=case.dtype, what=what)
 
 
@@ -38,8 +39,13 @@ def test_gqa_equals_repeated_kv(subject, case):
     _, bounds = oracle_with_bounds(repeated, subject)
     grouped = _attend(subject, case, "grouped K/V")
     expanded = _attend(subject, repeated, "K/V repeated to Hq")
-    assert_within(out=grouped, expected=expanded, bound=2 * bounds.output,
-                  what=f"GQA (Hq={Hq}, Hkv={Hkv}) vs K/V repeated by h // {group}", case=case)
+    assert_within(
+        out=grouped,
+        expected=expanded,
+        bound=2 * bounds.output,
+        what=f"GQA (Hq={Hq}, Hkv={Hkv}) vs K/V repeated by h // {group}",
+        case=case,
+    )
 
 
 @oracle_examples()
@@ -53,13 +59,17 @@ def test_key_permutation_invariance(subject, case, data):
     mask = case.attn_mask
     if mask is not None and mask.shape[-1] != 1:
         mask = mask[..., order]
-    permuted = case._replace(key=case.key[..., order, :], value=case.value[..., order, :],
-                             attn_mask=mask)
+    permuted = case._replace(
+        key=case.key[..., order, :], value=case.value[..., order, :], attn_mask=mask
+    )
     _, bounds = oracle_with_bounds(case, subject)
-    assert_within(out=_attend(subject, permuted, "permuted keys"),
-                  expected=_attend(subject, case, "original order"),
-                  bound=2 * bounds.output, what="output after permuting keys and values",
-                  case=case)
+    assert_within(
+        out=_attend(subject, permuted, "permuted keys"),
+        expected=_attend(subject, case, "original order"),
+        bound=2 * bounds.output,
+        what="output after permuting keys and values",
+        case=case,
+    )
 
 
 @oracle_examples()
@@ -83,9 +93,10 @@ def test_batch_and_heads_independent(subject, case):
                 attn_mask=None if mask is None else mask[b : b + 1, h : h + 1].copy(),
             )
             note(f"batch {b}, head {h} (K/V head {g})")
-            assert_within(out=_attend(subject, one, f"batch {b} head {h} alone"),
-                          expected=batched[b : b + 1, h : h + 1],
-                          bound=2 * bounds.output[b : b + 1, h : h + 1],
-                          what=f"batch {b}, head {h} alone vs batched", case=case)
-
-
+            assert_within(
+                out=_attend(subject, one, f"batch {b} head {h} alone"),
+                expected=batched[b : b + 1, h : h + 1],
+                bound=2 * bounds.output[b : b + 1, h : h + 1],
+                what=f"batch {b}, head {h} alone vs batched",
+                case=case,
+            )

@@ -23,7 +23,13 @@ from attnprops.properties._support import (
     seed_batch_case,
     visibility,
 )
-from attnprops.properties.checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
+from attnprops.properties.checks import (
+    assert_equal,
+    assert_shape_dtype,
+    assert_within,
+    call_subject,
+    fail,
+)
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.profiles import oracle_examples
 from attnprops.properties.strategies import AttentionCase, subject_cases
@@ -52,37 +58,59 @@ def test_output_matches_oracle(subject, case):
     """
     case = for_subject(case, subject)
     parts, bounds = oracle_with_bounds(case, subject)
-    out = call_subject(subject.attention, case.query, case.key, case.value, **case.subject_kwargs(),
-                       what="attention")
+    out = call_subject(
+        subject.attention,
+        case.query,
+        case.key,
+        case.value,
+        **case.subject_kwargs(),
+        what="attention",
+    )
     out = assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype, what="output")
-    assert_within(out=out, expected=parts.output.value, bound=bounds.output,
-                  what="output vs 50-digit oracle", case=case)
+    assert_within(
+        out=out,
+        expected=parts.output.value,
+        bound=bounds.output,
+        what="output vs 50-digit oracle",
+        case=case,
+    )
 
 
 @st.composite
 def _scale_showing_cases(draw):
-    """Calls on which the default scale shows in every output row: ``D >= 2``, no mask, and
-    each query ``a e_0`` scores the keys ``a s j`` (``j = 0 .. Tk - 1``, ``a, s`` in
-    ``[1/2, 2]``), distinct, against values whose first column is ``j``; the key and value
-    columns past the first are drawn. Every number is a multiple of 1/8 below 2**5, exact in
-    float16. A wrong default scale (1, 1/D, sqrt(D), ...) moves the softmax of every row by
-    far more than the error bound, so every example is a killing one, whatever the draws."""
+    """Calls on which the default scale shows in every output row: ``D >= 2``, 2 or 3 query
+    heads (on 1 K/V head or as many), no mask, and each query ``a e_0`` scores the keys
+    ``a s j`` (``j = 0 .. Tk - 1``, ``a, s`` in ``[1/2, 2]``), distinct, against values whose
+    first column is ``j``; the key and value columns past the first are drawn. Every number
+    is a multiple of 1/8 below 2**5, exact in float16. A wrong default scale (1, 1/D,
+    sqrt(D), the model width's ``1/sqrt(Hq D)``, ...) moves the softmax of every row by far
+    more than the error bound, so every example is a killing one, whatever the draws."""
     dtype = draw(st.sampled_from(SUBJECT.dtypes))
     d, dv = draw(st.integers(2, 8)), draw(st.integers(1, 4))
     tq, tk = draw(st.integers(1, 3)), draw(st.integers(2, 6))
+    hq = draw(st.integers(2, 3))
+    hkv = draw(st.sampled_from([1, hq]))
     a, s = draw(st.integers(4, 16)) / 8, draw(st.integers(4, 16)) / 8
     eighths = st.integers(-8, 8).map(lambda n: n / 8)
-    query = np.zeros((1, 1, tq, d))
+    query = np.zeros((1, hq, tq, d))
     query[..., 0] = a
-    key = np.zeros((1, 1, tk, d))
+    key = np.zeros((1, hkv, tk, d))
     key[..., 0] = s * np.arange(tk)
-    key[..., 1:] = draw(hnp.arrays(np.float64, (tk, d - 1), elements=eighths))
-    value = np.zeros((1, 1, tk, dv))
+    key[..., 1:] = draw(hnp.arrays(np.float64, (hkv, tk, d - 1), elements=eighths))
+    value = np.zeros((1, hkv, tk, dv))
     value[..., 0] = np.arange(tk)
-    value[..., 1:] = draw(hnp.arrays(np.float64, (tk, dv - 1), elements=eighths))
-    return AttentionCase(query=query.astype(dtype), key=key.astype(dtype),
-                         value=value.astype(dtype), attn_mask=None, is_causal=False,
-                         query_start=None, scale=None, mask_layout="none", magnitude="unit")
+    value[..., 1:] = draw(hnp.arrays(np.float64, (hkv, tk, dv - 1), elements=eighths))
+    return AttentionCase(
+        query=query.astype(dtype),
+        key=key.astype(dtype),
+        value=value.astype(dtype),
+        attn_mask=None,
+        is_causal=False,
+        query_start=None,
+        scale=None,
+        mask_layout="none",
+        magnitude="unit",
+    )
 
 
 @oracle_examples()
@@ -96,11 +124,22 @@ def test_default_scale_is_inverse_sqrt_head_dim(subject, case):
     default of 1 changed the output."""
     case = for_subject(case, subject)
     parts, bounds = oracle_with_bounds(case, subject)
-    out = call_subject(subject.attention, case.query, case.key, case.value,
-                       **case.subject_kwargs(), what="attention")
+    out = call_subject(
+        subject.attention,
+        case.query,
+        case.key,
+        case.value,
+        **case.subject_kwargs(),
+        what="attention",
+    )
     out = assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype, what="output")
-    assert_within(out=out, expected=parts.output.value, bound=bounds.output,
-                  what="default scale: output vs 50-digit oracle", case=case)
+    assert_within(
+        out=out,
+        expected=parts.output.value,
+        bound=bounds.output,
+        what="default scale: output vs 50-digit oracle",
+        case=case,
+    )
 
 
 @pytest.mark.requires("weights")
@@ -113,11 +152,17 @@ def test_weights_match_oracle(subject, case):
     the key axis (Vaswani et al. 2017), bound from Blanchard, Higham & Higham 2021."""
     case = for_subject(case, subject)
     parts, bounds = oracle_with_bounds(case, subject)
-    out = call_subject(subject.attention_weights, case.query, case.key, **case.kwargs(),
-                       what="attention_weights")
+    out = call_subject(
+        subject.attention_weights, case.query, case.key, **case.kwargs(), what="attention_weights"
+    )
     out = assert_shape_dtype(out=out, shape=parts.weights.shape, dtype=case.dtype, what="weights")
-    assert_within(out=out, expected=parts.weights.value, bound=bounds.weights,
-                  what="weights vs 50-digit oracle", case=case)
+    assert_within(
+        out=out,
+        expected=parts.weights.value,
+        bound=bounds.weights,
+        what="weights vs 50-digit oracle",
+        case=case,
+    )
 
 
 @pytest.mark.requires("weights")
@@ -129,14 +174,18 @@ def test_weight_rows_sum_to_one(subject, case):
     normalizes along keys; quick reference invariant 'softmax along Tk, rows sum to 1')."""
     case = for_subject(case, subject)
     parts, bounds = oracle_with_bounds(case, subject)
-    out = call_subject(subject.attention_weights, case.query, case.key, **case.kwargs(),
-                       what="attention_weights")
+    out = call_subject(
+        subject.attention_weights, case.query, case.key, **case.kwargs(), what="attention_weights"
+    )
     out = assert_shape_dtype(out=out, shape=parts.weights.shape, dtype=case.dtype, what="weights")
     rows = out.astype(np.float64).sum(axis=-1)
     tk = out.shape[-1]
-    slack = bounds.weights.sum(axis=-1) + 2.0**-53 * tk * np.abs(out.astype(np.float64)).sum(axis=-1)
-    assert_within(out=rows, expected=np.ones_like(rows), bound=slack,
-                  what="weight row sums", case=case)
+    slack = bounds.weights.sum(axis=-1) + 2.0**-53 * tk * np.abs(out.astype(np.float64)).sum(
+        axis=-1
+    )
+    assert_within(
+        out=rows, expected=np.ones_like(rows), bound=slack, what="weight row sums", case=case
+    )
 
 
 @pytest.mark.requires("weights")
@@ -148,14 +197,16 @@ def test_hidden_keys_get_zero_weight(subject, case):
     mixed with garbage): the softmax of -inf is 0."""
     case = for_subject(case, subject)
     visible = visibility(case)
-    out = call_subject(subject.attention_weights, case.query, case.key, **case.kwargs(),
-                       what="attention_weights")
+    out = call_subject(
+        subject.attention_weights, case.query, case.key, **case.kwargs(), what="attention_weights"
+    )
     out4 = four_d(np.asarray(out))
     if out4.shape != visible.shape:
         fail(f"weights: shape {np.shape(out)} does not match the scores' shape")
     hidden = out4[~visible]
-    assert_equal(out=hidden, expected=np.zeros_like(hidden), what="weights of hidden keys",
-                 case=case)
+    assert_equal(
+        out=hidden, expected=np.zeros_like(hidden), what="weights of hidden keys", case=case
+    )
 
 
 @oracle_examples()
@@ -165,15 +216,27 @@ def test_output_within_visible_value_range(subject, case):
     combination), widened only by the output's error bound."""
     parts, bounds = oracle_with_bounds(case, subject)
     visible = visibility(case)  # (B, Hq, Tq, Tk)
-    out = call_subject(subject.attention, case.query, case.key, case.value, **case.subject_kwargs(),
-                       what="attention")
-    out = four_d(assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype,
-                                    what="output")).astype(np.float64)
+    out = call_subject(
+        subject.attention,
+        case.query,
+        case.key,
+        case.value,
+        **case.subject_kwargs(),
+        what="attention",
+    )
+    out = four_d(
+        assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype, what="output")
+    ).astype(np.float64)
     low, high = _visible_value_range(case, visible, case.value)  # (B, Hq, Tq, Dv) each
     # Distance outside [low, high] against the bound; clip is exact (it returns out, low or
     # high), so no rounding of the test's own (a centre/half-width form rounds at |v| ~ 16).
-    assert_within(out=out, expected=np.clip(out, low, high), bound=four_d(bounds.output),
-                  what="output inside the visible values' range", case=case)
+    assert_within(
+        out=out,
+        expected=np.clip(out, low, high),
+        bound=four_d(bounds.output),
+        what="output inside the visible values' range",
+        case=case,
+    )
 
 
 def _visible_value_range(case, visible: np.ndarray, value: np.ndarray):
@@ -188,8 +251,10 @@ def _visible_value_range(case, visible: np.ndarray, value: np.ndarray):
 _NEAR_MAX = (1.0, -1.0, 0.9375, -0.75, 0.5)
 
 
-@pytest.mark.robustness("values near the dtype's maximum: PyTorch SDPA and JAX return inf "
-                        "here too (docs/findings.md F3)")
+@pytest.mark.robustness(
+    "values near the dtype's maximum: PyTorch SDPA and JAX return inf "
+    "here too (docs/findings.md F3)"
+)
 @given(case=_cases(), data=st.data())
 def test_values_near_the_dtype_maximum_give_a_finite_output(subject, case, data):
     """Values of magnitude up to the dtype's maximum still give a finite output inside the
@@ -201,24 +266,37 @@ def test_values_near_the_dtype_maximum_give_a_finite_output(subject, case, data)
     ch. 3, plus the final rounding)."""
     case = for_subject(case, subject)
     big = float(np.finfo(case.dtype).max)
-    fractions = data.draw(hnp.arrays(np.float64, case.value.shape,
-                                     elements=st.sampled_from(_NEAR_MAX)),
-                          label="value / dtype max")
+    fractions = data.draw(
+        hnp.arrays(np.float64, case.value.shape, elements=st.sampled_from(_NEAR_MAX)),
+        label="value / dtype max",
+    )
     value = (fractions * big).astype(case.dtype)
     case = case._replace(value=value)
-    out = call_subject(subject.attention, case.query, case.key, case.value,
-                       **case.subject_kwargs(), what="attention")
+    out = call_subject(
+        subject.attention,
+        case.query,
+        case.key,
+        case.value,
+        **case.subject_kwargs(),
+        what="attention",
+    )
     out = four_d(np.asarray(out)).astype(np.float64)
     if not np.isfinite(out).all():
-        fail(f"values near the dtype's maximum ({case.dtype}, max {big:.4g}): "
-             f"{int((~np.isfinite(out)).sum())} of {out.size} output elements are inf or NaN"
-             f"\n  call: {case.describe()}")
+        fail(
+            f"values near the dtype's maximum ({case.dtype}, max {big:.4g}): "
+            f"{int((~np.isfinite(out)).sum())} of {out.size} output elements are inf or NaN"
+            f"\n  call: {case.describe()}"
+        )
     low, high = _visible_value_range(case, visibility(case), value)
     Tk = four_d(case.key).shape[2]
     slack = np.full(out.shape, (Tk + 2) * float(np.finfo(case.dtype).eps) * big)
-    assert_within(out=out, expected=np.clip(out, low, high), bound=slack,
-                  what="output inside the visible values' range (values near the dtype max)",
-                  case=case)
+    assert_within(
+        out=out,
+        expected=np.clip(out, low, high),
+        bound=slack,
+        what="output inside the visible values' range (values near the dtype max)",
+        case=case,
+    )
 
 
 @given(case=_cases(masks_allowed=False), data=st.data())
@@ -236,12 +314,19 @@ def test_single_visible_key_returns_its_value(subject, case, data):
     mask = np.arange(Tk) == chosen[..., None]  # (B, Hq, Tq, Tk) one True per row
     if case.query.ndim == 2:
         mask = mask[0, 0]
-    out = call_subject(subject.attention, case.query, case.key, case.value, attn_mask=mask,
-                       scale=case.scale, **case.block_kwargs(), what="attention")
+    out = call_subject(
+        subject.attention,
+        case.query,
+        case.key,
+        case.value,
+        attn_mask=mask,
+        scale=case.scale,
+        **case.block_kwargs(),
+        what="attention",
+    )
     group = Hq // k.shape[1]
     expected = np.take_along_axis(repeat_kv(v, group), chosen[..., None], axis=2)  # (B,Hq,Tq,Dv)
     if case.query.ndim == 2:
         expected = expected[0, 0]
+    out = assert_shape_dtype(out=out, shape=expected.shape, dtype=case.dtype, what="output")
     assert_equal(out=out, expected=expected, what="output with one visible key", case=case)
-
-

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, example, given, note
+from hypothesis import assume, given, note
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from attnprops.properties._support import (
     LAB_CAUSAL,
@@ -20,7 +21,13 @@ from attnprops.properties._support import (
     oracle_with_bounds,
     visibility,
 )
-from attnprops.properties.checks import assert_equal, assert_shape_dtype, assert_within, call_subject, fail
+from attnprops.properties.checks import (
+    assert_equal,
+    assert_shape_dtype,
+    assert_within,
+    call_subject,
+    fail,
+)
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.profiles import oracle_examples
 from attnprops.properties.strategies import MASK_LAYOUTS, subject_cases, values
@@ -29,8 +36,9 @@ SUBJECT = current_subject()
 
 
 def _attend(subject, case, what="attention"):
-    out = call_subject(subject.attention, case.query, case.key, case.value, **case.subject_kwargs(),
-                       what=what)
+    out = call_subject(
+        subject.attention, case.query, case.key, case.value, **case.subject_kwargs(), what=what
+    )
     return assert_shape_dtype(out=out, shape=np.shape(out), dtype=case.dtype, what=what)
 
 
@@ -42,13 +50,24 @@ def _agree(subject, case_a, case_b, *, what):
     b = _attend(subject, case_b, what=f"{what} (second form)")
     if np.shape(a) != np.shape(b):
         fail(f"{what}: shapes {np.shape(a)} and {np.shape(b)} differ")
-    assert_within(out=a, expected=b, bound=bounds_a.output + bounds_b.output, what=what,
-                  case=case_a)
+    assert_within(
+        out=a, expected=b, bound=bounds_a.output + bounds_b.output, what=what, case=case_a
+    )
+
+
+def test_lab_future_value_does_not_change_earlier_outputs(subject):
+    """The source lab's exercise (seed 000 §7): changing the last position's V leaves the
+    causal outputs of the earlier positions bitwise unchanged."""
+    case = for_subject(LAB_CAUSAL, subject)
+    value = case.value.copy()
+    value[..., -1, :] = -7.0
+    before = _attend(subject, case)[..., :-1, :]
+    after = _attend(subject, case._replace(value=value))[..., :-1, :]
+    assert_equal(out=after, expected=before, what="outputs of earlier positions", case=case)
 
 
 @oracle_examples()
 @given(case=subject_cases(SUBJECT, causal=True), data=st.data())
-@example(case=LAB_CAUSAL, data=None)
 def test_hidden_keys_do_not_change_output(subject, case, data):
     """Changing K/V at positions that no query may see leaves every output bitwise
     unchanged (no reading of future tokens or masked keys; source lab section 5)."""
@@ -56,16 +75,13 @@ def test_hidden_keys_do_not_change_output(subject, case, data):
     visible = visibility(case)  # (B, Hq, Tq, Tk)
     B, Hkv, Tk, _ = four_d(case.key).shape
     seen_by_any = visible.reshape(B, Hkv, -1, Tk).any(axis=2)  # (B, Hkv, Tk)
-    if data is None:  # the lab's exercise: change the last position's V, earlier rows fixed
-        key, value = case.key.copy(), case.value.copy()
-        value[..., -1, :] = -7.0
-        before = _attend(subject, case)[..., :-1, :]
-        after = _attend(subject, case._replace(key=key, value=value))[..., :-1, :]
-        assert_equal(out=after, expected=before, what="outputs of earlier positions", case=case)
-        return
     assume(not seen_by_any.all())
-    new_k = data.draw(values(four_d(case.key).shape, case.dtype.name, case.magnitude), label="new K")
-    new_v = data.draw(values(four_d(case.value).shape, case.dtype.name, case.magnitude), label="new V")
+    new_k = data.draw(
+        values(four_d(case.key).shape, case.dtype.name, case.magnitude), label="new K"
+    )
+    new_v = data.draw(
+        values(four_d(case.value).shape, case.dtype.name, case.magnitude), label="new V"
+    )
     hidden = ~seen_by_any[..., None]  # (B, Hkv, Tk, 1)
     key = np.where(hidden, new_k, four_d(case.key)).reshape(case.key.shape)
     value = np.where(hidden, new_v, four_d(case.value)).reshape(case.value.shape)
@@ -83,8 +99,9 @@ def test_query_chunk_equals_rows_of_full_causal(subject, case, data):
     (chunked prefill and KV-cache decode; the source lab's offset trap)."""
     q, k, v = case.query, case.key, case.value
     Tk = k.shape[2]
-    full_q = data.draw(values(q.shape[:2] + (Tk, q.shape[3]), case.dtype.name, case.magnitude),
-                       label="full query")
+    full_q = data.draw(
+        values(q.shape[:2] + (Tk, q.shape[3]), case.dtype.name, case.magnitude), label="full query"
+    )
     full = case._replace(query=full_q, query_start=None)
     parts, bounds = oracle_with_bounds(full, subject)
     expected = _attend(subject, full, what="full causal attention")
@@ -94,15 +111,24 @@ def test_query_chunk_equals_rows_of_full_causal(subject, case, data):
     tolerance = 2 * bounds.output[:, :, rows]
     with_all_keys = case._replace(query=full_q[:, :, rows], query_start=s)
     got = _attend(subject, with_all_keys, what="chunk, all keys, explicit query_start")
-    assert_within(out=got, expected=expected[:, :, rows], bound=tolerance,
-                  what=f"chunk at query_start={s} vs rows [{s}, {s + n}) of full causal",
-                  case=with_all_keys)
-    prefix = case._replace(query=full_q[:, :, rows], key=k[:, :, : s + n],
-                           value=v[:, :, : s + n], query_start=None)
+    assert_within(
+        out=got,
+        expected=expected[:, :, rows],
+        bound=tolerance,
+        what=f"chunk at query_start={s} vs rows [{s}, {s + n}) of full causal",
+        case=with_all_keys,
+    )
+    prefix = case._replace(
+        query=full_q[:, :, rows], key=k[:, :, : s + n], value=v[:, :, : s + n], query_start=None
+    )
     got = _attend(subject, prefix, what="chunk over a key prefix, query_start=None")
-    assert_within(out=got, expected=expected[:, :, rows], bound=tolerance,
-                  what=f"chunk over keys [0, {s + n}) vs rows [{s}, {s + n}) of full causal",
-                  case=prefix)
+    assert_within(
+        out=got,
+        expected=expected[:, :, rows],
+        bound=tolerance,
+        what=f"chunk over keys [0, {s + n}) vs rows [{s}, {s + n}) of full causal",
+        case=prefix,
+    )
 
 
 @oracle_examples()
@@ -133,16 +159,9 @@ def test_bool_mask_equals_additive_mask(subject, case):
     """A bool mask equals the additive mask ``0`` where True and ``-inf`` where False."""
     assume(case.attn_mask is not None and case.attn_mask.dtype == np.bool_)
     additive = np.where(case.attn_mask, 0.0, -np.inf).astype(case.dtype)
-    _agree(subject, case, case._replace(attn_mask=additive),
-           what="bool mask vs additive 0/-inf mask")
-
-
-# B == Tq: a 2-D (Tq, Tk) mask has the shape of PyTorch's (B, Tk) key_padding_mask; code that
-# dispatches on the mask's shape (nn.MultiheadAttention takes both) reads it the wrong way.
-_B_EQUALS_TQ = case_from(np.zeros((2, 1, 2, 1)), np.zeros((2, 1, 2, 1)),
-                         np.array([[[[0.0], [1.0]]], [[[1.0], [1.0]]]]),
-                         attn_mask=np.array([[True, False], [False, True]]),
-                         layout="(Tq, Tk) with B == Tq")
+    _agree(
+        subject, case, case._replace(attn_mask=additive), what="bool mask vs additive 0/-inf mask"
+    )
 
 
 # every layout that broadcasts (the per-head layout is already expanded), (Tq, Tk) first
@@ -152,22 +171,71 @@ _BROADCAST_LAYOUTS = tuple(n for n in MASK_LAYOUTS if n not in ("none", "per-hea
 @pytest.mark.parametrize("layout", _BROADCAST_LAYOUTS)
 @oracle_examples()
 @given(data=st.data())
-@example(data=None)
 def test_broadcast_mask_equals_expanded(subject, layout, data):
     """A mask of any broadcastable shape equals its fully expanded ``(B, Hq, Tq, Tk)`` copy
     (quick reference: align every mask axis with [B, Hq, Tq, Tk]). One test per layout, so
-    each gets the profile's examples. The explicit example (run under every layout id) is a
-    (Tq, Tk) mask when B == Tq, the shape of a (B, Tk) key-padding mask."""
-    if data is None:
-        case = _B_EQUALS_TQ
-    else:
-        case = data.draw(subject_cases(SUBJECT, two_d=False, mask_layouts=(layout,)), label="case")
+    each gets the profile's examples. A (Tq, Tk) mask when B == Tq, the shape of a (B, Tk)
+    key-padding mask: test_two_d_mask_applies_to_every_batch_element."""
+    case = data.draw(subject_cases(SUBJECT, two_d=False, mask_layouts=(layout,)), label="case")
     case = for_subject(case, subject)
     B, Hq, Tq, _ = case.query.shape
     expanded = np.broadcast_to(case.attn_mask, (B, Hq, Tq, case.key.shape[2])).copy()
     assume(expanded.shape != case.attn_mask.shape)
-    _agree(subject, case, case._replace(attn_mask=expanded),
-           what=f"mask {case.attn_mask.shape} vs expanded {expanded.shape}")
+    _agree(
+        subject,
+        case,
+        case._replace(attn_mask=expanded),
+        what=f"mask {case.attn_mask.shape} vs expanded {expanded.shape}",
+    )
+
+
+@st.composite
+def _padding_shaped_mask_cases(draw):
+    """Calls whose 2-D ``(Tq, Tk)`` mask has the shape of a ``(B, Tk)`` key-padding mask:
+    ``B == Tq`` in [2, 3], one head, zero queries and keys (uniform weights over the visible
+    keys), value column 0 the key's position, the other entries drawn, row ``i`` of the mask
+    showing keys ``0 .. i`` (bool, or 0/-inf when the subject takes float masks). Every two
+    rows show different keys with different means, so reading row ``b`` for every query of
+    batch element ``b`` moves the output of every other query by at least 1/6, far beyond the
+    bound, whatever the draws."""
+    dtype = draw(st.sampled_from(SUBJECT.dtypes))
+    batch = draw(st.integers(2, 3))
+    tk, d, dv = draw(st.integers(2, 5)), draw(st.integers(1, 4)), draw(st.integers(1, 3))
+    eighths = st.integers(-8, 8).map(lambda n: n / 8)
+    value = np.zeros((batch, 1, tk, dv))
+    value[..., 0] = np.arange(tk)
+    value[..., 1:] = draw(hnp.arrays(np.float64, (batch, 1, tk, dv - 1), elements=eighths))
+    rows = np.arange(tk)[None, :] <= np.arange(batch)[:, None]  # (Tq, Tk): keys 0 .. i
+    kind = draw(st.sampled_from(["bool", "float"] if SUBJECT.float_masks else ["bool"]))
+    mask = rows if kind == "bool" else np.where(rows, 0.0, -np.inf).astype(dtype)
+    return case_from(
+        np.zeros((batch, 1, batch, d), dtype),
+        np.zeros((batch, 1, tk, d), dtype),
+        value.astype(dtype),
+        attn_mask=mask,
+        layout=f"(Tq, Tk) with B == Tq ({kind})",
+    )
+
+
+@oracle_examples()
+@given(case=_padding_shaped_mask_cases())
+def test_two_d_mask_applies_to_every_batch_element(subject, case):
+    """A 2-D ``(Tq, Tk)`` mask broadcasts to every batch element and head, row ``i`` for
+    query ``i`` (NumPy broadcasting, the rulebook's rule; PyTorch SDPA and JAX agree), even
+    when ``B == Tq`` gives it the shape of PyTorch ``nn.MultiheadAttention``'s ``(B, Tk)``
+    key-padding mask: checked against the 50-digit oracle on calls where reading it as key
+    padding shows (:func:`_padding_shaped_mask_cases`). test_broadcast_mask_equals_expanded
+    checks the law on general draws, where ``B == Tq > 1`` with rows that differ is rare."""
+    parts, bounds = oracle_with_bounds(case, subject)
+    out = _attend(subject, case, what="attention with a (Tq, Tk) mask, B == Tq")
+    out = assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype, what="output")
+    assert_within(
+        out=out,
+        expected=parts.output.value,
+        bound=bounds.output,
+        what="(Tq, Tk) mask with B == Tq: output vs 50-digit oracle",
+        case=case,
+    )
 
 
 @pytest.mark.requires("float_masks")

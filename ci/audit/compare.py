@@ -48,8 +48,9 @@ def _numbers(cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values, numeric
 
 
-def compare_csv(fresh: Path, ref: Path, abs_tol: float = COMPARE_ABS,
-                rel_tol: float = COMPARE_REL) -> tuple[int, list[str]]:
+def compare_csv(
+    fresh: Path, ref: Path, abs_tol: float = COMPARE_ABS, rel_tol: float = COMPARE_REL
+) -> tuple[int, list[str]]:
     """Compare two CSV files cell by cell; return ``(cells compared, differences)``.
 
     Each difference names the file, the line (1 = header), the row's index values and the
@@ -64,12 +65,13 @@ def compare_csv(fresh: Path, ref: Path, abs_tol: float = COMPARE_ABS,
     if head_a != head_b:
         return 0, [f"{name}: header {head_a} != reference {head_b}"]
     if a.shape != b.shape:
-        return 0, [f"{name}: {a.shape[0]} data rows of {a.shape[1]} cells != reference's "
-                   f"{b.shape[0]} of {b.shape[1]}"]
+        return 0, [
+            f"{name}: {a.shape[0]} data rows of {a.shape[1]} cells != reference's "
+            f"{b.shape[0]} of {b.shape[1]}"
+        ]
     (x, x_numeric), (y, y_numeric) = _numbers(a), _numbers(b)
     numbers = x_numeric & y_numeric
-    agree = np.where(numbers, np.isclose(x, y, rtol=rel_tol, atol=abs_tol, equal_nan=True),
-                     a == b)
+    agree = np.where(numbers, np.isclose(x, y, rtol=rel_tol, atol=abs_tol, equal_nan=True), a == b)
     index = [i for i, h in enumerate(head_b) if h in INDEX_COLUMNS]
     out = []
     for row, col in zip(*np.nonzero(~agree)):
@@ -79,10 +81,11 @@ def compare_csv(fresh: Path, ref: Path, abs_tol: float = COMPARE_ABS,
         elif not (np.isfinite(x[row, col]) and np.isfinite(y[row, col])):
             why = "non-finite differs"
         else:
-            why = (f"|diff| = {abs(x[row, col] - y[row, col]):.3g} > {abs_tol:g} + "
-                   f"{rel_tol:g}*|ref|")
-        out.append(f"{name}: line {row + 2} ({where}), column {head_b[col]}: fresh "
-                   f"{a[row, col]} != reference {b[row, col]} ({why})")
+            why = f"|diff| = {abs(x[row, col] - y[row, col]):.3g} > {abs_tol:g} + {rel_tol:g}*|ref|"
+        out.append(
+            f"{name}: line {row + 2} ({where}), column {head_b[col]}: fresh "
+            f"{a[row, col]} != reference {b[row, col]} ({why})"
+        )
     return int(a.size), out
 
 
@@ -94,16 +97,26 @@ def source_changes(ref_sources: dict, fresh_sources: dict | None = None) -> list
     file that the reference lists but that no longer exists counts as changed.
     """
     fresh_sources = source_hashes() if fresh_sources is None else fresh_sources
-    notes = [f"source {path} changed since the reference was made"
-             for path, digest in sorted(ref_sources.items())
-             if fresh_sources.get(path) != digest]
-    notes += [f"source {path} is new since the reference was made"
-              for path in sorted(set(fresh_sources) - set(ref_sources))]
+    notes = [
+        f"source {path} changed since the reference was made"
+        for path, digest in sorted(ref_sources.items())
+        if fresh_sources.get(path) != digest
+    ]
+    notes += [
+        f"source {path} is new since the reference was made"
+        for path in sorted(set(fresh_sources) - set(ref_sources))
+    ]
     return notes
 
 
-def compare_dirs(fresh_dir: Path, ref_dir: Path, written: list[str], check_names: list[str],
-                 abs_tol: float = COMPARE_ABS, rel_tol: float = COMPARE_REL) -> dict:
+def compare_dirs(
+    fresh_dir: Path,
+    ref_dir: Path,
+    written: list[str],
+    check_names: list[str],
+    abs_tol: float = COMPARE_ABS,
+    rel_tol: float = COMPARE_REL,
+) -> dict:
     """Compare a fresh audit's CSVs (``written``) and check names with ``ref_dir``'s.
 
     Returns the ``compare`` object of audit.json; ``passed`` is true exactly when there are no
@@ -123,8 +136,10 @@ def compare_dirs(fresh_dir: Path, ref_dir: Path, written: list[str], check_names
     differences, notes, cells = [], [], 0
     source_notes: list[str] = []
     if not ref_dir.is_dir():
-        differences.append(f"{ref_dir}: reference folder is missing"
-                           + (" (a file of that name exists)" if ref_dir.exists() else ""))
+        differences.append(
+            f"{ref_dir}: reference folder is missing"
+            + (" (a file of that name exists)" if ref_dir.exists() else "")
+        )
     else:
         ref_files = sorted(p.name for p in ref_dir.glob("*.csv"))
         for name in sorted(set(ref_files) - set(written)):
@@ -153,9 +168,15 @@ def compare_dirs(fresh_dir: Path, ref_dir: Path, written: list[str], check_names
                 differences.append(f"audit.json: unreadable reference ({exc})")
     if differences:
         notes += source_notes
-    return {"reference": str(ref_dir), "abs_tolerance": abs_tol, "rel_tolerance": rel_tol,
-            "cells_compared": cells, "differences": differences, "notes": notes,
-            "passed": not differences}
+    return {
+        "reference": str(ref_dir),
+        "abs_tolerance": abs_tol,
+        "rel_tolerance": rel_tol,
+        "cells_compared": cells,
+        "differences": differences,
+        "notes": notes,
+        "passed": not differences,
+    }
 
 
 def resolve_reference(name: str | Path) -> Path:

@@ -30,24 +30,39 @@ def example(audit: Audit) -> None:
     # them into the softmax), -inf above the diagonal for the masked ones.
     scaled = Q @ K.T / math.sqrt(Q.shape[-1])
     masked = np.where(np.triu(np.ones((3, 3), dtype=bool), 1), -np.inf, scaled)
-    computed = {"scaled_scores": ("numpy", scaled), "masked_scores": ("numpy", masked),
-                "weights": ("impl", impl.attention_weights(Q, K, is_causal=True)),
-                "context": ("impl", impl.attention(Q, K, V, is_causal=True))}
-    exact = {"scaled_scores": oracle.attention_scores(Q, K),
-             "masked_scores": oracle.attention_scores(Q, K, is_causal=True),
-             "weights": oracle.attention_weights(Q, K, is_causal=True),
-             "context": oracle.attention(Q, K, V, is_causal=True)}
-    figures = {"scaled_scores": lab.SCALED_SCORES, "masked_scores": lab.MASKED_SCORES,
-               "weights": lab.WEIGHTS, "context": lab.CONTEXT}
-    labels = {"scaled_scores": "scaled scores Q K^T / sqrt(4)",
-              "masked_scores": "causally masked scaled scores (-inf above the diagonal)",
-              "weights": "causal attention weights (softmax over keys)",
-              "context": "context = weights @ V"}
+    computed = {
+        "scaled_scores": ("numpy", scaled),
+        "masked_scores": ("numpy", masked),
+        "weights": ("impl", impl.attention_weights(Q, K, is_causal=True)),
+        "context": ("impl", impl.attention(Q, K, V, is_causal=True)),
+    }
+    exact = {
+        "scaled_scores": oracle.attention_scores(Q, K),
+        "masked_scores": oracle.attention_scores(Q, K, is_causal=True),
+        "weights": oracle.attention_weights(Q, K, is_causal=True),
+        "context": oracle.attention(Q, K, V, is_causal=True),
+    }
+    figures = {
+        "scaled_scores": lab.SCALED_SCORES,
+        "masked_scores": lab.MASKED_SCORES,
+        "weights": lab.WEIGHTS,
+        "context": lab.CONTEXT,
+    }
+    labels = {
+        "scaled_scores": "scaled scores Q K^T / sqrt(4)",
+        "masked_scores": "causally masked scaled scores (-inf above the diagonal)",
+        "weights": "causal attention weights (softmax over keys)",
+        "context": "context = weights @ V",
+    }
     for name, (who, array) in computed.items():
         for by, measured in ((who, array), ("oracle", exact[name].value)):
-            audit.printed(f"example.{name}.{by}_vs_published", "example",
-                          f"3-token example, {labels[name]}, {by} vs the published values",
-                          measured, figures[name])
+            audit.printed(
+                f"example.{name}.{by}_vs_published",
+                "example",
+                f"3-token example, {labels[name]}, {by} vs the published values",
+                measured,
+                figures[name],
+            )
         columns = "dim" if name == "context" else "key"
         audit.array(f"example_{name}.csv", array, columns=columns)
         audit.array(f"example_{name}_oracle.csv", exact[name].value, columns=columns)
@@ -55,12 +70,20 @@ def example(audit: Audit) -> None:
         who, array = computed[name]
         note = None
         if name == "scaled_scores":
-            note = (f"the lab reports a maximum score error of {lab.SCORE_ERROR:g} against "
-                    "its 50-digit Decimal computation")
-        audit.near(f"oracle.{name}.max_abs_error", "oracle",
-                   f"max |{who} - 50-digit oracle| over the example's {count} {labels[name]}",
-                   max_abs_error(array, exact[name].exact), 0.0,
-                   ulp_tolerance(exact[name].value), "seed 000 §5 (50-digit check)", note)
+            note = (
+                f"the lab reports a maximum score error of {lab.SCORE_ERROR:g} against "
+                "its 50-digit Decimal computation"
+            )
+        audit.near(
+            f"oracle.{name}.max_abs_error",
+            "oracle",
+            f"max |{who} - 50-digit oracle| over the example's {count} {labels[name]}",
+            max_abs_error(array, exact[name].exact),
+            0.0,
+            ulp_tolerance(exact[name].value),
+            "seed 000 §5 (50-digit check)",
+            note,
+        )
 
 
 def decode(audit: Audit) -> None:
@@ -72,26 +95,42 @@ def decode(audit: Audit) -> None:
 
     Q, K, V = lab.QUERY, lab.KEY, lab.VALUE
     start = lab.DECODE_QUERY_START
-    q = Q[start:start + 1]  # (1, 4): one query at absolute position 2
+    q = Q[start : start + 1]  # (1, 4): one query at absolute position 2
     right = impl.attention(q, K, V, is_causal=True, query_start=start)  # (1, 2)
     wrong = impl.attention(q, K, V, is_causal=True, query_start=0)
     right_o = oracle.attention(q, K, V, is_causal=True, query_start=start)
     wrong_o = oracle.attention(q, K, V, is_causal=True, query_start=0)
     for who, r, w in (("impl", right, wrong), ("oracle", right_o.value, wrong_o.value)):
-        audit.printed(f"decode.offset2.{who}", "decode",
-                      f"single query at position 2, query_start=2 ({who}): the context row",
-                      r[0], lab.DECODE)
-        audit.printed(f"decode.offset0.{who}", "decode",
-                      f"same query with the wrong query_start=0 ({who}): it reads key 0 only",
-                      w[0], lab.OFFSET_ZERO_DECODE)
-    audit.printed("decode.offset0.max_error.impl", "decode",
-                  "max |offset-0 output - offset-2 output| (impl)",
-                  float(np.max(np.abs(wrong - right))), lab.OFFSET_ZERO_MAX_ERROR)
+        audit.printed(
+            f"decode.offset2.{who}",
+            "decode",
+            f"single query at position 2, query_start=2 ({who}): the context row",
+            r[0],
+            lab.DECODE,
+        )
+        audit.printed(
+            f"decode.offset0.{who}",
+            "decode",
+            f"same query with the wrong query_start=0 ({who}): it reads key 0 only",
+            w[0],
+            lab.OFFSET_ZERO_DECODE,
+        )
+    audit.printed(
+        "decode.offset0.max_error.impl",
+        "decode",
+        "max |offset-0 output - offset-2 output| (impl)",
+        float(np.max(np.abs(wrong - right))),
+        lab.OFFSET_ZERO_MAX_ERROR,
+    )
     with mpmath.workdps(oracle.DIGITS):
         exact_err = max(abs(a - b) for a, b in zip(wrong_o.exact.ravel(), right_o.exact.ravel()))
-    audit.printed("decode.offset0.max_error.oracle", "decode",
-                  "max |offset-0 output - offset-2 output| (oracle, 50 digits)",
-                  float(exact_err), lab.OFFSET_ZERO_MAX_ERROR)
+    audit.printed(
+        "decode.offset0.max_error.oracle",
+        "decode",
+        "max |offset-0 output - offset-2 output| (oracle, 50 digits)",
+        float(exact_err),
+        lab.OFFSET_ZERO_MAX_ERROR,
+    )
     for name, query_start, out in (("offset2", start, right), ("offset0", 0, wrong)):
         weights = impl.attention_weights(q, K, is_causal=True, query_start=query_start)
         audit.array(f"decode_{name}_weights.csv", weights, columns="key", query_positions=[start])
@@ -99,12 +138,18 @@ def decode(audit: Audit) -> None:
     for who, module in (("impl", impl), ("oracle", oracle)):
         cache = module.KVCache(1, 1, Q.shape[-1], V.shape[-1])
         for t in range(len(Q)):
-            out = module.cached_attention(Q[None, None, t:t + 1], K[None, None, t:t + 1],
-                                          V[None, None, t:t + 1], cache)
+            out = module.cached_attention(
+                Q[None, None, t : t + 1], K[None, None, t : t + 1], V[None, None, t : t + 1], cache
+            )
         out = out if who == "impl" else out.value  # (1, 1, 1, 2)
-        audit.printed(f"decode.kv_cache.{who}", "decode",
-                      f"{who}.KVCache + cached_attention, token by token: the third token's "
-                      "output (query_start = 2 cached tokens)", out[0, 0, 0], lab.DECODE)
+        audit.printed(
+            f"decode.kv_cache.{who}",
+            "decode",
+            f"{who}.KVCache + cached_attention, token by token: the third token's "
+            "output (query_start = 2 cached tokens)",
+            out[0, 0, 0],
+            lab.DECODE,
+        )
 
 
 def _forbidden_total(weights: np.ndarray) -> float:
@@ -126,14 +171,24 @@ def mutants(audit: Audit) -> None:
     Q, K = lab.QUERY, lab.KEY
     causal = np.arange(3)[None, :] <= np.arange(3)[:, None]  # (Tq, Tk): key <= query
     specs = (
-        ("reversed_mask", "forbidden_weight",
-         "total weight on forbidden (future, key > query) positions", _forbidden_total,
-         lab.REVERSED_MASK_FORBIDDEN_WEIGHT,
-         lambda: oracle.attention_weights(Q, K, attn_mask=~causal | np.eye(3, dtype=bool)),
-         False),
-        ("column_softmax", "row_sum_error", "max |row sum - 1|",
-         lambda w: float(np.max(np.abs(w.sum(axis=-1) - 1))), lab.COLUMN_SOFTMAX_ROW_SUM_ERROR,
-         lambda: oracle.attention_weights(K, Q, attn_mask=causal.T), True),
+        (
+            "reversed_mask",
+            "forbidden_weight",
+            "total weight on forbidden (future, key > query) positions",
+            _forbidden_total,
+            lab.REVERSED_MASK_FORBIDDEN_WEIGHT,
+            lambda: oracle.attention_weights(Q, K, attn_mask=~causal | np.eye(3, dtype=bool)),
+            False,
+        ),
+        (
+            "column_softmax",
+            "row_sum_error",
+            "max |row sum - 1|",
+            lambda w: float(np.max(np.abs(w.sum(axis=-1) - 1))),
+            lab.COLUMN_SOFTMAX_ROW_SUM_ERROR,
+            lambda: oracle.attention_weights(K, Q, attn_mask=causal.T),
+            True,
+        ),
     )
     for name, check, what, figure, published, oracle_call, transposed in specs:
         module_name = f"attnprops.mutants.{name}"
@@ -141,20 +196,34 @@ def mutants(audit: Audit) -> None:
             module = importlib.import_module(module_name)
             weights = np.asarray(module.attention_weights(Q, K, is_causal=True))
         except Exception as exc:  # missing or broken module: the check fails, naming why
-            audit.failed(f"mutants.{name}.{check}", "mutants",
-                         f"{module_name}: {what} on the 3-token causal example",
-                         published.value, exc, published.source)
+            audit.failed(
+                f"mutants.{name}.{check}",
+                "mutants",
+                f"{module_name}: {what} on the 3-token causal example",
+                published.value,
+                exc,
+                published.source,
+            )
             continue
-        audit.printed(f"mutants.{name}.{check}", "mutants",
-                      f"{module_name}.attention_weights(Q, K, is_causal=True): {what}",
-                      figure(weights), published)
+        audit.printed(
+            f"mutants.{name}.{check}",
+            "mutants",
+            f"{module_name}.attention_weights(Q, K, is_causal=True): {what}",
+            figure(weights),
+            published,
+        )
         exact = oracle_call()
         value, digits = (exact.value.T, exact.exact.T) if transposed else (exact.value, exact.exact)
-        audit.near(f"mutants.{name}.vs_oracle", "mutants",
-                   f"{module_name}'s weights vs the oracle computing the same mistake at 50 "
-                   "digits (max abs error)",
-                   max_abs_error(weights, digits) if weights.shape == (3, 3) else math.inf,
-                   0.0, ulp_tolerance(value), "oracle, 50 digits")
+        audit.near(
+            f"mutants.{name}.vs_oracle",
+            "mutants",
+            f"{module_name}'s weights vs the oracle computing the same mistake at 50 "
+            "digits (max abs error)",
+            max_abs_error(weights, digits) if weights.shape == (3, 3) else math.inf,
+            0.0,
+            ulp_tolerance(value),
+            "oracle, 50 digits",
+        )
         audit.array(f"{name}_weights.csv", weights, columns="key")
 
 
@@ -168,20 +237,42 @@ def batch(audit: Audit) -> None:
     src = "seed 000 §5 (批量测试 B=2 H=3 L=7 dk=4 dv=5 seed 42)"
     full = impl.attention(q, k, v, is_causal=True)  # (B, H, L, dv)
     cache = impl.KVCache(B, H, q.shape[3], v.shape[3])
-    cached = np.concatenate([impl.cached_attention(q[:, :, t:t + 1], k[:, :, t:t + 1],
-                                                   v[:, :, t:t + 1], cache)
-                             for t in range(L)], axis=2)  # (B, H, L, dv)
+    cached = np.concatenate(
+        [
+            impl.cached_attention(q[:, :, t : t + 1], k[:, :, t : t + 1], v[:, :, t : t + 1], cache)
+            for t in range(L)
+        ],
+        axis=2,
+    )  # (B, H, L, dv)
     exact = oracle.attention(q, k, v, is_causal=True)
     tol = ulp_tolerance(exact.value)
-    audit.near("batch.cached_vs_full", "batch",
-               "max |token-by-token KVCache output - full causal attention| (impl)",
-               float(np.max(np.abs(cached - full))), 0.0, tol, src)
-    audit.near("batch.full_vs_oracle", "batch",
-               "max |impl full causal attention - 50-digit oracle|",
-               max_abs_error(full, exact.exact), 0.0, tol, "oracle, 50 digits")
-    audit.near("batch.cached_vs_oracle", "batch",
-               "max |impl token-by-token cached attention - 50-digit oracle|",
-               max_abs_error(cached, exact.exact), 0.0, tol, "oracle, 50 digits")
+    audit.near(
+        "batch.cached_vs_full",
+        "batch",
+        "max |token-by-token KVCache output - full causal attention| (impl)",
+        float(np.max(np.abs(cached - full))),
+        0.0,
+        tol,
+        src,
+    )
+    audit.near(
+        "batch.full_vs_oracle",
+        "batch",
+        "max |impl full causal attention - 50-digit oracle|",
+        max_abs_error(full, exact.exact),
+        0.0,
+        tol,
+        "oracle, 50 digits",
+    )
+    audit.near(
+        "batch.cached_vs_oracle",
+        "batch",
+        "max |impl token-by-token cached attention - 50-digit oracle|",
+        max_abs_error(cached, exact.exact),
+        0.0,
+        tol,
+        "oracle, 50 digits",
+    )
     audit.array("batch_full_output.csv", full, columns="dim")
     audit.array("batch_cached_output.csv", cached, columns="dim")
     audit.array("batch_full_output_oracle.csv", exact.value, columns="dim")
@@ -192,46 +283,87 @@ def kv_bytes(audit: Audit) -> None:
     from attnprops import impl, oracle
 
     config = {k: v for k, v in lab.KV_CONFIG.items() if k != "num_kv_heads"}
-    src = ("seed 000 §6: bytes = 2 * layers * batch * tokens * kv_heads * head_dim * "
-           "bytes_per_element")
+    src = (
+        "seed 000 §6: bytes = 2 * layers * batch * tokens * kv_heads * head_dim * bytes_per_element"
+    )
     note = "the seed's table itself is not in the text; the expected bytes are its formula by hand"
     rows = []
     for label, heads, expected in lab.KV_TABLE:
         measured = oracle.kv_cache_bytes(num_kv_heads=heads, **config)
-        audit.equal(f"kv_bytes.{label.lower()}.bytes", "kv_bytes",
-                    f"{label} ({heads} KV heads): KV cache bytes (oracle.kv_cache_bytes)",
-                    measured, expected, src, note)
-        audit.equal(f"kv_bytes.{label.lower()}.gib", "kv_bytes",
-                    f"{label}: the same in GiB (bytes / 2**30)", measured / GIB, expected / GIB,
-                    src)
+        audit.equal(
+            f"kv_bytes.{label.lower()}.bytes",
+            "kv_bytes",
+            f"{label} ({heads} KV heads): KV cache bytes (oracle.kv_cache_bytes)",
+            measured,
+            expected,
+            src,
+            note,
+        )
+        audit.equal(
+            f"kv_bytes.{label.lower()}.gib",
+            "kv_bytes",
+            f"{label}: the same in GiB (bytes / 2**30)",
+            measured / GIB,
+            expected / GIB,
+            src,
+        )
         rows.append((label, heads, measured))
     weights_bytes = lab.WEIGHTS_PARAMS * lab.WEIGHTS_BYTES_PER_PARAM
-    audit.printed("kv_bytes.weights_7e9_fp16_gib", "kv_bytes",
-                  "raw weights of exactly 7e9 two-byte parameters, GiB", weights_bytes / GIB,
-                  lab.WEIGHTS_GIB)
-    audit.equal("kv_bytes.mha_below_weights", "kv_bytes",
-                "the 10K-token MHA cache is smaller than those weights",
-                bool(rows[0][2] < weights_bytes), True, "seed 000 §6 (并没有超过这些权重)")
+    audit.printed(
+        "kv_bytes.weights_7e9_fp16_gib",
+        "kv_bytes",
+        "raw weights of exactly 7e9 two-byte parameters, GiB",
+        weights_bytes / GIB,
+        lab.WEIGHTS_GIB,
+    )
+    audit.equal(
+        "kv_bytes.mha_below_weights",
+        "kv_bytes",
+        "the 10K-token MHA cache is smaller than those weights",
+        bool(rows[0][2] < weights_bytes),
+        True,
+        "seed 000 §6 (并没有超过这些权重)",
+    )
     cfg = lab.SMALL_PAIR
     cache = impl.KVCache(cfg["batch"], cfg["num_kv_heads"], cfg["head_dim"], dtype=np.float16)
     shape = (cfg["batch"], cfg["num_kv_heads"], cfg["tokens"], cfg["head_dim"])
     rng = np.random.default_rng(0)
-    cache.append(rng.standard_normal(shape).astype(np.float16),
-                 rng.standard_normal(shape).astype(np.float16))
+    cache.append(
+        rng.standard_normal(shape).astype(np.float16), rng.standard_normal(shape).astype(np.float16)
+    )
     real = int(cache.keys.nbytes + cache.values.nbytes)
-    audit.equal("kv_bytes.small_fp16_pair.nbytes", "kv_bytes",
-                f"a real float16 impl.KVCache holding keys and values of shape {shape}: "
-                "keys.nbytes + values.nbytes", real, lab.SMALL_PAIR_BYTES,
-                "seed 000 §6 (一对实际 NumPy fp16 小数组, 总计 480 字节)",
-                "shapes chosen here (the seed gives only the total): 1 layer, batch 1, "
-                "2 KV heads, 3 tokens, head_dim 20")
-    audit.equal("kv_bytes.small_fp16_pair.formula", "kv_bytes",
-                "kv_cache_bytes for the same configuration equals the arrays' nbytes",
-                oracle.kv_cache_bytes(**cfg), real, src)
-    audit.array("kv_bytes.csv", np.array([[heads, b, b / GIB] for _, heads, b in rows]),
-                columns=None, header=["attention", "num_kv_heads", "bytes", "gib"],
-                labels=[label for label, _, _ in rows])
+    audit.equal(
+        "kv_bytes.small_fp16_pair.nbytes",
+        "kv_bytes",
+        f"a real float16 impl.KVCache holding keys and values of shape {shape}: "
+        "keys.nbytes + values.nbytes",
+        real,
+        lab.SMALL_PAIR_BYTES,
+        "seed 000 §6 (一对实际 NumPy fp16 小数组, 总计 480 字节)",
+        "shapes chosen here (the seed gives only the total): 1 layer, batch 1, "
+        "2 KV heads, 3 tokens, head_dim 20",
+    )
+    audit.equal(
+        "kv_bytes.small_fp16_pair.formula",
+        "kv_bytes",
+        "kv_cache_bytes for the same configuration equals the arrays' nbytes",
+        oracle.kv_cache_bytes(**cfg),
+        real,
+        src,
+    )
+    audit.array(
+        "kv_bytes.csv",
+        np.array([[heads, b, b / GIB] for _, heads, b in rows]),
+        columns=None,
+        header=["attention", "num_kv_heads", "bytes", "gib"],
+        labels=[label for label, _, _ in rows],
+    )
 
 
-SECTIONS = (("example", example), ("decode", decode), ("mutants", mutants), ("batch", batch),
-            ("kv_bytes", kv_bytes))
+SECTIONS = (
+    ("example", example),
+    ("decode", decode),
+    ("mutants", mutants),
+    ("batch", batch),
+    ("kv_bytes", kv_bytes),
+)

@@ -25,8 +25,14 @@ SOURCE_PACKAGES = ("oracle", "impl", "mutants")
 CSV_FORMAT = "%.17g"
 
 
-def array_rows(array: np.ndarray, *, columns: str | None = "key", query_positions=None,
-               header=None, labels=None) -> tuple[list[str], list[list[str]]]:
+def array_rows(
+    array: np.ndarray,
+    *,
+    columns: str | None = "key",
+    query_positions=None,
+    header=None,
+    labels=None,
+) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the CSV of ``array``.
 
     ``(T, N)``: ``query,<columns>_0..``; ``(B, H, T, N)``: ``batch,head,query,<columns>_0..``;
@@ -35,8 +41,9 @@ def array_rows(array: np.ndarray, *, columns: str | None = "key", query_position
     is written with ``'%.17g'`` (integers exactly). Raises ``ValueError`` for another ndim.
     """
     if header is not None:
-        rows = [[label] + [CSV_FORMAT % v for v in row]
-                for label, row in zip(labels, array.tolist())]
+        rows = [
+            [label] + [CSV_FORMAT % v for v in row] for label, row in zip(labels, array.tolist())
+        ]
         return list(header), rows
     if array.ndim == 2:
         array = array[None, None]
@@ -51,8 +58,9 @@ def array_rows(array: np.ndarray, *, columns: str | None = "key", query_position
     for b in range(B):
         for h in range(H):
             for t in range(T):
-                ids = [str(positions[t])] if len(index) == 1 else [str(b), str(h),
-                                                                   str(positions[t])]
+                ids = (
+                    [str(positions[t])] if len(index) == 1 else [str(b), str(h), str(positions[t])]
+                )
                 rows.append(ids + [CSV_FORMAT % v for v in array[b, h, t].tolist()])
     return index + [f"{columns}_{j}" for j in range(N)], rows
 
@@ -96,19 +104,33 @@ def environment() -> dict:
         gmpy2_version = gmpy2.version()
     except ImportError:
         gmpy2_version = None
-    return {"python": platform.python_version(), "numpy": np.__version__,
-            "mpmath": mpmath.__version__, "gmpy2": gmpy2_version,
-            "mpmath_backend": str(mpmath.libmp.BACKEND), "platform": platform.platform()}
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "mpmath": mpmath.__version__,
+        "gmpy2": gmpy2_version,
+        "mpmath_backend": str(mpmath.libmp.BACKEND),
+        "platform": platform.platform(),
+    }
 
 
 def recorded_inputs() -> dict:
     """The inputs, as recorded in audit.json (from :mod:`oracle.lab`)."""
     return {
-        "example": {"query": lab.QUERY.tolist(), "key": lab.KEY.tolist(),
-                    "value": lab.VALUE.tolist(), "dtype": "float64"},
-        "batch": {"generator": "numpy.random.default_rng", "draws": "standard_normal q, k, v",
-                  **lab.BATCH},
-        "kv_table": {**{k: v for k, v in lab.KV_CONFIG.items() if k != "num_kv_heads"},
-                     "num_kv_heads": [h for _, h, _ in lab.KV_TABLE]},
+        "example": {
+            "query": lab.QUERY.tolist(),
+            "key": lab.KEY.tolist(),
+            "value": lab.VALUE.tolist(),
+            "dtype": "float64",
+        },
+        "batch": {
+            "generator": "numpy.random.default_rng",
+            "draws": "standard_normal q, k, v",
+            **lab.BATCH,
+        },
+        "kv_table": {
+            **{k: v for k, v in lab.KV_CONFIG.items() if k != "num_kv_heads"},
+            "num_kv_heads": [h for _, h, _ in lab.KV_TABLE],
+        },
         "small_fp16_pair": lab.SMALL_PAIR,
     }

@@ -41,10 +41,17 @@ class Check:
 
     def to_json(self) -> dict:
         """The check as an audit.json ``checks`` item (:data:`.schema.CHECK_SCHEMA`)."""
-        doc = {"name": self.name, "group": self.group, "description": self.description,
-               "comparison": self.comparison, "expected": jsonable(self.expected),
-               "measured": jsonable(self.measured), "tolerance": self.tolerance,
-               "passed": bool(self.passed), "source": self.source}
+        doc = {
+            "name": self.name,
+            "group": self.group,
+            "description": self.description,
+            "comparison": self.comparison,
+            "expected": jsonable(self.expected),
+            "measured": jsonable(self.measured),
+            "tolerance": self.tolerance,
+            "passed": bool(self.passed),
+            "source": self.source,
+        }
         if self.note:
             doc["note"] = self.note
         return doc
@@ -83,8 +90,13 @@ def within(measured, expected, tolerance: float) -> bool:
 
 def ulp_tolerance(*arrays) -> float:
     """:data:`ULPS` units in the last place of the largest finite magnitude in ``arrays``."""
-    top = max((float(np.max(np.abs(a[np.isfinite(a)]), initial=0.0)) for a in
-               (np.asarray(x, dtype=np.float64) for x in arrays)), default=0.0)
+    top = max(
+        (
+            float(np.max(np.abs(a[np.isfinite(a)]), initial=0.0))
+            for a in (np.asarray(x, dtype=np.float64) for x in arrays)
+        ),
+        default=0.0,
+    )
     return float(ULPS * np.spacing(max(top, np.finfo(np.float64).tiny)))
 
 
@@ -130,26 +142,69 @@ class Audit:
 
     def near(self, name, group, description, measured, expected, tolerance, source, note=None):
         """An ``"abs"`` check: elementwise ``|measured - expected| <= tolerance``."""
-        return self.add(Check(name, group, description, "abs", expected, measured,
-                              float(tolerance), within(measured, expected, tolerance), source,
-                              note))
+        return self.add(
+            Check(
+                name,
+                group,
+                description,
+                "abs",
+                expected,
+                measured,
+                float(tolerance),
+                within(measured, expected, tolerance),
+                source,
+                note,
+            )
+        )
 
     def printed(self, name, group, description, measured, figure, note=None):
         """An ``"abs"`` check against a figure of the lab (:class:`oracle.lab.Printed`),
         within half a unit of its last printed decimal."""
-        return self.near(name, group, description, measured, figure.value, figure.tolerance,
-                         f"{figure.source} (printed to {figure.decimals} decimals)", note)
+        return self.near(
+            name,
+            group,
+            description,
+            measured,
+            figure.value,
+            figure.tolerance,
+            f"{figure.source} (printed to {figure.decimals} decimals)",
+            note,
+        )
 
     def equal(self, name, group, description, measured, expected, source, note=None):
         """An ``"equal"`` check: ``measured == expected`` exactly."""
-        return self.add(Check(name, group, description, "equal", expected, measured, None,
-                              bool(measured == expected), source, note))
+        return self.add(
+            Check(
+                name,
+                group,
+                description,
+                "equal",
+                expected,
+                measured,
+                None,
+                bool(measured == expected),
+                source,
+                note,
+            )
+        )
 
     def failed(self, name, group, description, expected, error: BaseException, source):
         """A check whose measurement itself raised: recorded as failed with the error."""
         measured = {"error": type(error).__name__, "message": str(error)}
-        return self.add(Check(name, group, description, "equal", expected, measured, None,
-                              False, source, "the measurement raised"))
+        return self.add(
+            Check(
+                name,
+                group,
+                description,
+                "equal",
+                expected,
+                measured,
+                None,
+                False,
+                source,
+                "the measurement raised",
+            )
+        )
 
     def array(self, filename: str, array, **layout):
         """Register ``array`` to be written as ``filename`` (:func:`.files.write_array_csv`)."""

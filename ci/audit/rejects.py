@@ -21,12 +21,27 @@ def rejects(audit: Audit) -> None:
     from attnprops.oracle.violations import examples
 
     for example in examples():
-        measured = {"impl": _raised(lambda: example.call.run(impl)),
-                    "oracle": _raised(lambda: example.call.run(oracle))}
+        measured = {
+            "impl": _raised(lambda: example.call.run(impl)),
+            "oracle": _raised(lambda: example.call.run(oracle)),
+        }
         error = example.error.__name__
-        passed = (measured["impl"]["error"] == error and measured["oracle"]["error"] == error
-                  and measured["impl"]["message"] == measured["oracle"]["message"])
-        audit.add(Check(f"rejects.{example.id.replace('-', '_')}", "rejects",
-                        f"impl and oracle reject this input ({example.rule}: {example.id}) "
-                        f"with {error}, same message", "raises", {"error": error}, measured,
-                        None, passed, "seed 000 §5 (拒绝的输入) and oracle/rules.py"))
+        passed = (
+            measured["impl"]["error"] == error
+            and measured["oracle"]["error"] == error
+            and measured["impl"]["message"] == measured["oracle"]["message"]
+        )
+        audit.add(
+            Check(
+                f"rejects.{example.id.replace('-', '_')}",
+                "rejects",
+                f"impl and oracle reject this input ({example.rule}: {example.id}) "
+                f"with {error}, same message",
+                "raises",
+                {"error": error},
+                measured,
+                None,
+                passed,
+                "seed 000 §5 (拒绝的输入) and oracle/rules.py",
+            )
+        )

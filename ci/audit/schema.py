@@ -40,8 +40,17 @@ _SHA256 = "^[0-9a-f]{64}$"
 _STRING_LIST = {"type": "array", "items": {"type": "string"}}
 CHECK_SCHEMA = {
     "type": "object",
-    "required": ["name", "group", "description", "comparison", "expected", "measured",
-                 "tolerance", "passed", "source"],
+    "required": [
+        "name",
+        "group",
+        "description",
+        "comparison",
+        "expected",
+        "measured",
+        "tolerance",
+        "passed",
+        "source",
+    ],
     "additionalProperties": False,
     "properties": {
         "name": {"type": "string", "pattern": "^[a-z0-9_]+(\\.[a-z0-9_]+)+$"},
@@ -60,34 +69,58 @@ CHECK_SCHEMA = {
     "then": {"properties": {"tolerance": {"type": "number"}}},
     "else": {"properties": {"tolerance": {"type": "null"}}},
 }
-_HASHES = {"type": "object", "minProperties": 1,
-           "additionalProperties": {"type": "string", "pattern": _SHA256}}
+_HASHES = {
+    "type": "object",
+    "minProperties": 1,
+    "additionalProperties": {"type": "string", "pattern": _SHA256},
+}
 AUDIT_SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "attnprops audit.json",
     "type": "object",
-    "required": ["schema_version", "tool", "created_utc", "runtime_s", "passed", "summary",
-                 "failed", "environment", "oracle_digits", "sources", "inputs", "files",
-                 "checks", "compare"],
+    "required": [
+        "schema_version",
+        "tool",
+        "created_utc",
+        "runtime_s",
+        "passed",
+        "summary",
+        "failed",
+        "environment",
+        "oracle_digits",
+        "sources",
+        "inputs",
+        "files",
+        "checks",
+        "compare",
+    ],
     "additionalProperties": False,
     "properties": {
         "schema_version": {"const": SCHEMA_VERSION},
         "tool": {"const": "attnprops audit"},
-        "created_utc": {"type": "string",
-                        "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"},
+        "created_utc": {
+            "type": "string",
+            "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
+        },
         "runtime_s": {"type": "number", "minimum": 0},
         "passed": {"type": "boolean"},
-        "summary": {"type": "object", "required": ["checks", "passed", "failed"],
-                    "additionalProperties": False,
-                    "properties": {k: {"type": "integer", "minimum": 0}
-                                   for k in ("checks", "passed", "failed")}},
+        "summary": {
+            "type": "object",
+            "required": ["checks", "passed", "failed"],
+            "additionalProperties": False,
+            "properties": {
+                k: {"type": "integer", "minimum": 0} for k in ("checks", "passed", "failed")
+            },
+        },
         "failed": _STRING_LIST,
         "environment": {
             "type": "object",
             "required": ["python", "numpy", "mpmath", "gmpy2", "mpmath_backend", "platform"],
             "additionalProperties": False,
-            "properties": {k: {"type": "string"} for k in
-                           ("python", "numpy", "mpmath", "mpmath_backend", "platform")}
+            "properties": {
+                k: {"type": "string"}
+                for k in ("python", "numpy", "mpmath", "mpmath_backend", "platform")
+            }
             | {"gmpy2": {"type": ["string", "null"]}},
         },
         "oracle_digits": {"type": "integer", "minimum": 1},
@@ -97,8 +130,15 @@ AUDIT_SCHEMA = {
         "checks": {"type": "array", "minItems": 1, "items": CHECK_SCHEMA},
         "compare": {
             "type": ["object", "null"],
-            "required": ["reference", "abs_tolerance", "rel_tolerance", "cells_compared",
-                         "differences", "notes", "passed"],
+            "required": [
+                "reference",
+                "abs_tolerance",
+                "rel_tolerance",
+                "cells_compared",
+                "differences",
+                "notes",
+                "passed",
+            ],
             "additionalProperties": False,
             "properties": {
                 "reference": {"type": "string"},
@@ -116,8 +156,9 @@ AUDIT_SCHEMA = {
 
 def _where(error: jsonschema.ValidationError) -> str:
     """``audit.json.checks[0].passed``: where in the document ``error`` is."""
-    return "audit.json" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}"
-                                  for p in error.absolute_path)
+    return "audit.json" + "".join(
+        f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path
+    )
 
 
 def validate_audit(doc) -> list[str]:
@@ -126,8 +167,10 @@ def validate_audit(doc) -> list[str]:
     unique check names, ``failed`` = the names of the failed checks, ``summary``'s counts,
     ``passed`` = no failed check and no failed comparison. ``[]`` when valid."""
     validator = jsonschema.Draft202012Validator(AUDIT_SCHEMA)
-    errors = [f"{_where(e)}: {e.message}"
-              for e in sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))]
+    errors = [
+        f"{_where(e)}: {e.message}"
+        for e in sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
+    ]
     if errors:
         return errors
     checks = doc["checks"]

@@ -76,9 +76,14 @@ def test_published_figures_are_checked_with_stated_tolerances(audit_run):
 
 def test_impl_vs_oracle_errors_are_a_few_ulps(audit_run):
     checks = _checks(audit_run)
-    for name in ("oracle.scaled_scores.max_abs_error", "oracle.weights.max_abs_error",
-                 "oracle.context.max_abs_error", "batch.full_vs_oracle",
-                 "batch.cached_vs_oracle", "batch.cached_vs_full"):
+    for name in (
+        "oracle.scaled_scores.max_abs_error",
+        "oracle.weights.max_abs_error",
+        "oracle.context.max_abs_error",
+        "batch.full_vs_oracle",
+        "batch.cached_vs_oracle",
+        "batch.cached_vs_full",
+    ):
         check = checks[name]
         assert check["passed"], name
         assert 0 <= check["measured"] <= check["tolerance"] <= 4 * 2 * np.spacing(2.0), name
@@ -89,14 +94,21 @@ def test_impl_vs_oracle_errors_are_a_few_ulps(audit_run):
 
 def test_the_batch_inputs_are_recorded(audit_run):
     inputs = audit_run.audit_json()["inputs"]["batch"]
-    assert (inputs["seed"], inputs["batch"], inputs["heads"], inputs["length"],
-            inputs["head_dim"], inputs["value_dim"]) == (42, 2, 3, 7, 4, 5)
+    assert (
+        inputs["seed"],
+        inputs["batch"],
+        inputs["heads"],
+        inputs["length"],
+        inputs["head_dim"],
+        inputs["value_dim"],
+    ) == (42, 2, 3, 7, 4, 5)
 
 
 def test_every_error_class_of_the_rulebook_is_rejected(audit_run):
     rejects = [c for c in audit_run.audit_json()["checks"] if c["group"] == "rejects"]
     classes = {rules.AttentionInputError.__name__} | {
-        cls.__name__ for _, cls in inspect.getmembers(rules, inspect.isclass)
+        cls.__name__
+        for _, cls in inspect.getmembers(rules, inspect.isclass)
         if issubclass(cls, rules.AttentionInputError)
     }
     assert classes <= {c["expected"]["error"] for c in rejects}
@@ -106,11 +118,12 @@ def test_every_error_class_of_the_rulebook_is_rejected(audit_run):
         assert c["measured"]["impl"]["message"] == c["measured"]["oracle"]["message"]
         assert c["measured"]["impl"]["message"]
     # one check per fixed example of the registry (oracle/violations.py), nothing else
-    assert [c["name"] for c in rejects] == [f"rejects.{e.id.replace('-', '_')}"
-                                            for e in examples()]
+    assert [c["name"] for c in rejects] == [f"rejects.{e.id.replace('-', '_')}" for e in examples()]
     # The printed line carries the error message.
-    assert ("PASS rejects.query_start_too_large: impl QueryStartError, oracle QueryStartError: "
-            "query_start: 1 is outside [0, Tk - Tq] = [0, 0]") in audit_run.out
+    assert (
+        "PASS rejects.query_start_too_large: impl QueryStartError, oracle QueryStartError: "
+        "query_start: 1 is outside [0, Tk - Tq] = [0, 0]"
+    ) in audit_run.out
 
 
 def test_kv_byte_table_and_small_fp16_pair(audit_run):
@@ -128,8 +141,11 @@ def test_kv_byte_table_and_small_fp16_pair(audit_run):
 
 
 def test_a_wrong_published_value_fails_naming_the_check(tmp_path, monkeypatch):
-    monkeypatch.setattr(lab, "REVERSED_MASK_FORBIDDEN_WEIGHT",
-                        lab.REVERSED_MASK_FORBIDDEN_WEIGHT._replace(value=0.9))
+    monkeypatch.setattr(
+        lab,
+        "REVERSED_MASK_FORBIDDEN_WEIGHT",
+        lab.REVERSED_MASK_FORBIDDEN_WEIGHT._replace(value=0.9),
+    )
     run = run_cli(["audit", "--out", str(tmp_path)], tmp_path)
     assert run.rc == 1
     assert "ATTENTION_AUDIT_OK" not in run.out
@@ -146,7 +162,9 @@ def test_a_missing_mutant_fails_with_the_import_error(tmp_path, monkeypatch):
     run = run_cli(["audit", "--out", str(tmp_path)], tmp_path)
     assert run.rc == 1
     assert "FAIL mutants.column_softmax.row_sum_error" in run.out
-    assert "import of attnprops.mutants.column_softmax halted" in run.out  # ModuleNotFoundError text
+    assert (
+        "import of attnprops.mutants.column_softmax halted" in run.out
+    )  # ModuleNotFoundError text
     assert "mutants.column_softmax.row_sum_error" in run.lines[-1]
 
 
@@ -156,10 +174,17 @@ def test_a_missing_mutant_fails_with_the_import_error(tmp_path, monkeypatch):
 def test_csvs_have_headers_and_17_significant_digits(audit_run):
     files = sorted(audit_run.folder.glob("*.csv"))
     assert {f.name for f in files} == set(audit_run.audit_json()["files"])
-    assert {"example_scaled_scores.csv", "example_masked_scores.csv", "example_weights.csv",
-            "example_context.csv", "reversed_mask_weights.csv", "column_softmax_weights.csv",
-            "batch_cached_output.csv", "batch_full_output.csv",
-            "decode_offset2_context.csv"} <= {f.name for f in files}
+    assert {
+        "example_scaled_scores.csv",
+        "example_masked_scores.csv",
+        "example_weights.csv",
+        "example_context.csv",
+        "reversed_mask_weights.csv",
+        "column_softmax_weights.csv",
+        "batch_cached_output.csv",
+        "batch_full_output.csv",
+        "decode_offset2_context.csv",
+    } <= {f.name for f in files}
     seventeen = 0
     for path in files:
         rows = read_csv(path)
@@ -176,8 +201,9 @@ def test_csvs_have_headers_and_17_significant_digits(audit_run):
                 x = float(cell)
                 assert cell == "%.17g" % x, (path.name, cell)  # written with '%.17g'
                 if math.isfinite(x) and x != 0:
-                    digits = len(cell.lower().split("e")[0].lstrip("-").replace(".", "")
-                                 .lstrip("0"))
+                    digits = len(
+                        cell.lower().split("e")[0].lstrip("-").replace(".", "").lstrip("0")
+                    )
                     seventeen += digits == 17
                     assert digits <= 17
     assert seventeen > 100  # full precision, not rounded
@@ -240,14 +266,15 @@ def test_schema_is_a_valid_json_schema(audit_run):
 
 
 def test_compare_with_the_committed_reference_passes(tmp_path):
-    run = run_cli(["audit", "--out", str(tmp_path), "--compare", str(comparing.REFERENCE_DIR)],
-                  tmp_path)
-    assert run.rc == 0, "\n".join(l for l in run.lines if l.startswith(("DIFF", "FAIL")))
+    run = run_cli(
+        ["audit", "--out", str(tmp_path), "--compare", str(comparing.REFERENCE_DIR)], tmp_path
+    )
+    assert run.rc == 0, "\n".join(line for line in run.lines if line.startswith(("DIFF", "FAIL")))
     assert " 0 differences (tolerance abs 1e-15 + rel 1e-12 * |reference|)" in run.out
     assert run.lines[-1] == "ATTENTION_AUDIT_OK"
     # An untouched clone is silent: no source notes (nor any other) when every number matches,
     # however stale the reference's source hashes are.
-    assert [l for l in run.lines if l.startswith("note:")] == []
+    assert [line for line in run.lines if line.startswith("note:")] == []
     compare = run.audit_json()["compare"]
     assert compare["passed"] and compare["cells_compared"] > 1000
     assert compare["differences"] == [] and compare["notes"] == []
@@ -290,26 +317,33 @@ def test_compare_fails_naming_the_broken_cell(tmp_path, monkeypatch):
     out = tmp_path / "out"
     run = run_cli(["audit", "--out", str(out), "--compare", "reference"], out)
     assert run.rc == 1
-    assert ("DIFF example_weights.csv: line 3 (query=1), column key_1: fresh "
-            "0.72111517802286307 != reference 0.7211") in run.out
-    assert run.lines[-1].startswith("ATTENTION_AUDIT_FAILED: 0 of ")
+    assert (
+        "DIFF example_weights.csv: line 3 (query=1), column key_1: fresh "
+        "0.72111517802286307 != reference 0.7211"
+    ) in run.out
+    n = len(run.audit_json()["checks"])
+    assert run.lines[-1].startswith(
+        f"ATTENTION_AUDIT_FAILED: all {n} checks passed, the comparison failed: compare "
+    )
     assert "example_weights.csv: line 3 (query=1), column key_1" in run.lines[-1]
     assert "ATTENTION_AUDIT_OK" not in run.out
     compare = run.audit_json()["compare"]
     assert compare["passed"] is False and compare["reference"] == "reference"
-    assert (f"compared {compare['cells_compared']} cells with reference: 1 differences"
-            in run.out) and compare["cells_compared"] > 1000
+    assert (
+        f"compared {compare['cells_compared']} cells with reference: 1 differences" in run.out
+    ) and compare["cells_compared"] > 1000
     assert compare["differences"] == [
         "example_weights.csv: line 3 (query=1), column key_1: fresh 0.72111517802286307 != "
-        "reference 0.7211 (|diff| = 1.52e-05 > 1e-15 + 1e-12*|ref|)"]
+        "reference 0.7211 (|diff| = 1.52e-05 > 1e-15 + 1e-12*|ref|)"
+    ]
     # With a difference, the sources changed since the reference are noted as a hint.
     assert "note: source oracle/rules.py changed since the reference was made" in run.lines
-    assert "note: source oracle/removed_since.py changed since the reference was made" \
-        in run.lines
+    assert "note: source oracle/removed_since.py changed since the reference was made" in run.lines
     ref_sources = json.loads((ref / "audit.json").read_text(encoding="utf-8"))["sources"]
     assert compare["notes"] == comparing.source_changes(ref_sources)
-    assert [l for l in run.lines if l.startswith("note: ")] == [
-        f"note: {n}" for n in compare["notes"]]
+    assert [line for line in run.lines if line.startswith("note: ")] == [
+        f"note: {n}" for n in compare["notes"]
+    ]
     assert schema.validate_audit(run.audit_json()) == []
 
 
@@ -320,8 +354,9 @@ def test_compare_fails_on_a_broken_batch_cell_and_a_missing_file(tmp_path):
     out = tmp_path / "out"
     run = run_cli(["audit", "--out", str(out), "--compare", str(ref)], out)
     assert run.rc == 1
-    assert "DIFF batch_cached_output.csv: line 20 (batch=0, head=2, query=4), column dim_3" \
-        in run.out
+    assert (
+        "DIFF batch_cached_output.csv: line 20 (batch=0, head=2, query=4), column dim_3" in run.out
+    )
     assert "DIFF kv_bytes.csv: written by this audit but missing from the reference" in run.out
 
 
@@ -335,7 +370,7 @@ def test_compare_tolerates_last_bit_differences(tmp_path):
     out = tmp_path / "out"
     run = run_cli(["audit", "--out", str(out), "--compare", str(ref)], out)
     assert run.rc == 0 and run.lines[-1] == "ATTENTION_AUDIT_OK"
-    assert [l for l in run.lines if l.startswith("note:")] == []
+    assert [line for line in run.lines if line.startswith("note:")] == []
     assert run.audit_json()["compare"]["notes"] == []
 
 
@@ -345,10 +380,14 @@ def test_compare_with_a_missing_reference_says_it_is_missing(tmp_path):
     run = run_cli(["audit", "--out", str(out), "--compare", str(missing)], out)
     assert run.rc == 1
     n = len(run.audit_json()["checks"])
-    assert [l for l in run.lines if l.startswith("DIFF")] == []  # said once, in the last line
-    assert run.lines[-1] == (f"ATTENTION_AUDIT_FAILED: reference folder {missing} is missing "
-                             f"(--compare {missing}), nothing was compared; all {n} checks "
-                             "passed")
+    assert [
+        line for line in run.lines if line.startswith("DIFF")
+    ] == []  # said once, in the last line
+    assert run.lines[-1] == (
+        f"ATTENTION_AUDIT_FAILED: reference folder {missing} is missing "
+        f"(--compare {missing}), nothing was compared; all {n} checks "
+        "passed"
+    )
     assert " 0 of " not in run.lines[-1] and "ATTENTION_AUDIT_OK" not in run.out
     compare = run.audit_json()["compare"]
     assert compare["passed"] is False and compare["cells_compared"] == 0
@@ -379,20 +418,38 @@ def test_source_changes_names_changed_removed_and_new_files():
     assert comparing.source_changes(ref, fresh) == [
         "source impl/a.py changed since the reference was made",
         "source impl/gone.py changed since the reference was made",
-        "source impl/new.py is new since the reference was made"]
+        "source impl/new.py is new since the reference was made",
+    ]
     assert comparing.source_changes(fresh, dict(fresh)) == []
 
 
 def test_compare_cell_rule(tmp_path):
     """|fresh - ref| <= 1e-15 + 1e-12 * |ref| per number; infinities and text exactly."""
     fresh, ref = tmp_path / "fresh.csv", tmp_path / "ref.csv"
-    cells = [("-inf", "-inf", None), ("-inf", "0", "non-finite differs"),
-             ("1", "1.0000000000005", None), ("1", "1.00000000001", "|diff|"),
-             ("0", "1e-16", None), ("MHA", "GQA", "text differs")]
-    fresh.write_text("query," + ",".join(f"key_{i}" for i in range(len(cells))) + "\n0,"
-                     + ",".join(a for a, _, _ in cells) + "\n", encoding="utf-8")
-    ref.write_text("query," + ",".join(f"key_{i}" for i in range(len(cells))) + "\n0,"
-                   + ",".join(b for _, b, _ in cells) + "\n", encoding="utf-8")
+    cells = [
+        ("-inf", "-inf", None),
+        ("-inf", "0", "non-finite differs"),
+        ("1", "1.0000000000005", None),
+        ("1", "1.00000000001", "|diff|"),
+        ("0", "1e-16", None),
+        ("MHA", "GQA", "text differs"),
+    ]
+    fresh.write_text(
+        "query,"
+        + ",".join(f"key_{i}" for i in range(len(cells)))
+        + "\n0,"
+        + ",".join(a for a, _, _ in cells)
+        + "\n",
+        encoding="utf-8",
+    )
+    ref.write_text(
+        "query,"
+        + ",".join(f"key_{i}" for i in range(len(cells)))
+        + "\n0,"
+        + ",".join(b for _, b, _ in cells)
+        + "\n",
+        encoding="utf-8",
+    )
     count, differences = comparing.compare_csv(fresh, ref)
     assert count == len(cells) + 1
     wanted = [(i, why) for i, (_, _, why) in enumerate(cells) if why]
@@ -411,7 +468,9 @@ def test_refuses_to_write_into_the_reference(sub, tmp_path):
     assert "refusing to write into" in run.err and "reference folder" in run.err
     assert "--out results" in run.err
     assert not (comparing.REFERENCE_DIR / "nested").exists()
-    assert sorted((p.name, p.stat().st_mtime_ns) for p in comparing.REFERENCE_DIR.iterdir()) == before
+    assert (
+        sorted((p.name, p.stat().st_mtime_ns) for p in comparing.REFERENCE_DIR.iterdir()) == before
+    )
 
 
 def test_refuses_relative_reference_and_the_compare_folder(tmp_path, monkeypatch):
@@ -434,18 +493,24 @@ def test_reference_folder_is_complete():
 def test_command_line_entry_point_from_another_folder_finds_the_reference(tmp_path):
     # Started outside the repository, "--compare reference" is the package's reference.
     assert not (tmp_path / "reference").exists()
-    proc = subprocess.run([sys.executable, "-m", "attnprops.ci.cli", "audit", "--out", "X",
-                           "--compare", "reference"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "attnprops.ci.cli", "audit", "--out", "X", "--compare", "reference"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-2000:])
     lines = proc.stdout.splitlines()
     doc = json.loads((tmp_path / "X" / "audit.json").read_text(encoding="utf-8"))
     assert lines[-1] == "ATTENTION_AUDIT_OK"
-    assert lines[-2] == (f"compared {doc['compare']['cells_compared']} cells with "
-                         f"{comparing.REFERENCE_DIR}: 0 differences (tolerance abs 1e-15 + rel "
-                         "1e-12 * |reference|)")
+    assert lines[-2] == (
+        f"compared {doc['compare']['cells_compared']} cells with "
+        f"{comparing.REFERENCE_DIR}: 0 differences (tolerance abs 1e-15 + rel "
+        "1e-12 * |reference|)"
+    )
     assert doc["compare"]["cells_compared"] > 1000
-    assert [l for l in lines if l.startswith(("note:", "DIFF", "FAIL"))] == []
+    assert [line for line in lines if line.startswith(("note:", "DIFF", "FAIL"))] == []
     assert doc["passed"] is True and doc["oracle_digits"] == 50
     assert doc["compare"]["reference"] == str(comparing.REFERENCE_DIR)
     assert doc["compare"]["passed"] and doc["compare"]["notes"] == []

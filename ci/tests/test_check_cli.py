@@ -12,7 +12,7 @@ import pytest
 
 from attnprops.ci.cli import main
 
-RAISES = '''\
+RAISES = """\
 ATTNPROPS_CAPABILITIES = {"dtypes": ("float64",), "validates_inputs": False,
                           "weights": False, "kv_cache": False, "kv_cache_bytes": False}
 
@@ -20,7 +20,7 @@ ATTNPROPS_CAPABILITIES = {"dtypes": ("float64",), "validates_inputs": False,
 def attention(query, key, value, *, attn_mask=None, is_causal=False, query_start=None,
               scale=None):
     raise NotImplementedError("not written yet")
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -31,12 +31,27 @@ def stopped_run(tmp_path_factory):
 
 
 def test_check_prints_progress_stops_at_the_first_failure_and_writes_reports(
-        stopped_run, capsys, monkeypatch):
+    stopped_run, capsys, monkeypatch
+):
     monkeypatch.chdir(stopped_run)
-    code = main(["check", "--impl", "./raises.py", "--profile", "dev", "--jobs", "1", "-x",
-                 "-k", "test_kv_cache or test_weights or test_seed_examples or "
-                       "test_single_visible_key",
-                 "--junitxml", "report.xml", "--json", "summary.json"])
+    code = main(
+        [
+            "check",
+            "--impl",
+            "./raises.py",
+            "--profile",
+            "dev",
+            "--jobs",
+            "1",
+            "-x",
+            "-k",
+            "test_kv_cache or test_weights or test_seed_examples or test_single_visible_key",
+            "--junitxml",
+            "report.xml",
+            "--json",
+            "summary.json",
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 1, out + err
     total = int(re.search(r"^attnprops check: (\d+) property tests$", err, re.M).group(1))
@@ -69,8 +84,19 @@ def test_check_prints_progress_stops_at_the_first_failure_and_writes_reports(
 
 def test_check_says_when_a_selection_is_empty(stopped_run, capsys, monkeypatch):
     monkeypatch.chdir(stopped_run)
-    code = main(["check", "--impl", "./raises.py", "--profile", "dev", "--jobs", "1",
-                 "-k", "no_such_property_zzz"])
+    code = main(
+        [
+            "check",
+            "--impl",
+            "./raises.py",
+            "--profile",
+            "dev",
+            "--jobs",
+            "1",
+            "-k",
+            "no_such_property_zzz",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 1
     assert "no property test was selected by -k 'no_such_property_zzz': nothing ran" in out, out
@@ -81,10 +107,13 @@ def test_check_refuses_an_unwritable_json_path_before_running(tmp_path):
         main(["check", "--json", str(tmp_path / "missing" / "r.json")])
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--maxfail", "0"], "--maxfail: invalid positive integer value: '0'"),
-    (["-x", "--maxfail", "2"], "not allowed with argument"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--maxfail", "0"], "--maxfail: invalid positive integer value: '0'"),
+        (["-x", "--maxfail", "2"], "not allowed with argument"),
+    ],
+)
 def test_check_rejects_bad_stop_options(argv, message, capsys):
     with pytest.raises(SystemExit) as stop:
         main(["check", *argv])
@@ -92,8 +121,22 @@ def test_check_rejects_bad_stop_options(argv, message, capsys):
 
 
 def _skipped(folder, *argv) -> list[str]:
-    main(["check", "--impl", "./raises.py", "--profile", "dev", "--jobs", "1",
-          "-k", "test_kv_cache", "--json", "shard.json", *argv])
+    main(
+        [
+            "check",
+            "--impl",
+            "./raises.py",
+            "--profile",
+            "dev",
+            "--jobs",
+            "1",
+            "-k",
+            "test_kv_cache",
+            "--json",
+            "shard.json",
+            *argv,
+        ]
+    )
     return [s["test"] for s in json.loads((folder / "shard.json").read_text())["skipped"]]
 
 
@@ -107,7 +150,6 @@ def test_check_shards_split_the_selection_once(stopped_run, capsys, monkeypatch)
     capsys.readouterr()
     with pytest.raises(SystemExit, match=r"--shard '4/3': expected I/N with 1 <= I <= N"):
         main(["check", "--shard", "4/3"])
-
 
 
 def test_a_run_that_cannot_start_says_why_in_the_json(tmp_path, monkeypatch, capsys):
@@ -136,8 +178,10 @@ def test_check_refuses_an_unparsable_k_expression_in_one_line(expression, capsys
     with pytest.raises(SystemExit) as stop:
         main(["check", "-k", expression])
     message = str(stop.value.code)
-    assert message.startswith(f"attnprops check: -k {expression!r} is not a pytest -k "
-                              f"expression: ") and "\n" not in message, message
+    assert (
+        message.startswith(f"attnprops check: -k {expression!r} is not a pytest -k expression: ")
+        and "\n" not in message
+    ), message
 
 
 def test_check_imports_a_package_folder_and_names_a_plain_folder(tmp_path, monkeypatch, capsys):
@@ -145,8 +189,21 @@ def test_check_imports_a_package_folder_and_names_a_plain_folder(tmp_path, monke
     (tmp_path / "my_pkg").mkdir()
     (tmp_path / "my_pkg" / "__init__.py").write_text(RAISES, encoding="utf-8")
     (tmp_path / "plain").mkdir()
-    main(["check", "--impl", "./my_pkg", "--profile", "dev", "--jobs", "1",
-          "-k", "test_single_visible_key", "--json", "pkg.json"])
+    main(
+        [
+            "check",
+            "--impl",
+            "./my_pkg",
+            "--profile",
+            "dev",
+            "--jobs",
+            "1",
+            "-k",
+            "test_single_visible_key",
+            "--json",
+            "pkg.json",
+        ]
+    )
     failures = json.loads((tmp_path / "pkg.json").read_text())["failures"]
     assert failures and all("not written yet" in f["message"] for f in failures), failures
     assert failures[0]["subject_frame"].endswith("__init__.py:7 in attention")
@@ -187,13 +244,90 @@ def test_the_status_line_fits_the_terminal_and_keeps_its_counts():
     assert len(status) < 80 and status.endswith("..."), status
 
 
-def test_an_explicit_example_failure_says_how_to_see_a_generated_one(stopped_run, capsys,
-                                                                      monkeypatch):
+def test_an_explicit_example_failure_says_how_to_see_a_generated_one(
+    stopped_run, capsys, monkeypatch
+):
     """In profile ``ci`` a failing hand-written ``@example`` stops the property before any
     generated input: the summary says so and names the profile that skips them."""
     monkeypatch.chdir(stopped_run)
     main(["check", "--impl", "./raises.py", "--jobs", "1", "-k", "test_output_matches_oracle"])
     out = capsys.readouterr().out
     assert "Falsifying explicit example: test_output_matches_oracle(" in out, out
-    assert ("(a hand-written @example; --profile mutation skips those and shows a generated, "
-            "shrunk counterexample)") in out, out
+    assert (
+        "(a hand-written @example; --profile mutation skips those and shows a generated, "
+        "shrunk counterexample)"
+    ) in out, out
+
+
+def test_a_parametrized_property_counts_once_per_id(stopped_run, capsys, monkeypatch):
+    """Each id of a parametrized property is one test, in the summary line, its
+    ``violated:`` lines and the JSON, as pytest and the JUnit file count them."""
+    monkeypatch.chdir(stopped_run)
+    code = main(
+        [
+            "check",
+            "--impl",
+            "./raises.py",
+            "--profile",
+            "dev",
+            "--jobs",
+            "1",
+            "-k",
+            "test_broadcast_mask_equals_expanded",
+            "--json",
+            "ids.json",
+            "--junitxml",
+            "ids.xml",
+        ]
+    )
+    out = capsys.readouterr().out
+    ids = re.findall(r"^  violated: test_broadcast_mask_equals_expanded\[(.+?)\]: ", out, re.M)
+    assert code == 1 and len(ids) == len(set(ids)) == 5, out
+    assert out.splitlines()[-1] == "0 passed, 5 failed", out
+    assert json.loads((stopped_run / "ids.json").read_text())["failed"] == 5
+    suite = ET.parse(stopped_run / "ids.xml").getroot().find("testsuite")
+    assert int(suite.get("failures")) + int(suite.get("errors")) == 5
+
+
+def test_an_empty_shard_alone_passes_and_says_so(stopped_run, capsys, monkeypatch):
+    """A CI matrix wider than the selection has empty shards: they pass (a -k that selects
+    nothing still fails, see above)."""
+    monkeypatch.chdir(stopped_run)
+    code = main(["check", "--impl", "./raises.py", "--jobs", "1", "--shard", "99/100"])
+    assert code == 0
+    assert (
+        "no property test was selected by --shard '99/100': nothing ran" in capsys.readouterr().out
+    )
+
+
+@pytest.mark.parametrize(
+    "argv, env, message",
+    [
+        (["--junitxml", "/proc/r.xml"], {}, "--junitxml /proc/r.xml: No such file or directory"),
+        (
+            ["--json", "same.out", "--junitxml", "same.out"],
+            {},
+            "--json and --junitxml name the same file",
+        ),
+        ([], {"ATTN_ROBUSTNESS": "bogus"}, "ATTN_ROBUSTNESS='bogus': use one of report, gate"),
+    ],
+)
+def test_bad_report_paths_and_variables_stop_before_the_run(
+    argv, env, message, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as stop:
+        main(["check", *argv])
+    assert str(stop.value.code) == f"attnprops check: {message}"
+
+
+def test_a_file_that_is_not_python_is_named(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "attn.txt").write_text("x = 1\n", encoding="utf-8")
+    main(["check", "--impl", "./attn.txt", "--jobs", "1", "--json", "txt.json"])
+    capsys.readouterr()
+    error = json.loads((tmp_path / "txt.json").read_text())["error"]
+    assert "attn.txt is not a .py file; name a Python file, a package folder or a module" in error
+    assert "Traceback" not in error

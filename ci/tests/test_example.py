@@ -9,35 +9,49 @@ import pytest
 from attnprops.ci import cli, example
 from attnprops.oracle import lab
 
-Q_TEXT = ("Q (query), shape (3, 4):\n"
-          " [[ 1.0  0.5 -0.2  0.1]\n"
-          " [-0.5  1.2  0.8 -0.4]\n"
-          " [ 0.2 -0.1  1.5  0.9]]\n")
-K_TEXT = ("K (key), shape (3, 4):\n"
-          " [[ 0.8  0.4 -0.3  0.0]\n"
-          " [-0.2  1.0  0.5 -0.1]\n"
-          " [ 0.1 -0.2  1.1  0.7]]\n")
-V_TEXT = ("V (value), shape (3, 2):\n"
-          " [[ 1.0  0.0]\n"
-          " [ 0.0  1.0]\n"
-          " [-1.0 -1.0]]\n")
-WEIGHTS_TEXT = ("Attention weights:\n"
-                " [[1.       0.       0.      ]\n"
-                " [0.278885 0.721115 0.      ]\n"
-                " [0.158938 0.243109 0.597953]]\n")
-CONTEXT_TEXT = ("Context:\n"
-                " [[ 1.        0.      ]\n"
-                " [ 0.278885  0.721115]\n"
-                " [-0.439015 -0.354843]]\n")
-LAB_WORDS = ("The source lab is the Chinese-language teaching lab on transformer attention this "
-             "project grew from")
+Q_TEXT = (
+    "Q (query), shape (3, 4):\n"
+    " [[ 1.0  0.5 -0.2  0.1]\n"
+    " [-0.5  1.2  0.8 -0.4]\n"
+    " [ 0.2 -0.1  1.5  0.9]]\n"
+)
+K_TEXT = (
+    "K (key), shape (3, 4):\n"
+    " [[ 0.8  0.4 -0.3  0.0]\n"
+    " [-0.2  1.0  0.5 -0.1]\n"
+    " [ 0.1 -0.2  1.1  0.7]]\n"
+)
+V_TEXT = "V (value), shape (3, 2):\n [[ 1.0  0.0]\n [ 0.0  1.0]\n [-1.0 -1.0]]\n"
+WEIGHTS_TEXT = (
+    "Attention weights:\n"
+    " [[1.       0.       0.      ]\n"
+    " [0.278885 0.721115 0.      ]\n"
+    " [0.158938 0.243109 0.597953]]\n"
+)
+CONTEXT_TEXT = (
+    "Context:\n [[ 1.        0.      ]\n [ 0.278885  0.721115]\n [-0.439015 -0.354843]]\n"
+)
+LAB_WORDS = (
+    "The source lab is the Chinese-language teaching lab on transformer attention this "
+    "project grew from"
+)
 
 
 def test_example_prints_the_inputs_with_shapes_before_the_results(capsys):
     assert cli.main(["example"]) == 0
     out = capsys.readouterr().out
-    positions = [out.index(text) for text in (Q_TEXT, K_TEXT, V_TEXT, "Scaled scores:\n",
-                                              "Masked scores:\n", WEIGHTS_TEXT, CONTEXT_TEXT)]
+    positions = [
+        out.index(text)
+        for text in (
+            Q_TEXT,
+            K_TEXT,
+            V_TEXT,
+            "Scaled scores:\n",
+            "Masked scores:\n",
+            WEIGHTS_TEXT,
+            CONTEXT_TEXT,
+        )
+    ]
     assert positions == sorted(positions)
     assert "sqrt(4)" in out
     assert " [[ 0.53    -inf   -inf]\n" in out
@@ -69,10 +83,14 @@ def test_example_arrays_are_the_labs_figures():
     """`attnprops example` computes the lab's scaled scores, masked scores, weights and
     context (seed 000 §3; :mod:`oracle.lab`)."""
     arrays = example.example_arrays()
-    for name, printed in (("Scaled scores", lab.SCALED_SCORES),
-                          ("Masked scores", lab.MASKED_SCORES),
-                          ("Attention weights", lab.WEIGHTS), ("Context", lab.CONTEXT)):
+    for name, printed in (
+        ("Scaled scores", lab.SCALED_SCORES),
+        ("Masked scores", lab.MASKED_SCORES),
+        ("Attention weights", lab.WEIGHTS),
+        ("Context", lab.CONTEXT),
+    ):
         printed.assert_matches(arrays[name], what=name)
     # the printed 3-decimal scores are exact (one-decimal inputs, dot products halved)
-    np.testing.assert_allclose(arrays["Scaled scores"], lab.SCALED_SCORES.array(), rtol=0,
-                               atol=1e-15)
+    np.testing.assert_allclose(
+        arrays["Scaled scores"], lab.SCALED_SCORES.array(), rtol=0, atol=1e-15
+    )

@@ -10,21 +10,40 @@ from attnprops.ci import cli, kv_bytes
 def test_default_is_the_labs_mha_configuration(capsys):
     assert cli.main(["kv-bytes"]) == 0
     out = capsys.readouterr().out
-    assert ("bytes = 2 * num_layers * batch * tokens * num_kv_heads * head_dim * "
-            "bytes_per_element") in out
+    assert (
+        "bytes = 2 * num_layers * batch * tokens * num_kv_heads * head_dim * bytes_per_element"
+    ) in out
     assert "= 2 * 32 * 1 * 10000 * 32 * 128 * 2   (float16: 2 bytes per element)" in out
     assert "= 5,242,880,000 bytes" in out
     assert "= 4.8828 GiB" in out and "1 GiB = 2**30 bytes" in out
 
 
 def test_comparison_table_with_num_heads(capsys):
-    argv = ["kv-bytes", "--num-layers", "32", "--batch", "1", "--tokens", "10000",
-            "--num-kv-heads", "8", "--head-dim", "128", "--dtype", "float16", "--num-heads", "32"]
+    argv = [
+        "kv-bytes",
+        "--num-layers",
+        "32",
+        "--batch",
+        "1",
+        "--tokens",
+        "10000",
+        "--num-kv-heads",
+        "8",
+        "--head-dim",
+        "128",
+        "--dtype",
+        "float16",
+        "--num-heads",
+        "32",
+    ]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert "= 1,310,720,000 bytes" in out and "= 1.2207 GiB" in out
-    table = {line.split()[0]: line.split() for line in out.splitlines()
-             if line.strip().startswith(("MHA", "GQA", "MQA"))}
+    table = {
+        line.split()[0]: line.split()
+        for line in out.splitlines()
+        if line.strip().startswith(("MHA", "GQA", "MQA"))
+    }
     assert table["MHA"][1:4] == ["32", "5,242,880,000", "4.8828"]
     assert table["GQA"][1:4] == ["8", "1,310,720,000", "1.2207"]
     assert table["MQA"][1:4] == ["1", "163,840,000", "0.1526"]
@@ -32,8 +51,22 @@ def test_comparison_table_with_num_heads(capsys):
 
 
 def test_small_pair_and_other_dtypes(capsys):
-    assert cli.main(["kv-bytes", "--num-layers", "1", "--tokens", "3", "--num-kv-heads", "2",
-                     "--head-dim", "20"]) == 0
+    assert (
+        cli.main(
+            [
+                "kv-bytes",
+                "--num-layers",
+                "1",
+                "--tokens",
+                "3",
+                "--num-kv-heads",
+                "2",
+                "--head-dim",
+                "20",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "= 480 bytes" in out and "4.47e-07 GiB = 480 bytes" in out
     assert cli.main(["kv-bytes", "--dtype", "bf16", "--tokens", "1000"]) == 0
@@ -42,16 +75,22 @@ def test_small_pair_and_other_dtypes(capsys):
     assert "= 2,621,440,000 bytes" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--tokens", "0"], "argument --tokens: 0 must be >= 1"),
-    (["--batch", "-3"], "argument --batch: -3 must be >= 1"),
-    (["--head-dim", "12.5"], "argument --head-dim: '12.5' is not an integer"),
-    (["--num-layers", "abc"], "argument --num-layers: 'abc' is not an integer"),
-    (["--tokens", "\u0661\u0662"], "argument --tokens: '\u0661\u0662' is not an integer"),
-    (["--dtype", "float12"], "argument --dtype: unknown dtype 'float12'; use one of bfloat16"),
-    (["--num-heads", "32", "--num-kv-heads", "5"], "--num-kv-heads 5 must divide --num-heads 32"),
-    (["--num-heads", "8", "--num-kv-heads", "16"], "--num-kv-heads 16 exceeds --num-heads 8"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--tokens", "0"], "argument --tokens: 0 must be >= 1"),
+        (["--batch", "-3"], "argument --batch: -3 must be >= 1"),
+        (["--head-dim", "12.5"], "argument --head-dim: '12.5' is not an integer"),
+        (["--num-layers", "abc"], "argument --num-layers: 'abc' is not an integer"),
+        (["--tokens", "\u0661\u0662"], "argument --tokens: '\u0661\u0662' is not an integer"),
+        (["--dtype", "float12"], "argument --dtype: unknown dtype 'float12'; use one of bfloat16"),
+        (
+            ["--num-heads", "32", "--num-kv-heads", "5"],
+            "--num-kv-heads 5 must divide --num-heads 32",
+        ),
+        (["--num-heads", "8", "--num-kv-heads", "16"], "--num-kv-heads 16 exceeds --num-heads 8"),
+    ],
+)
 def test_rejections_exit_2_with_a_clear_message(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["kv-bytes", *argv])
@@ -78,8 +117,24 @@ def test_gib_is_exact_at_any_size():
 def test_one_byte_is_singular_and_sizes_near_a_unit_move_up(capsys):
     """int8 has 1 byte per element: "1 byte", never "1 bytes"; the human size never reads
     "1024.00 KiB" or "1024.00 MiB" (it moves to the next unit)."""
-    assert cli.main(["kv-bytes", "--dtype", "int8", "--num-layers", "1", "--tokens", "1",
-                     "--num-kv-heads", "1", "--head-dim", "1"]) == 0
+    assert (
+        cli.main(
+            [
+                "kv-bytes",
+                "--dtype",
+                "int8",
+                "--num-layers",
+                "1",
+                "--tokens",
+                "1",
+                "--num-kv-heads",
+                "1",
+                "--head-dim",
+                "1",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "= 2 * 1 * 1 * 1 * 1 * 1 * 1   (int8: 1 byte per element)" in out
     assert "        = 2 bytes\n" in out and "1.863e-09 GiB = 2 bytes" in out
@@ -99,13 +154,25 @@ def test_dtype_aliases_are_documented_in_help_and_accepted(capsys):
         cli.main(["kv-bytes", "--help"])
     assert exc.value.code == 0
     help_text = " ".join(capsys.readouterr().out.split())  # argparse wraps the lines
-    assert ("(aliases: fp16/half = float16; bf16 = bfloat16; fp32 = float32; fp64/double = "
-            "float64)") in help_text
-    assert kv_bytes.DTYPE_ALIASES == {"fp16": "float16", "half": "float16", "bf16": "bfloat16",
-                                      "fp32": "float32", "fp64": "float64", "double": "float64"}
-    for alias, name, itemsize in (("fp16", "float16", 2), ("FP16", "float16", 2),
-                                  ("half", "float16", 2), ("bf16", "bfloat16", 2),
-                                  ("fp32", "float32", 4), ("double", "float64", 8)):
+    assert (
+        "(aliases: fp16/half = float16; bf16 = bfloat16; fp32 = float32; fp64/double = float64)"
+    ) in help_text
+    assert kv_bytes.DTYPE_ALIASES == {
+        "fp16": "float16",
+        "half": "float16",
+        "bf16": "bfloat16",
+        "fp32": "float32",
+        "fp64": "float64",
+        "double": "float64",
+    }
+    for alias, name, itemsize in (
+        ("fp16", "float16", 2),
+        ("FP16", "float16", 2),
+        ("half", "float16", 2),
+        ("bf16", "bfloat16", 2),
+        ("fp32", "float32", 4),
+        ("double", "float64", 8),
+    ):
         assert cli.main(["kv-bytes", "--dtype", alias]) == 0
         out = capsys.readouterr().out
         assert f"({name}: {itemsize} bytes per element)" in out
@@ -120,7 +187,9 @@ def test_undocumented_dtype_spellings_are_one_line_errors_naming_the_accepted(dt
     assert exc.value.code == 2
     err = capsys.readouterr().err
     line = [ln for ln in err.splitlines() if "error:" in ln]
-    assert line == [f"attnprops kv-bytes: error: argument --dtype: unknown dtype {dtype!r}; use "
-                    "one of bfloat16, float16, float32, float64, float8_e4m3fn, float8_e5m2, "
-                    "int8 (aliases: fp16/half = float16; bf16 = bfloat16; fp32 = float32; "
-                    "fp64/double = float64)"]
+    assert line == [
+        f"attnprops kv-bytes: error: argument --dtype: unknown dtype {dtype!r}; use "
+        "one of bfloat16, float16, float32, float64, float8_e4m3fn, float8_e5m2, "
+        "int8 (aliases: fp16/half = float16; bf16 = bfloat16; fp32 = float32; "
+        "fp64/double = float64)"
+    ]

@@ -46,8 +46,14 @@ def _python(script: str, folder: Path) -> subprocess.CompletedProcess:
     path = folder / "reproduce.py"
     path.write_text(script)
     env = {k: v for k, v in os.environ.items() if k not in ("ATTN_IMPL", "HYPOTHESIS_PROFILE")}
-    return subprocess.run([sys.executable, str(path)], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(path)],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.e2e
@@ -78,18 +84,35 @@ def test_rendered_counterexample_reproduces_the_failure(tmp_path):
     command = _block(section, "bash").strip()  # re-runs the property as the runner did
     assert command == rerun_command(result)
     env = {k: v for k, v in os.environ.items() if k not in ("ATTN_IMPL", "HYPOTHESIS_PROFILE")}
-    rerun = subprocess.run(shlex.split(command.replace("python", sys.executable, 1)),
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    rerun = subprocess.run(
+        shlex.split(command.replace("python", sys.executable, 1)),
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert rerun.returncode == 1, rerun.stdout[-3000:]
     assert re.search(r"\b1 failed\b", rerun.stdout), rerun.stdout[-3000:]
     assert f"PropertyViolation: {first_line}" in rerun.stdout, rerun.stdout[-3000:]
 
 
-def _result(name: str, description: str, outcome: Outcome = Outcome.KILLED,
-            seconds: float = 1.0, **fields) -> MutantResult:
-    values = dict(name=name, description=description, killed_by=("test_a",), outcome=outcome,
-                  failed_properties=["test_a"], falsifying_example="", message="m",
-                  seconds=seconds, examples_tried=3, profile="mutation", shrunk=True)
+def _result(
+    name: str, description: str, outcome: Outcome = Outcome.KILLED, seconds: float = 1.0, **fields
+) -> MutantResult:
+    values = dict(
+        name=name,
+        description=description,
+        killed_by=("test_a",),
+        outcome=outcome,
+        failed_properties=["test_a"],
+        falsifying_example="",
+        message="m",
+        seconds=seconds,
+        examples_tried=3,
+        profile="mutation",
+        shrunk=True,
+    )
     return MutantResult(**(values | fields))
 
 
@@ -106,8 +129,9 @@ def test_markdown_has_descriptions_and_the_examples_note():
     mutants = list(all_mutants().values())[:3]
     results = [_result(m.name, m.description, examples_tried=i + 1) for i, m in enumerate(mutants)]
     results.append(_result("pipe_mutant", "a | b", examples_tried=None))  # a plain test killed it
-    results.append(_result("survivor", "s", Outcome.SURVIVED, examples_tried=None,
-                           failed_properties=[]))
+    results.append(
+        _result("survivor", "s", Outcome.SURVIVED, examples_tried=None, failed_properties=[])
+    )
     markdown = _markdown(None, None, results, "ci", 0.0)
     rows = _table_rows(markdown)
     header = next(line for line in markdown.splitlines() if line.startswith("| mutant"))
@@ -117,7 +141,9 @@ def test_markdown_has_descriptions_and_the_examples_note():
     for row, result in zip(rows, results):
         assert row[0] == f"`{result.name}`"
         assert row[what].replace("\\|", "|") == " ".join(result.description.split())
-        wanted = {"pipe_mutant": "n/a", "survivor": "-"}.get(result.name, str(result.examples_tried))
+        wanted = {"pipe_mutant": "n/a", "survivor": "-"}.get(
+            result.name, str(result.examples_tried)
+        )
         assert row[examples] == wanted, row
     lines = markdown.splitlines()
     last_row = max(i for i, line in enumerate(lines) if line.startswith("| "))
@@ -128,11 +154,17 @@ def test_markdown_has_descriptions_and_the_examples_note():
 def test_unrenderable_counterexample_is_shown_as_text():
     """A counterexample the renderer cannot rebuild (a summarized array) is shown verbatim,
     never as a script that would not run."""
-    example = ("Falsifying example: test_output_matches_oracle(\n"
-               "    subject=Subject('attnprops.mutants.no_scale'),\n"
-               "    case=AttentionCase(query=array([0., 0., ..., 0.]), key=None),\n)")
-    result = _result("no_scale", "d", failed_properties=["test_output_matches_oracle"],
-                     falsifying_example=example)
+    example = (
+        "Falsifying example: test_output_matches_oracle(\n"
+        "    subject=Subject('attnprops.mutants.no_scale'),\n"
+        "    case=AttentionCase(query=array([0., 0., ..., 0.]), key=None),\n)"
+    )
+    result = _result(
+        "no_scale",
+        "d",
+        failed_properties=["test_output_matches_oracle"],
+        falsifying_example=example,
+    )
     section = _section(_markdown(None, None, [result], "ci", 0.0), "no_scale")
     assert "```python" not in section
     assert _block(section, "text").strip() == example
@@ -142,13 +174,16 @@ def test_unrenderable_counterexample_is_shown_as_text():
 def test_console_table_stays_aligned_with_long_names():
     """Every column starts at the same offset on every line, the header included, whatever the
     lengths of the names, outcomes and times."""
-    results = [_result("a", "d", Outcome.KILLED, 0.0),
-               _result("m" * 70, "d", Outcome.WRONG_REASON, 12345.6),
-               _result("mid_length_name", "d", Outcome.SURVIVED, 7.25, failed_properties=[])]
+    results = [
+        _result("a", "d", Outcome.KILLED, 0.0),
+        _result("m" * 70, "d", Outcome.WRONG_REASON, 12345.6),
+        _result("mid_length_name", "d", Outcome.SURVIVED, 7.25, failed_properties=[]),
+    ]
     lines = console_table(results)
     assert len(lines) == len(results) + 1
-    cells = [("mutant", "outcome", "time (s)")] + [(r.name, r.outcome.value, f"{r.seconds:.1f}")
-                                                    for r in results]
+    cells = [("mutant", "outcome", "time (s)")] + [
+        (r.name, r.outcome.value, f"{r.seconds:.1f}") for r in results
+    ]
     outcome_at, time_end, rest_at = set(), set(), set()
     for line, (name, outcome, seconds) in zip(lines, cells):
         assert line.startswith(f"  {name} ")

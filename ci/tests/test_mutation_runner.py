@@ -28,13 +28,15 @@ def test_source_document_mutants_are_killed(name, tmp_path):
 
 
 def _run(*failures: PropertyFailure, rc: int = 1) -> RunResult:
-    return RunResult(subject="mutants.x", returncode=rc, seconds=0.0, tests_run=3,
-                     failures=list(failures))
+    return RunResult(
+        subject="mutants.x", returncode=rc, seconds=0.0, tests_run=3, failures=list(failures)
+    )
 
 
 def _failure(test: str, violation: bool) -> PropertyFailure:
-    return PropertyFailure(test=test, is_property_violation=violation, message="m",
-                       falsifying_example="")
+    return PropertyFailure(
+        test=test, is_property_violation=violation, message="m", falsifying_example=""
+    )
 
 
 def test_classification_distinguishes_kill_crash_and_wrong_reason():
@@ -64,9 +66,12 @@ def test_explicit_example_headings_of_hypothesis_releases():
     """Both the pinned Hypothesis (6.155: "Falsifying example") and later releases (6.170:
     "Failing test case") are read; an explicit @example is told apart from a generated
     one."""
-    for head, explicit in (("Failing test case", False), ("Falsifying example", False),
-                           ("Falsifying explicit example", True),
-                           ("Failing explicit example", True)):
+    for head, explicit in (
+        ("Failing test case", False),
+        ("Falsifying example", False),
+        ("Falsifying explicit example", True),
+        ("Failing explicit example", True),
+    ):
         exc = AssertionError("m")
         exc.__notes__ = [f"{head}: test_x(\n    case=1,\n)"]
         record = failure_record(exc, ())
@@ -112,9 +117,12 @@ def test_properties_report_without_bare_asserts():
     from attnprops import properties
 
     root = Path(properties.__file__).parent
-    found = [f"{path.name}:{node.lineno}" for path in sorted(root.glob("*.py"))
-             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-             if isinstance(node, ast.Assert)]
+    found = [
+        f"{path.name}:{node.lineno}"
+        for path in sorted(root.glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Assert)
+    ]
     assert found == [], found
 
 
@@ -124,11 +132,28 @@ def test_a_kill_without_a_shrunk_counterexample_fails_the_run():
     from attnprops.ci.mutation_report import MutantResult, verdict
 
     def result(name, outcome, shrunk):
-        return MutantResult(name=name, description="d", killed_by=("test_a",), outcome=outcome,
-                            failed_properties=["test_a"], falsifying_example="", message="m",
-                            seconds=0.0, examples_tried=1, profile="mutation", shrunk=shrunk)
+        return MutantResult(
+            name=name,
+            description="d",
+            killed_by=("test_a",),
+            outcome=outcome,
+            failed_properties=["test_a"],
+            falsifying_example="",
+            message="m",
+            seconds=0.0,
+            examples_tried=1,
+            profile="mutation",
+            shrunk=shrunk,
+        )
 
     assert verdict([result("a", Outcome.KILLED, True)], None, None) == []
-    problems = verdict([result("a", Outcome.KILLED, False), result("b", Outcome.SURVIVED, False),
-                        result("c", Outcome.KILLED, True)], None, None)
+    problems = verdict(
+        [
+            result("a", Outcome.KILLED, False),
+            result("b", Outcome.SURVIVED, False),
+            result("c", Outcome.KILLED, True),
+        ],
+        None,
+        None,
+    )
     assert problems == ["not killed: b", "killed without a generated, shrunk counterexample: a"]

@@ -34,8 +34,11 @@ def test_child_gets_the_environment_folder_output_and_exit_status(runner, tmp_pa
     (tmp_path / "test_probe.py").write_text(PROBE, encoding="utf-8")
     (tmp_path / "probe_helper.py").write_text("VALUE = 7\n", encoding="utf-8")
     env = dict(os.environ, PROBE_VALUE="from the parent")
-    run = runner(["-q", "-s", "-p", "no:cacheprovider", "-o", "addopts=", "test_probe.py"],
-                 cwd=tmp_path, env=env)
+    run = runner(
+        ["-q", "-s", "-p", "no:cacheprovider", "-o", "addopts=", "test_probe.py"],
+        cwd=tmp_path,
+        env=env,
+    )
     assert run.returncode == 1, run.output
     assert "ENV from the parent CWD True" in run.output
     assert "1 failed, 1 passed" in run.output

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from attnprops.ci.pytest_process import run_pytest
-
 from attnprops.properties.plugin import FAST_START
 from attnprops.properties.subject import load_subject
 
@@ -44,15 +43,29 @@ def test_readme_adapter_passes_the_suite(tmp_path, monkeypatch):
     subject = load_subject("my_adapter")
     assert subject.dtypes == ("float32", "float64")
     assert not subject.validates_inputs and not subject.kv_cache and not subject.float_masks
-    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-               HYPOTHESIS_PROFILE="dev")
+    env = dict(
+        os.environ,
+        PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        HYPOTHESIS_PROFILE="dev",
+    )
     proc = _pytest(
-        [str(REPO / "properties"), "-p", "no:cacheprovider",
-         *FAST_START,
-         "--attn-impl", "my_adapter", "-o", "addopts=", "-p", "attnprops.properties.plugin", "-k",
-         "test_output_matches_oracle or test_hidden_keys_do_not_change_output or "
-         "test_seed_examples or test_kv_cache_bytes_formula"],
-        env)
+        [
+            str(REPO / "properties"),
+            "-p",
+            "no:cacheprovider",
+            *FAST_START,
+            "--attn-impl",
+            "my_adapter",
+            "-o",
+            "addopts=",
+            "-p",
+            "attnprops.properties.plugin",
+            "-k",
+            "test_output_matches_oracle or test_hidden_keys_do_not_change_output or "
+            "test_seed_examples or test_kv_cache_bytes_formula",
+        ],
+        env,
+    )
     tail = proc.stdout[-3000:]
     assert proc.returncode == 0, tail
     assert "attnprops subject: my_adapter" in proc.stdout, tail
@@ -65,11 +78,25 @@ def test_readme_adapter_misses_only_the_robustness_tier(tmp_path):
     near the dtype's maximum), which is reported (a non-strict xfail: the run passes), not
     failed, by default (ci profile, so the failure is found and shrunk)."""
     (tmp_path / "my_adapter.py").write_text(_adapter_source())
-    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-               HYPOTHESIS_PROFILE="ci")
-    base = [str(REPO / "properties" / "test_values.py"),
-            "-p", "no:cacheprovider", *FAST_START, "-o", "addopts=", "-p", "attnprops.properties.plugin",
-            "--attn-impl", "my_adapter", "-k", "test_values_near_the_dtype_maximum"]
+    env = dict(
+        os.environ,
+        PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        HYPOTHESIS_PROFILE="ci",
+    )
+    base = [
+        str(REPO / "properties" / "test_values.py"),
+        "-p",
+        "no:cacheprovider",
+        *FAST_START,
+        "-o",
+        "addopts=",
+        "-p",
+        "attnprops.properties.plugin",
+        "--attn-impl",
+        "my_adapter",
+        "-k",
+        "test_values_near_the_dtype_maximum",
+    ]
     for mode, code, summary in (("report", 0, "1 xfailed"),):
         proc = _pytest(base + [f"--attn-robustness={mode}"], env)
         tail = proc.stdout[-3000:]

@@ -16,9 +16,14 @@ from attnprops.properties._support import visibility
 from attnprops.properties.bounds import agreement_bounds
 from attnprops.properties.kernel_cases import kernel_specs
 
-KERNEL_MUTANTS = ("tiled_last_key_tile_dropped", "split_kv_merge_not_rescaled",
-                  "causal_tile_skip_off_by_one", "head_dim_tail_chunk_dropped",
-                  "decode_split_remainder_dropped", "gqa_large_group_head_interleaved")
+KERNEL_MUTANTS = (
+    "tiled_last_key_tile_dropped",
+    "split_kv_merge_not_rescaled",
+    "causal_tile_skip_off_by_one",
+    "head_dim_tail_chunk_dropped",
+    "decode_split_remainder_dropped",
+    "gqa_large_group_head_interleaved",
+)
 
 
 class _Small(TiledKernel):
@@ -42,8 +47,10 @@ def test_unmutated_kernel_agrees_with_impl(spec):
 
 @pytest.mark.parametrize("name", KERNEL_MUTANTS + ("cache_growth_drops_last_position",))
 @settings(max_examples=15, deadline=None, database=None)
-@given(spec=kernel_specs(max_len=32, max_decode_len=32, max_scores=1 << 12),
-       chunks=st.lists(st.integers(1, 8), min_size=1, max_size=4))
+@given(
+    spec=kernel_specs(max_len=32, max_decode_len=32, max_scores=1 << 12),
+    chunks=st.lists(st.integers(1, 8), min_size=1, max_size=4),
+)
 def test_kernel_mutants_are_impl_below_their_thresholds(name, spec, chunks):
     """Small calls (at most 32 queries and keys, head dims up to 64 or 3-fold GQA) give
     impl's result bitwise, through attention and through a cache."""
@@ -53,8 +60,9 @@ def test_kernel_mutants_are_impl_below_their_thresholds(name, spec, chunks):
     mutant = importlib.import_module(f"attnprops.mutants.{name}")
     case = spec.build()
     got = mutant.attention(case.query, case.key, case.value, **case.kwargs())
-    np.testing.assert_array_equal(got, impl.attention(case.query, case.key, case.value,
-                                                      **case.kwargs()), strict=True)
+    np.testing.assert_array_equal(
+        got, impl.attention(case.query, case.key, case.value, **case.kwargs()), strict=True
+    )
     B, Hkv, T, D = case.key.shape
     caches = [m.KVCache(B, Hkv, D, case.value.shape[3], dtype=case.dtype) for m in (mutant, impl)]
     start = 0
@@ -62,8 +70,11 @@ def test_kernel_mutants_are_impl_below_their_thresholds(name, spec, chunks):
         rows = slice(start, min(T, start + n))
         if rows.start >= T or rows.stop - rows.start > case.query.shape[2]:
             break
-        args = (case.query[:, :, : rows.stop - rows.start], case.key[:, :, rows],
-                case.value[:, :, rows])
+        args = (
+            case.query[:, :, : rows.stop - rows.start],
+            case.key[:, :, rows],
+            case.value[:, :, rows],
+        )
         outs = [m.cached_attention(*args, c) for m, c in zip((mutant, impl), caches)]
         np.testing.assert_array_equal(outs[0], outs[1], strict=True)
         start = rows.stop

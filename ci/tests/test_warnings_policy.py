@@ -22,11 +22,18 @@ def attention(query, key, value, **kwargs):
 """
 
 
-@pytest.mark.parametrize("module, is_error", [("impl.attention", True), ("oracle", True),
-                                              ("properties.bounds", True),
-                                              ("attnprops.impl.attention", True),
-                                              ("attnprops.oracle.ball", True),
-                                              ("my_subject", False), ("implement", False)])
+@pytest.mark.parametrize(
+    "module, is_error",
+    [
+        ("impl.attention", True),
+        ("oracle", True),
+        ("properties.bounds", True),
+        ("attnprops.impl.attention", True),
+        ("attnprops.oracle.ball", True),
+        ("my_subject", False),
+        ("implement", False),
+    ],
+)
 def test_runtime_warnings_are_errors_only_in_this_projects_code(module, is_error):
     def warn():
         warnings.warn_explicit("overflow", RuntimeWarning, f"{module}.py", 1, module=module)
@@ -42,7 +49,11 @@ def test_runtime_warnings_are_errors_only_in_this_projects_code(module, is_error
 def test_a_subject_that_warns_passes_under_attnprops_check(tmp_path):
     path = tmp_path / "warns.py"
     path.write_text(WARNS, encoding="utf-8")
-    result = run_suite(str(path), tmp_path / "work",
-                       tests=["test_single_visible_key_returns_its_value"], profile="dev")
+    result = run_suite(
+        str(path),
+        tmp_path / "work",
+        tests=["test_single_visible_key_returns_its_value"],
+        profile="dev",
+    )
     assert result.returncode == 0 and result.tests_run == 1, result.output_tail
     assert "RuntimeWarning" in result.output_tail  # shown in the warnings summary

@@ -153,8 +153,9 @@ def test_blocked_float16_is_computed_in_float32(dtype):
     ct = compute_dtype(dtype)
     for block_size in (1, 4, 9):
         got = impl.attention(q, k, v, is_causal=True, block_size=block_size)
-        upcast = impl.attention(q.astype(ct), k.astype(ct), v.astype(ct), is_causal=True,
-                                block_size=block_size)
+        upcast = impl.attention(
+            q.astype(ct), k.astype(ct), v.astype(ct), is_causal=True, block_size=block_size
+        )
         assert got.dtype == dtype
         np.testing.assert_array_equal(got, upcast.astype(dtype))
 
@@ -162,8 +163,9 @@ def test_blocked_float16_is_computed_in_float32(dtype):
 _ATTENTION_EXAMPLES = [e for e in examples() if e.call.func == "attention"]
 
 
-@pytest.mark.parametrize("index", range(len(_ATTENTION_EXAMPLES)),
-                         ids=[e.id for e in _ATTENTION_EXAMPLES])
+@pytest.mark.parametrize(
+    "index", range(len(_ATTENTION_EXAMPLES)), ids=[e.id for e in _ATTENTION_EXAMPLES]
+)
 @pytest.mark.parametrize("block_size", [1, 2, 100, "dense", None])
 def test_blocked_raises_the_rulebook_errors(index, block_size):
     """Each rule violation of the registry (oracle/violations.py) on an attention call
@@ -182,8 +184,22 @@ def test_blocked_raises_the_rulebook_errors(index, block_size):
         assert np.array_equal(array, before[name], equal_nan=True), name
 
 
-@pytest.mark.parametrize("bad", [0, -3, True, np.bool_(True), 2.0, "4", np.float64(3.0),
-                                 "Dense", "auto", b"dense", np.str_("blocked")])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        0,
+        -3,
+        True,
+        np.bool_(True),
+        2.0,
+        "4",
+        np.float64(3.0),
+        "Dense",
+        "auto",
+        b"dense",
+        np.str_("blocked"),
+    ],
+)
 def test_block_size_rule(bad):
     """block_size: an int >= 1 (not bool), else a ShapeError naming block_size (rules.py);
     impl also takes the name "dense" (exactly that str), read before the rulebook's check."""
@@ -205,14 +221,14 @@ def test_fully_masked_row_only_within_some_blocks_is_valid():
     mask[0, 7] = mask[1, 0] = mask[2, 3:5] = mask[3, :] = True
     dense = impl.attention(q, k, v, attn_mask=mask, block_size="dense")
     for block_size in (1, 2, 3, 8):
-        _close(impl.attention(q, k, v, attn_mask=mask, block_size=block_size), dense, v,
-               np.float64)
+        _close(impl.attention(q, k, v, attn_mask=mask, block_size=block_size), dense, v, np.float64)
     mask[2] = False
     want = _outcome(lambda: impl.attention(q, k, v, attn_mask=mask, block_size="dense"))
     assert want[0].__name__ == "FullyMaskedRowError" and "query=2" in want[1]
     for block_size in (1, 3, 8):
-        assert _outcome(lambda: impl.attention(q, k, v, attn_mask=mask,
-                                               block_size=block_size)) == want
+        assert (
+            _outcome(lambda: impl.attention(q, k, v, attn_mask=mask, block_size=block_size)) == want
+        )
 
 
 def test_hidden_keys_contribute_exactly_zero():
@@ -260,8 +276,7 @@ def test_blocked_leaves_inputs_unchanged_and_accepts_views():
     snapshot = [x.copy() for x in (base, q, mask)]
     dense = impl.attention(q, k, v, attn_mask=mask, block_size="dense")
     for block_size in (1, 2, 3, 5):
-        _close(impl.attention(q, k, v, attn_mask=mask, block_size=block_size), dense, v,
-               np.float32)
+        _close(impl.attention(q, k, v, attn_mask=mask, block_size=block_size), dense, v, np.float32)
     for x, before in zip((base, q, mask), snapshot):
         np.testing.assert_array_equal(x, before)
 
@@ -291,11 +306,13 @@ def test_blocked_path_allocates_no_tq_by_tk_array():
     padding = np.ones((1, 1, 1, T), dtype=bool)
     padding[..., T // 2 : T // 2 + 7] = False
     pairs = T * T
-    blocked = _peak_bytes(lambda: impl.attention(q, k, v, attn_mask=padding, is_causal=True,
-                                                 block_size=32))
+    blocked = _peak_bytes(
+        lambda: impl.attention(q, k, v, attn_mask=padding, is_causal=True, block_size=32)
+    )
     default = _peak_bytes(lambda: impl.attention(q, k, v, attn_mask=padding, is_causal=True))
-    dense = _peak_bytes(lambda: impl.attention(q, k, v, attn_mask=padding, is_causal=True,
-                                               block_size="dense"))
+    dense = _peak_bytes(
+        lambda: impl.attention(q, k, v, attn_mask=padding, is_causal=True, block_size="dense")
+    )
     assert blocked < pairs / 2, blocked
     assert default < pairs / 2, default
     assert dense > 2 * 4 * pairs, dense  # 2 heads of float32 scores at least
@@ -329,8 +346,9 @@ def test_blocked_scans_every_input_for_nan_and_infinity(block_size):
     mask[1] = False
     want = _outcome(lambda: oracle.attention(q, k2, v2, attn_mask=mask))
     assert want[0].__name__ == "NonFiniteInputError" and want[1].startswith("key")
-    assert _outcome(lambda: impl.attention(q, k2, v2, attn_mask=mask,
-                                           block_size=block_size)) == want
+    assert (
+        _outcome(lambda: impl.attention(q, k2, v2, attn_mask=mask, block_size=block_size)) == want
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -345,8 +363,12 @@ def test_larger_problems_take_the_fast_paths_unchanged(dtype):
     padding = rng.random((1, 1, 1, 90)) < 0.8
     padding[..., :3] = True
     bias = (rng.normal(size=(70, 90)) * 2).astype(dtype)
-    for kw in (dict(is_causal=True), dict(attn_mask=padding, is_causal=True, query_start=5),
-               dict(attn_mask=bias), dict(attn_mask=bias, scale=0.7)):
+    for kw in (
+        dict(is_causal=True),
+        dict(attn_mask=padding, is_causal=True, query_start=5),
+        dict(attn_mask=bias),
+        dict(attn_mask=bias, scale=0.7),
+    ):
         dense = impl.attention(q, k, v, block_size="dense", **kw)
         np.testing.assert_array_equal(dense, _reference(q, k, v, **kw))
         for block_size in (16, 33, 128):
@@ -371,16 +393,21 @@ def test_values_near_the_dtype_maximum_give_the_finite_oracle_output(dtype, bloc
     newcomer's attack; now the output is recomputed with scaled values (_rescaled_output)."""
     big = float(np.finfo(dtype).max)
     q = np.zeros((1, 1, 2, 1), dtype)
-    cases = [np.array([0.95, 0.95]) * big, np.array([0.95, 0.95, -0.95, -0.95]) * big,
-             np.full(11, big), np.array([big, -big, big / 2, 1.0, -3.0])]
+    cases = [
+        np.array([0.95, 0.95]) * big,
+        np.array([0.95, 0.95, -0.95, -0.95]) * big,
+        np.full(11, big),
+        np.array([big, -big, big / 2, 1.0, -3.0]),
+    ]
     for values in cases:
         v = values.astype(dtype).reshape(1, 1, -1, 1)
         k = np.zeros((1, 1, v.shape[2], 1), dtype)
         out = impl.attention(q, k, v, block_size=block_size)
         wanted = oracle.attention(q, k, v).value.astype(dtype)
         assert np.isfinite(out).all(), (values, out)
-        np.testing.assert_allclose(out, wanted, rtol=4 * np.finfo(dtype).eps,
-                                   atol=4 * np.finfo(dtype).eps * big)
+        np.testing.assert_allclose(
+            out, wanted, rtol=4 * np.finfo(dtype).eps, atol=4 * np.finfo(dtype).eps * big
+        )
 
 
 @pytest.mark.parametrize("block_size", [None, "dense", 1, 2, 3, 5])
@@ -404,5 +431,6 @@ def test_overflow_rescaling_leaves_elements_that_did_not_overflow_alone(block_si
     mask[0, :-2] = mask[1, -2:] = True
     out = impl.attention(q, k, v, attn_mask=mask, block_size=block_size)
     wanted = oracle.attention(q, k, v, attn_mask=mask).value
-    np.testing.assert_allclose(out, wanted.astype(np.float32), rtol=4 * np.finfo(np.float32).eps,
-                               atol=0)
+    np.testing.assert_allclose(
+        out, wanted.astype(np.float32), rtol=4 * np.finfo(np.float32).eps, atol=0
+    )

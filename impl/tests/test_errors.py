@@ -83,12 +83,15 @@ def test_ndarray_subclasses_are_read_as_plain_arrays_and_masked_arrays_refused(b
     np.testing.assert_array_equal(got, plain)
     np.testing.assert_array_equal(
         oracle.attention(np.asmatrix(q), np.asmatrix(k), np.asmatrix(v)).value,
-        oracle.attention(q, k, v).value)
+        oracle.attention(q, k, v).value,
+    )
     masked = np.ma.masked_array(q, mask=np.eye(3, 2, dtype=bool))
-    for name, args, options in (("query", (masked, k, v), {}), ("key", (q, masked, v), {}),
-                                ("value", (q, k, masked), {}),
-                                ("attn_mask", (q, k, v),
-                                 {"attn_mask": np.ma.masked_array(np.ones((3, 3), bool))})):
+    for name, args, options in (
+        ("query", (masked, k, v), {}),
+        ("key", (q, masked, v), {}),
+        ("value", (q, k, masked), {}),
+        ("attn_mask", (q, k, v), {"attn_mask": np.ma.masked_array(np.ones((3, 3), bool))}),
+    ):
         for module in (impl, oracle):
             extra = kwargs if module is impl else {}
             with pytest.raises(DtypeError, match=f"^{name}: masked arrays"):

@@ -50,8 +50,10 @@ def test_append_returns_previous_length_and_grows():
     assert cache.append(_block(2, 5), _block(2, 6, d=DV)) == 4
     assert len(cache) == 6
     assert_array_equal(cache.keys, np.concatenate([_block(3, 1), _block(1, 3), _block(2, 5)], 2))
-    assert_array_equal(cache.values,
-                       np.concatenate([_block(3, 2, d=DV), _block(1, 4, d=DV), _block(2, 6, d=DV)], 2))
+    assert_array_equal(
+        cache.values,
+        np.concatenate([_block(3, 2, d=DV), _block(1, 4, d=DV), _block(2, 6, d=DV)], 2),
+    )
     assert cache.batch == B and cache.num_kv_heads == HKV
     assert cache.head_dim == D and cache.value_dim == DV and cache.dtype == np.float64
 
@@ -124,8 +126,13 @@ def test_gqa_cache_holds_kv_heads():
     k = rng.standard_normal((2, 2, 5, 4))
     v = rng.standard_normal((2, 2, 5, 3))
     cache = impl.KVCache(2, 2, 4, 3)
-    out = np.concatenate([impl.cached_attention(q[:, :, i:i + 1], k[:, :, i:i + 1],
-                                                v[:, :, i:i + 1], cache) for i in range(5)], 2)
+    out = np.concatenate(
+        [
+            impl.cached_attention(q[:, :, i : i + 1], k[:, :, i : i + 1], v[:, :, i : i + 1], cache)
+            for i in range(5)
+        ],
+        2,
+    )
     assert cache.keys.shape == (2, 2, 5, 4) and cache.values.shape == (2, 2, 5, 3)
     assert out.shape == (2, 6, 5, 3)
     assert_allclose(out, impl.attention(q, k, v, is_causal=True), rtol=1e-12, atol=1e-15)
@@ -144,22 +151,32 @@ def test_cached_attention_with_mask():
     pad = np.array([True, False, True, True])  # key 1 is padding
     cache = impl.KVCache(1, 2, 3)
     impl.cached_attention(q[:, :, :1], k[:, :, :1], v[:, :, :1], cache)
-    step = impl.cached_attention(q[:, :, 1:], k[:, :, 1:], v[:, :, 1:], cache,
-                                 attn_mask=pad[None, None, None, :])
+    step = impl.cached_attention(
+        q[:, :, 1:], k[:, :, 1:], v[:, :, 1:], cache, attn_mask=pad[None, None, None, :]
+    )
     full = impl.attention(q, k, v, is_causal=True, attn_mask=pad)
     assert_allclose(step, full[:, :, 1:], rtol=1e-12, atol=1e-15)
 
 
 def test_kv_cache_bytes_seed000():
     """32 layers, batch 1, 10,000 tokens, 32 KV heads, head_dim 128, fp16 = 5,242,880,000 bytes (seed 000 §6)."""
-    n = impl.kv_cache_bytes(num_layers=32, batch=1, tokens=10_000, num_kv_heads=32,
-                            head_dim=128, dtype=np.float16)
+    n = impl.kv_cache_bytes(
+        num_layers=32, batch=1, tokens=10_000, num_kv_heads=32, head_dim=128, dtype=np.float16
+    )
     assert n == 5_242_880_000 and isinstance(n, int)
     # GQA with 8 KV heads is a quarter of that (seed 003: Hkv/Hq)
-    assert impl.kv_cache_bytes(num_layers=32, batch=1, tokens=10_000, num_kv_heads=8,
-                               head_dim=128, dtype="float16") == 5_242_880_000 // 4
-    assert impl.kv_cache_bytes(num_layers=1, batch=1, tokens=1, num_kv_heads=1, head_dim=1,
-                               dtype=np.float64) == 16
+    assert (
+        impl.kv_cache_bytes(
+            num_layers=32, batch=1, tokens=10_000, num_kv_heads=8, head_dim=128, dtype="float16"
+        )
+        == 5_242_880_000 // 4
+    )
+    assert (
+        impl.kv_cache_bytes(
+            num_layers=1, batch=1, tokens=1, num_kv_heads=1, head_dim=1, dtype=np.float64
+        )
+        == 16
+    )
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
@@ -170,8 +187,9 @@ def test_kv_cache_bytes_matches_real_cache(dtype, batch, heads, tokens, dim):
     for t in range(tokens):
         cache.append(np.ones((batch, heads, 1, dim), dtype), np.ones((batch, heads, 1, dim), dtype))
     assert len(cache) == tokens
-    expected = impl.kv_cache_bytes(num_layers=1, batch=batch, tokens=tokens, num_kv_heads=heads,
-                                   head_dim=dim, dtype=dtype)
+    expected = impl.kv_cache_bytes(
+        num_layers=1, batch=batch, tokens=tokens, num_kv_heads=heads, head_dim=dim, dtype=dtype
+    )
     assert cache.keys.nbytes + cache.values.nbytes == expected
     if (batch, heads, tokens, dim, dtype) == (2, 3, 5, 4, np.float16):
         assert expected == 480  # the seed's small real fp16 pair
@@ -191,19 +209,24 @@ def test_kv_cache_bytes_rejects_bad_sizes(field, bad):
 def test_kv_cache_bytes_rejects_unknown_dtype(dtype):
     """kv_cache_bytes rejects non-KV-cache dtypes with DtypeError naming dtype (rules.kv_cache_bytes)."""
     with pytest.raises(DtypeError, match="dtype"):
-        impl.kv_cache_bytes(num_layers=1, batch=1, tokens=1, num_kv_heads=1, head_dim=1,
-                            dtype=dtype)
+        impl.kv_cache_bytes(
+            num_layers=1, batch=1, tokens=1, num_kv_heads=1, head_dim=1, dtype=dtype
+        )
 
 
 @pytest.mark.parametrize("module_name", sorted(MODULES))
-@pytest.mark.parametrize("args,kwargs,exc", [
-    ((0, 1, 4), {}, ShapeError),
-    ((1, -1, 4), {}, ShapeError),
-    ((1, 1, True), {}, ShapeError),
-    ((1, 1, 4, 0), {}, ShapeError),
-    ((1, 1, 4), {"dtype": np.int32}, DtypeError),
-    ((1, 1, 4), {"dtype": "not-a-dtype"}, DtypeError),
-], ids=["batch0", "heads-neg", "dim-bool", "value-dim0", "int-dtype", "bad-name"])
+@pytest.mark.parametrize(
+    "args,kwargs,exc",
+    [
+        ((0, 1, 4), {}, ShapeError),
+        ((1, -1, 4), {}, ShapeError),
+        ((1, 1, True), {}, ShapeError),
+        ((1, 1, 4, 0), {}, ShapeError),
+        ((1, 1, 4), {"dtype": np.int32}, DtypeError),
+        ((1, 1, 4), {"dtype": "not-a-dtype"}, DtypeError),
+    ],
+    ids=["batch0", "heads-neg", "dim-bool", "value-dim0", "int-dtype", "bad-name"],
+)
 def test_cache_constructor_rejects(module_name, args, kwargs, exc):
     """KVCache sizes must be ints >= 1 and dtype float16/32/64 (rules.check_cache_config)."""
     with pytest.raises(exc):
@@ -236,10 +259,13 @@ def test_bad_append_raises_and_leaves_cache_unchanged(module_name, rule):
 BAD_CACHED_CALLS = [
     ("mask-shape", ShapeError, "attn_mask", dict(attn_mask=np.ones((1, HQ, 1, 2), bool))),
     ("mask-int", DtypeError, "attn_mask", dict(attn_mask=np.ones((1, HQ, 1, 3), np.int64))),
-    ("mask-nan", NonFiniteInputError, "attn_mask",
-     dict(attn_mask=np.full((1, HQ, 1, 3), np.nan))),
-    ("mask-fully-masked", FullyMaskedRowError, "attn_mask",
-     dict(attn_mask=np.zeros((1, HQ, 1, 3), bool))),
+    ("mask-nan", NonFiniteInputError, "attn_mask", dict(attn_mask=np.full((1, HQ, 1, 3), np.nan))),
+    (
+        "mask-fully-masked",
+        FullyMaskedRowError,
+        "attn_mask",
+        dict(attn_mask=np.zeros((1, HQ, 1, 3), bool)),
+    ),
     ("query-head-dim", ShapeError, "key", dict(query=np.zeros((B, HQ, 1, D + 1)))),
     ("query-nan", NonFiniteInputError, "query", dict(query=np.full((B, HQ, 1, D), np.nan))),
     ("query-dtype", DtypeError, "query", dict(query=np.zeros((B, HQ, 1, D), np.float32))),
@@ -256,10 +282,12 @@ BAD_CACHED_CALLS = [
 CACHE_KINDS = [("impl", None), ("impl", 2), ("oracle", None)]
 
 
-@pytest.mark.parametrize("name,exc,arg,override", BAD_CACHED_CALLS,
-                         ids=[b[0] for b in BAD_CACHED_CALLS])
-@pytest.mark.parametrize("module_name,capacity", CACHE_KINDS,
-                         ids=["impl", "impl-realloc", "oracle"])
+@pytest.mark.parametrize(
+    "name,exc,arg,override", BAD_CACHED_CALLS, ids=[b[0] for b in BAD_CACHED_CALLS]
+)
+@pytest.mark.parametrize(
+    "module_name,capacity", CACHE_KINDS, ids=["impl", "impl-realloc", "oracle"]
+)
 def test_failed_cached_attention_rolls_back(module_name, capacity, name, exc, arg, override):
     """cached_attention with a bad mask/query/scale raises and undoes its append: len and contents as before (kv_cache.cached_attention)."""
     module = MODULES[module_name]
@@ -274,8 +302,9 @@ def test_failed_cached_attention_rolls_back(module_name, capacity, name, exc, ar
     _assert_state(cache, state)
     assert getattr(cache, "capacity", None) == capacity_before
     # the cache still works and the next append lands at the old length
-    out = module.cached_attention(np.zeros((B, HQ, 1, D)), np.ones((B, HKV, 1, D)),
-                                  np.ones((B, HKV, 1, DV)), cache)
+    out = module.cached_attention(
+        np.zeros((B, HQ, 1, D)), np.ones((B, HKV, 1, D)), np.ones((B, HKV, 1, DV)), cache
+    )
     assert len(cache) == state[2] + 1
     assert_array_equal(cache.keys[:, :, -1], 1.0)
     value = getattr(out, "value", out)
@@ -288,8 +317,12 @@ def test_cached_attention_refuses_a_foreign_cache():
     from attnprops.oracle.rules import AttentionInputError
 
     q = k = v = np.zeros((1, 1, 1, 2))
-    for module, foreign in ((impl, "x"), (impl, oracle.KVCache(1, 1, 2)),
-                            (oracle, impl.KVCache(1, 1, 2)), (oracle, None)):
+    for module, foreign in (
+        (impl, "x"),
+        (impl, oracle.KVCache(1, 1, 2)),
+        (oracle, impl.KVCache(1, 1, 2)),
+        (oracle, None),
+    ):
         with pytest.raises(AttentionInputError, match="^cache: .* is not a .*KVCache"):
             module.cached_attention(q, k, v, foreign)
         if hasattr(foreign, "keys"):
@@ -304,6 +337,10 @@ def test_cached_query_of_another_dtype_than_the_cache_is_blamed_on_the_query():
     for module in (impl, oracle):
         cache = module.KVCache(1, 1, 2)
         with pytest.raises(DtypeError, match="^query: dtype float32 differs from the cache's"):
-            module.cached_attention(np.zeros((1, 1, 1, 2), np.float32), np.zeros((1, 1, 1, 2)),
-                                    np.zeros((1, 1, 1, 2)), cache)
+            module.cached_attention(
+                np.zeros((1, 1, 1, 2), np.float32),
+                np.zeros((1, 1, 1, 2)),
+                np.zeros((1, 1, 1, 2)),
+                cache,
+            )
         assert len(cache) == 0

@@ -65,8 +65,10 @@ def test_decode_last_query_offset_seed000():
     # default query_start (None) is Tk - Tq = 2, and it is the last row of the full result
     assert_array_equal(impl.attention(Q[2:3], K, V, is_causal=True), right)
     assert np.abs(right - impl.attention(Q, K, V, is_causal=True)[2:]).max() <= 1e-15
-    assert np.abs(right - oracle.attention(Q[2:3], K, V, is_causal=True,
-                                           query_start=2).value).max() <= 1e-15
+    assert (
+        np.abs(right - oracle.attention(Q[2:3], K, V, is_causal=True, query_start=2).value).max()
+        <= 1e-15
+    )
 
 
 def test_decode_through_kv_cache_seed000():
@@ -110,8 +112,9 @@ def test_batch_full_matches_oracle_seed000():
     assert np.all(weights[..., np.triu_indices(7, 1)[0], np.triu_indices(7, 1)[1]] == 0)
 
 
-@pytest.mark.parametrize("chunks", [(1,) * 7, (3, 2, 2), (7,), (2, 5), (1, 1, 5)],
-                         ids=lambda c: "+".join(map(str, c)))
+@pytest.mark.parametrize(
+    "chunks", [(1,) * 7, (3, 2, 2), (7,), (2, 5), (1, 1, 5)], ids=lambda c: "+".join(map(str, c))
+)
 def test_batch_cached_equals_full_seed000(chunks):
     """Token-by-token and chunked cached_attention equal full causal attention and the oracle (seed 000 §5)."""
     q, k, v = lab.batch_inputs()
@@ -170,8 +173,12 @@ def test_changing_future_kv_leaves_past_bitwise_seed000():
 def test_two_d_equals_four_d_slice():
     """2-D inputs give 2-D results equal to the 4-D result's [0, 0] (rules.py: 2-D inputs)."""
     q4, k4, v4 = Q[None, None], K[None, None], V[None, None]
-    for kwargs in ({}, {"is_causal": True}, {"attn_mask": np.tril(np.ones((3, 3), bool))},
-                   {"is_causal": True, "scale": 0.3}):
+    for kwargs in (
+        {},
+        {"is_causal": True},
+        {"attn_mask": np.tril(np.ones((3, 3), bool))},
+        {"is_causal": True, "scale": 0.3},
+    ):
         two = impl.attention(Q, K, V, **kwargs)
         four = impl.attention(q4, k4, v4, **kwargs)
         assert two.shape == (3, 2) and four.shape == (1, 1, 3, 2)
@@ -220,8 +227,9 @@ def test_no_numpy_warnings_escape():
         warnings.simplefilter("error")
         impl.attention(q, k, v, attn_mask=mask, is_causal=True)
         impl.attention(q * 20, k * 20, v, is_causal=True)  # exp of very negative numbers
-        impl.attention(q.astype(np.float16), k.astype(np.float16), v.astype(np.float16),
-                       is_causal=True)
+        impl.attention(
+            q.astype(np.float16), k.astype(np.float16), v.astype(np.float16), is_causal=True
+        )
         impl.attention_weights(q, k, attn_mask=np.zeros((7, 7)) - 1e300)
         with pytest.raises(impl.AttentionInputError):
             impl.attention(np.full((2, 2), 1e200), np.full((2, 2), 1e200), np.ones((2, 2)))

@@ -42,10 +42,14 @@ def calls(draw):
     k = draw(hnp.arrays(dtype, (B, Hkv, Tk, D), elements=elements))
     v = draw(hnp.arrays(dtype, (B, Hkv, Tk, Dv), elements=elements))
     is_causal = draw(st.booleans()) and Tq <= Tk
-    kwargs = dict(is_causal=is_causal, scale=draw(st.one_of(st.none(), st.floats(0.05, 4))),
-                  query_start=draw(st.one_of(st.none(), st.integers(0, max(0, Tk - Tq))))
-                  if Tq <= Tk else None,
-                  fully_masked_rows=draw(st.sampled_from(["raise", "zeros"])))
+    kwargs = dict(
+        is_causal=is_causal,
+        scale=draw(st.one_of(st.none(), st.floats(0.05, 4))),
+        query_start=draw(st.one_of(st.none(), st.integers(0, max(0, Tk - Tq))))
+        if Tq <= Tk
+        else None,
+        fully_masked_rows=draw(st.sampled_from(["raise", "zeros"])),
+    )
     mask_kind = draw(st.sampled_from(["none", "bool", "float"]))
     if mask_kind == "bool":
         kwargs["attn_mask"] = draw(hnp.arrays(np.bool_, (B, 1, Tq, Tk)))
@@ -81,8 +85,9 @@ def test_ball_reference_equals_the_50_digit_oracle_bit_for_bit(call):
         want, have = getattr(expected, part).value, getattr(got, part).value
         assert have.dtype == np.float64 and have.shape == want.shape, part
         for index in zip(*np.nonzero(~((have == want) | (np.isnan(have) & np.isnan(want))))):
-            _assert_undecidable_at_50_digits(getattr(expected, part).exact[index],
-                                             have[index], want[index], part)
+            _assert_undecidable_at_50_digits(
+                getattr(expected, part).exact[index], have[index], want[index], part
+            )
         nonzero = want != 0  # a zero's sign: see oracle.ball._to_float
         assert (np.signbit(have) == np.signbit(want))[nonzero].all(), part
 
@@ -113,8 +118,9 @@ def test_rows_are_the_same_rows_of_the_whole_call(call, data):
     kept = sorted(set(rows))
     assert some.rows == tuple(kept)
     for part in ("scores", "weights", "output"):
-        np.testing.assert_array_equal(getattr(some, part).value,
-                                      getattr(whole, part).value[..., kept, :], err_msg=part)
+        np.testing.assert_array_equal(
+            getattr(some, part).value, getattr(whole, part).value[..., kept, :], err_msg=part
+        )
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
@@ -143,16 +149,19 @@ def test_overflow_rule_applies_to_rows_not_asked_for():
         ball.attention_parts(q, k, k, rows=[0])
 
 
-@pytest.mark.parametrize("rows, message", [
-    ([3], r"rows: every row must lie in \[0, Tq=3\); got 3"),
-    ([-1], r"must lie in \[0, Tq=3\); got -1"),
-    ([0.5], r"must be an int in \[0, Tq=3\); got 0.5"),
-    ([True], r"must be an int in \[0, Tq=3\); got True"),
-    ("0", r"rows: a sequence of row indices"),
-    (0, r"rows: a sequence of row indices"),
-    ([[0, 1]], r"rows: a sequence of row indices"),
-    ([], r"rows: empty; pass None for every row"),
-])
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        ([3], r"rows: every row must lie in \[0, Tq=3\); got 3"),
+        ([-1], r"must lie in \[0, Tq=3\); got -1"),
+        ([0.5], r"must be an int in \[0, Tq=3\); got 0.5"),
+        ([True], r"must be an int in \[0, Tq=3\); got True"),
+        ("0", r"rows: a sequence of row indices"),
+        (0, r"rows: a sequence of row indices"),
+        ([[0, 1]], r"rows: a sequence of row indices"),
+        ([], r"rows: empty; pass None for every row"),
+    ],
+)
 def test_bad_rows_raise(rows, message):
     """rows= takes a non-empty sequence of ints in range, nothing else (a float would have
     been truncated to a row, a string read as its characters)."""
@@ -177,7 +186,11 @@ def test_ties_are_exact():
 
 def test_inputs_not_modified():
     rng = np.random.default_rng(3)
-    q, k, v = rng.standard_normal((1, 2, 4, 3)), rng.standard_normal((1, 1, 6, 3)), rng.standard_normal((1, 1, 6, 2))
+    q, k, v = (
+        rng.standard_normal((1, 2, 4, 3)),
+        rng.standard_normal((1, 1, 6, 3)),
+        rng.standard_normal((1, 1, 6, 2)),
+    )
     mask = rng.random((4, 6)) < 0.7
     mask[:, 0] = True
     copies = [x.copy() for x in (q, k, v, mask)]

@@ -118,10 +118,18 @@ def test_fully_masked_rows_zeros_convention():
 
 def test_kv_cache_bytes_seed000():
     """32 layers, batch 1, 10,000 tokens, 32 KV heads, head_dim 128, fp16 -> 5,242,880,000 bytes (seed 000 §6)."""
-    assert oracle.kv_cache_bytes(num_layers=32, batch=1, tokens=10_000, num_kv_heads=32,
-                                 head_dim=128, dtype=np.float16) == 5_242_880_000
-    assert oracle.kv_cache_bytes(num_layers=32, batch=1, tokens=10_000, num_kv_heads=32,
-                                 head_dim=128, dtype="bfloat16") == 5_242_880_000
+    assert (
+        oracle.kv_cache_bytes(
+            num_layers=32, batch=1, tokens=10_000, num_kv_heads=32, head_dim=128, dtype=np.float16
+        )
+        == 5_242_880_000
+    )
+    assert (
+        oracle.kv_cache_bytes(
+            num_layers=32, batch=1, tokens=10_000, num_kv_heads=32, head_dim=128, dtype="bfloat16"
+        )
+        == 5_242_880_000
+    )
 
 
 @pytest.mark.parametrize("field", ["num_layers", "batch", "tokens", "num_kv_heads", "head_dim"])
@@ -138,8 +146,9 @@ def test_kv_cache_bytes_rejects_bad_sizes(field, bad):
 def test_kv_cache_bytes_rejects_unknown_dtype(dtype):
     """Unknown or non-cache dtypes raise DtypeError naming dtype (rules.kv_cache_bytes)."""
     with pytest.raises(DtypeError, match="dtype"):
-        oracle.kv_cache_bytes(num_layers=1, batch=1, tokens=1, num_kv_heads=1, head_dim=1,
-                              dtype=dtype)
+        oracle.kv_cache_bytes(
+            num_layers=1, batch=1, tokens=1, num_kv_heads=1, head_dim=1, dtype=dtype
+        )
 
 
 def test_oracle_cache_append_copies_and_is_read_only():

@@ -94,8 +94,12 @@ def test_oracle_cache_append_rejects_and_is_atomic(name, exc, arg, key, value):
 BAD_CACHED_CALLS = [
     ("mask-shape", ShapeError, "attn_mask", dict(attn_mask=np.ones((1, 4, 1, 2), bool))),
     ("mask-int", DtypeError, "attn_mask", dict(attn_mask=np.ones((1, 4, 1, 3), np.int64))),
-    ("mask-fully-masked", FullyMaskedRowError, "attn_mask",
-     dict(attn_mask=np.zeros((1, 4, 1, 3), bool))),
+    (
+        "mask-fully-masked",
+        FullyMaskedRowError,
+        "attn_mask",
+        dict(attn_mask=np.zeros((1, 4, 1, 3), bool)),
+    ),
     ("query-head-dim", ShapeError, "key", dict(query=np.zeros((1, 4, 1, 5)))),
     ("query-nan", NonFiniteInputError, "query", dict(query=np.full((1, 4, 1, 4), np.nan))),
     ("query-dtype", DtypeError, "query", dict(query=np.zeros((1, 4, 1, 4), np.float32))),
@@ -106,8 +110,9 @@ BAD_CACHED_CALLS = [
 ]
 
 
-@pytest.mark.parametrize("name,exc,arg,override", BAD_CACHED_CALLS,
-                         ids=[b[0] for b in BAD_CACHED_CALLS])
+@pytest.mark.parametrize(
+    "name,exc,arg,override", BAD_CACHED_CALLS, ids=[b[0] for b in BAD_CACHED_CALLS]
+)
 def test_oracle_cached_attention_rolls_back(name, exc, arg, override):
     """A failing cached_attention (bad mask/query/scale) raises and undoes its append (reference.cached_attention)."""
     cache, state = _cache_and_state()

@@ -58,15 +58,30 @@ def examples() -> list[FixedExample]:
         for example in violation.examples:
             call = violation.breaks(base_call(example.base), Pick(example.answers))
             if example.func is not None:
-                call = call._replace(func=example.func, value=None
-                                     if example.func == "attention_weights" else call.value)
-            out.append(FixedExample(example.id, violation.rule, violation.error,
-                                    violation.argument, call))
+                call = call._replace(
+                    func=example.func,
+                    value=None if example.func == "attention_weights" else call.value,
+                )
+            out.append(
+                FixedExample(example.id, violation.rule, violation.error, violation.argument, call)
+            )
     return out
 
 
 EXAMPLE_IDS = tuple(e.id for e in examples())
 
 
-__all__ = ["ATTENTION_RULES", "BY_RULE", "CACHE_APPEND_RULES", "EXAMPLE_IDS", "VIOLATIONS", "Call",
-           "Example", "FixedExample", "Pick", "Violation", "base_call", "examples"]
+__all__ = [
+    "ATTENTION_RULES",
+    "BY_RULE",
+    "CACHE_APPEND_RULES",
+    "EXAMPLE_IDS",
+    "VIOLATIONS",
+    "Call",
+    "Example",
+    "FixedExample",
+    "Pick",
+    "Violation",
+    "base_call",
+    "examples",
+]

@@ -36,8 +36,11 @@ def _query_ndim(call, pick):
 
 def _key_ndim(call, pick):
     if call.query.ndim == 2:  # a 4-D key and value for a 2-D query
-        return changed(call, key=call.key[None, None],
-                     value=None if call.value is None else call.value[None, None])
+        return changed(
+            call,
+            key=call.key[None, None],
+            value=None if call.value is None else call.value[None, None],
+        )
     if pick.choice(["drop the batch axis", "2-D key and value"]) == "drop the batch axis":
         return changed(call, key=call.key[0])
     return changed(call, key=call.key[0, 0], value=None if call.value is None else call.value[0, 0])
@@ -68,8 +71,11 @@ def _kv_length(call, pick):
 def _heads(call, pick):
     hq = call.query.shape[1]
     # Hq + 1 K/V heads never divide Hq; when Hq > 1, Hq - 1 also may not (3 of 2 query heads)
-    return changed(call, key=np.concatenate([call.key[:, :1]] * (hq + 1), axis=1),
-                 value=np.concatenate([call.value[:, :1]] * (hq + 1), axis=1))
+    return changed(
+        call,
+        key=np.concatenate([call.key[:, :1]] * (hq + 1), axis=1),
+        value=np.concatenate([call.value[:, :1]] * (hq + 1), axis=1),
+    )
 
 
 def _zero_size_query(call, pick):
@@ -114,6 +120,7 @@ def _mask_value(bad):
     def breaks(call, pick):
         mask = np.zeros(score_shape(call), dtype=call.query.dtype)
         return changed(call, kw_attn_mask=one_cell(mask, pick, bad))
+
     return breaks
 
 
@@ -124,14 +131,14 @@ def _causal_or_not(call, pick, allowed: bool) -> dict:
 
 def _query_start_negative(call, pick):
     tq, tk = lengths(call)
-    return changed(call, kw_query_start=-pick.integer(1, 5),
-                 **_causal_or_not(call, pick, tq <= tk))
+    return changed(call, kw_query_start=-pick.integer(1, 5), **_causal_or_not(call, pick, tq <= tk))
 
 
 def _query_start_too_large(call, pick):
     tq, tk = lengths(call)
-    return changed(call, kw_query_start=tk - tq + pick.integer(1, 5),
-                 **_causal_or_not(call, pick, tq <= tk))
+    return changed(
+        call, kw_query_start=tk - tq + pick.integer(1, 5), **_causal_or_not(call, pick, tq <= tk)
+    )
 
 
 def _query_start_bool(call, pick):
@@ -147,8 +154,13 @@ def _more_queries_than_keys(call, pick):
     tq, tk = lengths(call)
     copies = tk // tq + 1  # Tq * copies > Tk: with query_start None, Tk - Tq < 0
     q = call.query
-    return changed(call, query=np.concatenate([q] * copies, axis=-2), kw_is_causal=True,
-                 kw_query_start=None, kw_attn_mask=None)
+    return changed(
+        call,
+        query=np.concatenate([q] * copies, axis=-2),
+        kw_is_causal=True,
+        kw_query_start=None,
+        kw_attn_mask=None,
+    )
 
 
 def _scale_not_finite(call, pick):
@@ -170,8 +182,9 @@ def _score_overflow(call, pick):
         q = np.zeros(call.query.shape)
         k = np.zeros(call.key.shape)
         q[..., 0], k[..., 0] = 1e154, 1e154
-        return changed(call, query=q, key=k, kw_scale=1.0,
-                     kw_attn_mask=np.full(score_shape(call), 1.5e308))
+        return changed(
+            call, query=q, key=k, kw_scale=1.0, kw_attn_mask=np.full(score_shape(call), 1.5e308)
+        )
     big = 1e200 if dtype == np.float64 else 1e30  # float32: max 3.4e38
     return changed(call, query=np.full_like(call.query, big), key=np.full_like(call.key, big))
 
@@ -214,72 +227,176 @@ def _is_causal_not_bool(call, pick):
 E = Example
 ATTENTION: tuple[Violation, ...] = (
     # ShapeError: ndim, batch, head_dim, lengths, heads, zero-size axes, mask shape
-    Violation("query ndim", ShapeError, "query", _query_ndim,
-              (E("ndim-3d-query"), E("weights-ndim", func="attention_weights"))),
-    Violation("key ndim differs", ShapeError, "key", _key_ndim,
-              (E("ndim-mismatch", "4d", ("2-D key and value",)),)),
+    Violation(
+        "query ndim",
+        ShapeError,
+        "query",
+        _query_ndim,
+        (E("ndim-3d-query"), E("weights-ndim", func="attention_weights")),
+    ),
+    Violation(
+        "key ndim differs",
+        ShapeError,
+        "key",
+        _key_ndim,
+        (E("ndim-mismatch", "4d", ("2-D key and value",)),),
+    ),
     Violation("key batch differs", ShapeError, "key", _key_batch, (E("batch-mismatch-key", "4d"),)),
-    Violation("value batch differs", ShapeError, "value", _value_batch,
-              (E("batch-mismatch-value", "4d"),)),
+    Violation(
+        "value batch differs", ShapeError, "value", _value_batch, (E("batch-mismatch-value", "4d"),)
+    ),
     Violation("head_dim differs", ShapeError, "key", _head_dim, (E("head-dim-mismatch"),)),
-    Violation("key/value length differs", ShapeError, "value", _kv_length,
-              (E("kv-length-mismatch"),)),
-    Violation("heads not divisible", ShapeError, "key", _heads, (E("hq-not-multiple-of-hkv", "4d"),)),
-    Violation("zero-size query axis", ShapeError, "query", _zero_size_query,
-              (E("zero-size-query"),)),
+    Violation(
+        "key/value length differs", ShapeError, "value", _kv_length, (E("kv-length-mismatch"),)
+    ),
+    Violation(
+        "heads not divisible", ShapeError, "key", _heads, (E("hq-not-multiple-of-hkv", "4d"),)
+    ),
+    Violation(
+        "zero-size query axis", ShapeError, "query", _zero_size_query, (E("zero-size-query"),)
+    ),
     Violation("zero-size key axis", ShapeError, "key", _zero_size_key, (E("zero-size-key"),)),
-    Violation("mask not broadcastable", ShapeError, "attn_mask", _mask_shape,
-              (E("mask-not-broadcastable"), E("mask-too-many-dims", answers=("one axis too many",)))),
+    Violation(
+        "mask not broadcastable",
+        ShapeError,
+        "attn_mask",
+        _mask_shape,
+        (E("mask-not-broadcastable"), E("mask-too-many-dims", answers=("one axis too many",))),
+    ),
     # DtypeError
     Violation("key dtype differs", DtypeError, "key", _key_dtype, (E("dtype-mismatch-key"),)),
-    Violation("value dtype differs", DtypeError, "value", _value_dtype,
-              (E("dtype-mismatch-value"),)),
+    Violation(
+        "value dtype differs", DtypeError, "value", _value_dtype, (E("dtype-mismatch-value"),)
+    ),
     Violation("integer mask", DtypeError, "attn_mask", _integer_mask, (E("int-mask"),)),
-    Violation("query not a float", DtypeError, "query", _query_not_float,
-              (E("unsupported-int-query"),)),
-    Violation("key not a float", DtypeError, "key", _key_not_float,
-              (E("unsupported-complex-key"),)),
+    Violation(
+        "query not a float", DtypeError, "query", _query_not_float, (E("unsupported-int-query"),)
+    ),
+    Violation(
+        "key not a float", DtypeError, "key", _key_not_float, (E("unsupported-complex-key"),)
+    ),
     # NonFiniteInputError
-    Violation("non-finite query", NonFiniteInputError, "query", nonfinite("query"),
-              (E("nan-query"),)),
-    Violation("non-finite key", NonFiniteInputError, "key", nonfinite("key"),
-              (E("inf-key", answers=(np.inf,)),)),
-    Violation("non-finite value", NonFiniteInputError, "value", nonfinite("value"),
-              (E("neg-inf-value", answers=(-np.inf, 2, 1)),)),
-    Violation("NaN in float mask", NonFiniteInputError, "attn_mask", _mask_value(np.nan),
-              (E("nan-float-mask"),)),
-    Violation("+inf in float mask", NonFiniteInputError, "attn_mask", _mask_value(np.inf),
-              (E("posinf-float-mask"),)),
+    Violation(
+        "non-finite query", NonFiniteInputError, "query", nonfinite("query"), (E("nan-query"),)
+    ),
+    Violation(
+        "non-finite key",
+        NonFiniteInputError,
+        "key",
+        nonfinite("key"),
+        (E("inf-key", answers=(np.inf,)),),
+    ),
+    Violation(
+        "non-finite value",
+        NonFiniteInputError,
+        "value",
+        nonfinite("value"),
+        (E("neg-inf-value", answers=(-np.inf, 2, 1)),),
+    ),
+    Violation(
+        "NaN in float mask",
+        NonFiniteInputError,
+        "attn_mask",
+        _mask_value(np.nan),
+        (E("nan-float-mask"),),
+    ),
+    Violation(
+        "+inf in float mask",
+        NonFiniteInputError,
+        "attn_mask",
+        _mask_value(np.inf),
+        (E("posinf-float-mask"),),
+    ),
     # QueryStartError
-    Violation("query_start negative", QueryStartError, "query_start", _query_start_negative,
-              (E("query-start-negative"), E("query-start-noncausal-neg", answers=(1, False)))),
-    Violation("query_start too large", QueryStartError, "query_start", _query_start_too_large,
-              (E("query-start-too-large"), E("query-start-noncausal", answers=(1, False)))),
-    Violation("query_start bool", QueryStartError, "query_start", _query_start_bool,
-              (E("query-start-bool"),)),
-    Violation("query_start float", QueryStartError, "query_start", _query_start_float,
-              (E("query-start-float"),)),
-    Violation("causal with more queries than keys", QueryStartError, "query_start",
-              _more_queries_than_keys, (E("query-start-none-tq-gt-tk"),)),
+    Violation(
+        "query_start negative",
+        QueryStartError,
+        "query_start",
+        _query_start_negative,
+        (E("query-start-negative"), E("query-start-noncausal-neg", answers=(1, False))),
+    ),
+    Violation(
+        "query_start too large",
+        QueryStartError,
+        "query_start",
+        _query_start_too_large,
+        (E("query-start-too-large"), E("query-start-noncausal", answers=(1, False))),
+    ),
+    Violation(
+        "query_start bool",
+        QueryStartError,
+        "query_start",
+        _query_start_bool,
+        (E("query-start-bool"),),
+    ),
+    Violation(
+        "query_start float",
+        QueryStartError,
+        "query_start",
+        _query_start_float,
+        (E("query-start-float"),),
+    ),
+    Violation(
+        "causal with more queries than keys",
+        QueryStartError,
+        "query_start",
+        _more_queries_than_keys,
+        (E("query-start-none-tq-gt-tk"),),
+    ),
     # ScaleError
-    Violation("scale not finite", ScaleError, "scale", _scale_not_finite,
-              (E("scale-nan"), E("scale-inf", answers=(float("inf"),)))),
-    Violation("scale not positive", ScaleError, "scale", _scale_not_positive,
-              (E("scale-zero"), E("scale-negative", answers=(-0.5,)))),
-    Violation("scale not a number", ScaleError, "scale", _scale_not_a_number,
-              (E("scale-bool"), E("scale-str", answers=("0.5",)))),
+    Violation(
+        "scale not finite",
+        ScaleError,
+        "scale",
+        _scale_not_finite,
+        (E("scale-nan"), E("scale-inf", answers=(float("inf"),))),
+    ),
+    Violation(
+        "scale not positive",
+        ScaleError,
+        "scale",
+        _scale_not_positive,
+        (E("scale-zero"), E("scale-negative", answers=(-0.5,))),
+    ),
+    Violation(
+        "scale not a number",
+        ScaleError,
+        "scale",
+        _scale_not_a_number,
+        (E("scale-bool"), E("scale-str", answers=("0.5",))),
+    ),
     # ScoreOverflowError (float16 cannot overflow: its inputs are bounded by 65504)
-    Violation("score overflow", ScoreOverflowError, "query", _score_overflow,
-              (E("overflow-float64"), E("overflow-float32", "2d-float32"),
-               E("overflow-float-mask", answers=("float mask",)),
-               E("overflow-weights", func="attention_weights")),
-              dtypes=("float32", "float64")),
+    Violation(
+        "score overflow",
+        ScoreOverflowError,
+        "query",
+        _score_overflow,
+        (
+            E("overflow-float64"),
+            E("overflow-float32", "2d-float32"),
+            E("overflow-float-mask", answers=("float mask",)),
+            E("overflow-weights", func="attention_weights"),
+        ),
+        dtypes=("float32", "float64"),
+    ),
     # FullyMaskedRowError
-    Violation("fully masked row", FullyMaskedRowError, "attn_mask", _fully_masked_row,
-              (E("bool-mask-row", answers=("row", "bool", 0, 0, 1)),
-               E("float-mask-row", answers=("row", "float")),
-               E("causal-and-mask-row", answers=("causal", "bool")))),
-    Violation("is_causal not a bool", AttentionInputError, "is_causal", _is_causal_not_bool,
-              (E("is-causal-not-bool"),)),
+    Violation(
+        "fully masked row",
+        FullyMaskedRowError,
+        "attn_mask",
+        _fully_masked_row,
+        (
+            E("bool-mask-row", answers=("row", "bool", 0, 0, 1)),
+            E("float-mask-row", answers=("row", "float")),
+            E("causal-and-mask-row", answers=("causal", "bool")),
+        ),
+    ),
+    Violation(
+        "is_causal not a bool",
+        AttentionInputError,
+        "is_causal",
+        _is_causal_not_bool,
+        (E("is-causal-not-bool"),),
+    ),
 )
 del E

@@ -23,9 +23,13 @@ from attnprops.oracle.violations.calls import (
 def _append_dtype(name):
     def breaks(call, pick):
         array = getattr(call, name)
-        dtype = (other_float(array.dtype) if pick.choice(["another float", "an integer"])
-                 == "another float" else np.int64)
+        dtype = (
+            other_float(array.dtype)
+            if pick.choice(["another float", "an integer"]) == "another float"
+            else np.int64
+        )
         return changed(call, **{name: array.astype(dtype)})
+
     return breaks
 
 
@@ -45,8 +49,12 @@ def _append_key_heads(call, pick):
 
 
 def _append_key_head_dim(call, pick):
-    return changed(call, key=call.key[..., :-1] if call.key.shape[-1] > 1
-                 else np.concatenate([call.key] * 2, axis=-1))
+    return changed(
+        call,
+        key=call.key[..., :-1]
+        if call.key.shape[-1] > 1
+        else np.concatenate([call.key] * 2, axis=-1),
+    )
 
 
 def _append_value_ndim(call, pick):
@@ -66,14 +74,23 @@ def _append_zero_tokens(call, pick):
 
 
 def _cache_heads(call, pick):
-    return call._replace(func="KVCache", query=None, key=None, value=None,
-                         kwargs=dict(call.kwargs["cache"], num_kv_heads=pick.integer(-1, 0)))
+    return call._replace(
+        func="KVCache",
+        query=None,
+        key=None,
+        value=None,
+        kwargs=dict(call.kwargs["cache"], num_kv_heads=pick.integer(-1, 0)),
+    )
 
 
 def _cache_dtype(call, pick):
-    return call._replace(func="KVCache", query=None, key=None, value=None,
-                         kwargs=dict(call.kwargs["cache"],
-                                     dtype=pick.choice([np.int32, np.complex64, "float12"])))
+    return call._replace(
+        func="KVCache",
+        query=None,
+        key=None,
+        value=None,
+        kwargs=dict(call.kwargs["cache"], dtype=pick.choice([np.int32, np.complex64, "float12"])),
+    )
 
 
 def _cached_query_length(call, pick):
@@ -82,51 +99,162 @@ def _cached_query_length(call, pick):
 
 
 def _kv_bytes_tokens(call, pick):
-    return call._replace(func="kv_cache_bytes", query=None, key=None, value=None,
-                         kwargs=dict(lab.KV_CONFIG, tokens=pick.integer(-1, 0)))
+    return call._replace(
+        func="kv_cache_bytes",
+        query=None,
+        key=None,
+        value=None,
+        kwargs=dict(lab.KV_CONFIG, tokens=pick.integer(-1, 0)),
+    )
 
 
 def _kv_bytes_dtype(call, pick):
-    return call._replace(func="kv_cache_bytes", query=None, key=None, value=None,
-                         kwargs=dict(lab.KV_CONFIG, dtype=pick.choice(["float12", "fp8"])))
+    return call._replace(
+        func="kv_cache_bytes",
+        query=None,
+        key=None,
+        value=None,
+        kwargs=dict(lab.KV_CONFIG, dtype=pick.choice(["float12", "fp8"])),
+    )
 
 
 E = Example
 CACHE: tuple[Violation, ...] = (
-    Violation("append key dtype differs", DtypeError, "key", _append_dtype("key"),
-              (E("append-key-dtype", "cache"),), cache=True),
-    Violation("append value dtype differs", DtypeError, "value", _append_dtype("value"),
-              (E("append-value-dtype", "cache"), E("append-int-value", "cache", ("an integer",))),
-              cache=True),
-    Violation("append key head_dim", ShapeError, "key", _append_key_head_dim,
-              (E("append-key-head-dim", "cache"),), cache=True),
-    Violation("append value head_dim", ShapeError, "value", _append_value_head_dim,
-              (E("append-value-head-dim", "cache"),), cache=True),
-    Violation("append value length differs", ShapeError, "value", _append_value_length,
-              (E("append-value-length", "cache"),), cache=True),
-    Violation("append key heads", ShapeError, "key", _append_key_heads,
-              (E("append-key-heads", "cache"),), cache=True),
-    Violation("append value ndim", ShapeError, "value", _append_value_ndim,
-              (E("append-value-ndim", "cache"),), cache=True),
-    Violation("append key ndim", ShapeError, "key", _append_key_ndim,
-              (E("append-key-ndim", "cache"),), cache=True),
-    Violation("append batch differs", ShapeError, "key", _append_batch,
-              (E("append-key-batch", "cache"),), cache=True),
-    Violation("append zero tokens", ShapeError, "key", _append_zero_tokens,
-              (E("append-zero-tokens", "cache"),), cache=True),
-    Violation("append non-finite key", NonFiniteInputError, "key", nonfinite("key"),
-              (E("append-nan-key", "cache"),), cache=True),
-    Violation("append non-finite value", NonFiniteInputError, "value", nonfinite("value"),
-              (E("append-inf-value", "cache", answers=(np.inf,)),), cache=True),
-    Violation("cache heads not positive", ShapeError, "num_kv_heads", _cache_heads,
-              (E("cache-zero-heads", "cache", answers=(0,)),), cache=True),
-    Violation("cache dtype not a float", DtypeError, "dtype", _cache_dtype,
-              (E("cache-int-dtype", "cache"),), cache=True),
-    Violation("cached queries differ from new tokens", ShapeError, "query", _cached_query_length,
-              (E("cached-query-length", "cache"),), cache=True),
-    Violation("kv_cache_bytes size not positive", ShapeError, "tokens", _kv_bytes_tokens,
-              (E("kv-bytes-negative-tokens", "cache"),), cache=True),
-    Violation("kv_cache_bytes dtype unknown", DtypeError, "dtype", _kv_bytes_dtype,
-              (E("kv-bytes-unknown-dtype", "cache"),), cache=True),
+    Violation(
+        "append key dtype differs",
+        DtypeError,
+        "key",
+        _append_dtype("key"),
+        (E("append-key-dtype", "cache"),),
+        cache=True,
+    ),
+    Violation(
+        "append value dtype differs",
+        DtypeError,
+        "value",
+        _append_dtype("value"),
+        (E("append-value-dtype", "cache"), E("append-int-value", "cache", ("an integer",))),
+        cache=True,
+    ),
+    Violation(
+        "append key head_dim",
+        ShapeError,
+        "key",
+        _append_key_head_dim,
+        (E("append-key-head-dim", "cache"),),
+        cache=True,
+    ),
+    Violation(
+        "append value head_dim",
+        ShapeError,
+        "value",
+        _append_value_head_dim,
+        (E("append-value-head-dim", "cache"),),
+        cache=True,
+    ),
+    Violation(
+        "append value length differs",
+        ShapeError,
+        "value",
+        _append_value_length,
+        (E("append-value-length", "cache"),),
+        cache=True,
+    ),
+    Violation(
+        "append key heads",
+        ShapeError,
+        "key",
+        _append_key_heads,
+        (E("append-key-heads", "cache"),),
+        cache=True,
+    ),
+    Violation(
+        "append value ndim",
+        ShapeError,
+        "value",
+        _append_value_ndim,
+        (E("append-value-ndim", "cache"),),
+        cache=True,
+    ),
+    Violation(
+        "append key ndim",
+        ShapeError,
+        "key",
+        _append_key_ndim,
+        (E("append-key-ndim", "cache"),),
+        cache=True,
+    ),
+    Violation(
+        "append batch differs",
+        ShapeError,
+        "key",
+        _append_batch,
+        (E("append-key-batch", "cache"),),
+        cache=True,
+    ),
+    Violation(
+        "append zero tokens",
+        ShapeError,
+        "key",
+        _append_zero_tokens,
+        (E("append-zero-tokens", "cache"),),
+        cache=True,
+    ),
+    Violation(
+        "append non-finite key",
+        NonFiniteInputError,
+        "key",
+        nonfinite("key"),
+        (E("append-nan-key", "cache"),),
+        cache=True,
+    ),
+    Violation(
+        "append non-finite value",
+        NonFiniteInputError,
+        "value",
+        nonfinite("value"),
+        (E("append-inf-value", "cache", answers=(np.inf,)),),
+        cache=True,
+    ),
+    Violation(
+        "cache heads not positive",
+        ShapeError,
+        "num_kv_heads",
+        _cache_heads,
+        (E("cache-zero-heads", "cache", answers=(0,)),),
+        cache=True,
+    ),
+    Violation(
+        "cache dtype not a float",
+        DtypeError,
+        "dtype",
+        _cache_dtype,
+        (E("cache-int-dtype", "cache"),),
+        cache=True,
+    ),
+    Violation(
+        "cached queries differ from new tokens",
+        ShapeError,
+        "query",
+        _cached_query_length,
+        (E("cached-query-length", "cache"),),
+        cache=True,
+    ),
+    Violation(
+        "kv_cache_bytes size not positive",
+        ShapeError,
+        "tokens",
+        _kv_bytes_tokens,
+        (E("kv-bytes-negative-tokens", "cache"),),
+        cache=True,
+    ),
+    Violation(
+        "kv_cache_bytes dtype unknown",
+        DtypeError,
+        "dtype",
+        _kv_bytes_dtype,
+        (E("kv-bytes-unknown-dtype", "cache"),),
+        cache=True,
+    ),
 )
 del E

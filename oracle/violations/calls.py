@@ -40,8 +40,12 @@ class Call(NamedTuple):
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The call's arrays by argument name (``attn_mask`` included when given)."""
-        named = {"query": self.query, "key": self.key, "value": self.value,
-                 "attn_mask": self.kwargs.get("attn_mask")}
+        named = {
+            "query": self.query,
+            "key": self.key,
+            "value": self.value,
+            "attn_mask": self.kwargs.get("attn_mask"),
+        }
         return {k: v for k, v in named.items() if isinstance(v, np.ndarray)}
 
 
@@ -138,4 +142,5 @@ def nonfinite(name):
     def breaks(call, pick):
         bad = pick.choice([np.nan, np.inf, -np.inf])
         return changed(call, **{name: one_cell(getattr(call, name), pick, bad)})
+
     return breaks

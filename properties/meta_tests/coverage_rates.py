@@ -14,7 +14,13 @@ import sys
 from collections import Counter
 
 from attnprops.properties.meta_tests.test_strategy_coverage import (
-    DRAWS_PER_RUN, KEY_PADDING_SHAPED, REQUIRED, RUNS, features, pooled_draws)
+    DRAWS_PER_RUN,
+    KEY_PADDING_SHAPED,
+    REQUIRED,
+    RUNS,
+    features,
+    pooled_draws,
+)
 from attnprops.properties.strategies import attention_cases
 
 
@@ -23,20 +29,26 @@ def main(runs: int) -> None:
     hits = []
     four_d = REQUIRED - {"2-D inputs"}  # drawn by attention_cases(two_d=True) only
     for k in range(runs):
-        seen = set().union(*(features(c) for c in pooled_draws(attention_cases(), 1,
-                                                              first_seed=1000 + k)))
+        seen = set().union(
+            *(features(c) for c in pooled_draws(attention_cases(), 1, first_seed=1000 + k))
+        )
         missed.update(four_d - seen)
-        cases = pooled_draws(attention_cases(two_d=False, mask_layouts=("(Tq, Tk)",)), 1,
-                             first_seed=1000 + k)
+        cases = pooled_draws(
+            attention_cases(two_d=False, mask_layouts=("(Tq, Tk)",)), 1, first_seed=1000 + k
+        )
         hits.append(sum(KEY_PADDING_SHAPED in features(c) for c in cases))
     rates = {f: missed[f] / runs for f in four_d}
     for feature, rate in sorted(rates.items(), key=lambda kv: -kv[1]):
         if rate:
             print(f"{rate:5.2f}  {feature}")
-    print(f"P(some feature missed by all {RUNS} pooled runs) <= "
-          f"{sum(r ** RUNS for r in rates.values()):.2g}")
-    print(f"key padding hits per run of {DRAWS_PER_RUN}: mean {statistics.mean(hits):.2f}, "
-          f"sd {statistics.pstdev(hits):.2f}, runs with none {hits.count(0)} of {runs}")
+    print(
+        f"P(some feature missed by all {RUNS} pooled runs) <= "
+        f"{sum(r**RUNS for r in rates.values()):.2g}"
+    )
+    print(
+        f"key padding hits per run of {DRAWS_PER_RUN}: mean {statistics.mean(hits):.2f}, "
+        f"sd {statistics.pstdev(hits):.2f}, runs with none {hits.count(0)} of {runs}"
+    )
 
 
 if __name__ == "__main__":

@@ -21,34 +21,40 @@ def _subject(monkeypatch, caps):
 
 
 def test_declared_arithmetic_reaches_the_bounds(monkeypatch):
-    subject = _subject(monkeypatch, {"compute_dtypes": {"float16": "float32"},
-                                     "rounds_weights": True})
+    subject = _subject(
+        monkeypatch, {"compute_dtypes": {"float16": "float32"}, "rounds_weights": True}
+    )
     half = subject.arithmetic(np.float16)
     assert (half.storage, half.compute, half.rounds_weights) == (
-        np.dtype("float16"), np.dtype("float32"), True)
+        np.dtype("float16"),
+        np.dtype("float32"),
+        True,
+    )
     double = subject.arithmetic(np.float64)  # undeclared dtype: itself, nothing rounded
     assert (double.compute, double.rounds_weights) == (np.dtype("float64"), False)
     plain = _subject(monkeypatch, {})
     assert plain.arithmetic(np.float16).compute == np.dtype("float16")
 
 
-@pytest.mark.parametrize("caps, message", [
-    ({"compute_dtypes": {"float32": "float16"}}, "at least as precise"),
-    ({"compute_dtypes": {"float16": "bfloat16"}}, "compute_dtypes"),
-    ({"compute_dtypes": {"float16": None}}, "compute_dtypes"),
-    ({"compute_dtypes": {None: "float32"}}, "compute_dtypes"),
-    ({"compute_dtypes": {"float16": "int32"}}, "compute_dtypes"),
-    ({"compute_dtypes": ["float16", "float32"]}, "must be a dict"),
-    ({"rounds_weights": "no"}, "rounds_weights='no' must be True or False"),
-    ({"validates_inputs": 0}, "validates_inputs=0 must be True or False"),
-])
+@pytest.mark.parametrize(
+    "caps, message",
+    [
+        ({"compute_dtypes": {"float32": "float16"}}, "at least as precise"),
+        ({"compute_dtypes": {"float16": "bfloat16"}}, "compute_dtypes"),
+        ({"compute_dtypes": {"float16": None}}, "compute_dtypes"),
+        ({"compute_dtypes": {None: "float32"}}, "compute_dtypes"),
+        ({"compute_dtypes": {"float16": "int32"}}, "compute_dtypes"),
+        ({"compute_dtypes": ["float16", "float32"]}, "must be a dict"),
+        ({"rounds_weights": "no"}, "rounds_weights='no' must be True or False"),
+        ({"validates_inputs": 0}, "validates_inputs=0 must be True or False"),
+    ],
+)
 def test_bad_arithmetic_declarations_are_errors(monkeypatch, caps, message):
     with pytest.raises(SubjectError, match=message):
         _subject(monkeypatch, caps)
 
 
-@pytest.mark.parametrize("dtypes", [("bfloat16",), "float32", (), ("float32", None), ("int8",),
-                                    5])
+@pytest.mark.parametrize("dtypes", [("bfloat16",), "float32", (), ("float32", None), ("int8",), 5])
 def test_unsupported_dtypes_are_one_line_errors_naming_the_key(monkeypatch, dtypes):
     with pytest.raises(SubjectError, match=r"dtypes=.* must be a non-empty tuple of") as info:
         _subject(monkeypatch, {"dtypes": dtypes})
@@ -58,8 +64,9 @@ def test_unsupported_dtypes_are_one_line_errors_naming_the_key(monkeypatch, dtyp
 def test_a_missing_optional_library_names_its_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "torch", None)  # "import torch" now fails as if absent
     path = tmp_path / "needs_torch.py"
-    path.write_text("import torch\n\ndef attention(query, key, value, **kwargs):\n    pass\n",
-                    encoding="utf-8")
+    path.write_text(
+        "import torch\n\ndef attention(query, key, value, **kwargs):\n    pass\n", encoding="utf-8"
+    )
     with pytest.raises(SubjectError, match=r"pip install -e \.\[torch\]"):
         load_subject(str(path))
 
@@ -69,14 +76,18 @@ def test_a_missing_optional_library_names_both_installs(monkeypatch, tmp_path, l
     """The hint works in a vendored copy (no extra: pip install LIB) and in a clone/install."""
     monkeypatch.setitem(sys.modules, library, None)  # "import LIB" now fails as if absent
     path = tmp_path / f"needs_{library}.py"
-    path.write_text(f"import {library}\n\ndef attention(query, key, value, **kwargs):\n    pass\n",
-                    encoding="utf-8")
+    path.write_text(
+        f"import {library}\n\ndef attention(query, key, value, **kwargs):\n    pass\n",
+        encoding="utf-8",
+    )
     with pytest.raises(SubjectError) as info:
         load_subject(str(path))
     hint = [line for line in str(info.value).splitlines() if "optional dependency" in line]
-    assert hint == [f"{library} is an optional dependency: install {extra} (pip install {extra}; "
-                    f"from an attnprops clone: pip install -e .[{extra}]; for an installed "
-                    f"attnprops: pip install 'attnprops[{extra}]')"]
+    assert hint == [
+        f"{library} is an optional dependency: install {extra} (pip install {extra}; "
+        f"from an attnprops clone: pip install -e .[{extra}]; for an installed "
+        f"attnprops: pip install 'attnprops[{extra}]')"
+    ]
 
 
 def test_a_missing_subject_is_one_message_without_attnprops_frames():

@@ -20,10 +20,8 @@ try:
 except ImportError:  # a vendored copy of properties/ has no ci/: plain subprocesses
     run_pytest = None
 
-from attnprops.properties.plugin import FAST_START
-
 from attnprops import properties
-from attnprops.properties.plugin import ExpectedFailure, read_expected_failures
+from attnprops.properties.plugin import FAST_START, ExpectedFailure, read_expected_failures
 
 pytest_plugins = ["pytester"]
 
@@ -68,8 +66,18 @@ def demo(pytester, monkeypatch):
     pytester.makepyfile(tiny_subject=textwrap.dedent(TINY_SUBJECT).replace("{extra}", ""))
 
     def run(*args, subject="tiny_subject"):
-        args = ["-p", "attnprops.properties.plugin", "-p", "no:cacheprovider", *FAST_START,
-                "--attn-impl", subject, "-rxXfE", "test_demo.py", *args]
+        args = [
+            "-p",
+            "attnprops.properties.plugin",
+            "-p",
+            "no:cacheprovider",
+            *FAST_START,
+            "--attn-impl",
+            subject,
+            "-rxXfE",
+            "test_demo.py",
+            *args,
+        ]
         if run_pytest is None:
             return pytester.runpytest_subprocess(*args)
         done = run_pytest(args, cwd=pytester.path, env=dict(os.environ))
@@ -84,7 +92,8 @@ def test_listed_tests_are_strict_xfails_with_the_reason(demo, pytester):
     comment block above); an unlisted failure still fails; a listed test that passes is a
     strict XPASS failure; a listed test that crashes with a non-assertion error fails; an id
     with [params] marks that parametrization only; the header names the file."""
-    pytester.path.joinpath("xfail.txt").write_text(textwrap.dedent("""\
+    pytester.path.joinpath("xfail.txt").write_text(
+        textwrap.dedent("""\
         # The demo's arithmetic is off by one
         # (explained in findings.md).
         test_demo.py::test_fails
@@ -92,48 +101,58 @@ def test_listed_tests_are_strict_xfails_with_the_reason(demo, pytester):
         test_demo.py::test_passes  # claims to fail but passes
         test_demo.py::test_crashes  # crashes instead of failing
         test_demo.py::test_param[1]  # only n=1 fails
-    """), encoding="utf-8")
+    """),
+        encoding="utf-8",
+    )
     result = demo("--attn-xfail", "xfail.txt")
     result.assert_outcomes(passed=1, failed=2, xfailed=2)
-    result.stdout.fnmatch_lines([
-        "attnprops expected failures: *xfail.txt (4 test ids)",
-        "[[]XPASS(strict)[]] known deviation of tiny_subject: claims to fail but passes*",
-        "XFAIL test_demo.py::test_fails - known deviation of tiny_subject: The demo's "
-        "arithmetic is off by one (explained in findings.md).*xfail.txt:3]",
-        "XFAIL test_demo.py::test_param[[]1[]] - known deviation of tiny_subject: only n=1 "
-        "fails*",
-        "FAILED test_demo.py::test_passes - [[]XPASS(strict)[]]*",
-        "FAILED test_demo.py::test_crashes - RuntimeError*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "attnprops expected failures: *xfail.txt (4 test ids)",
+            "[[]XPASS(strict)[]] known deviation of tiny_subject: claims to fail but passes*",
+            "XFAIL test_demo.py::test_fails - known deviation of tiny_subject: The demo's "
+            "arithmetic is off by one (explained in findings.md).*xfail.txt:3]",
+            "XFAIL test_demo.py::test_param[[]1[]] - known deviation of tiny_subject: only n=1 "
+            "fails*",
+            "FAILED test_demo.py::test_passes - [[]XPASS(strict)[]]*",
+            "FAILED test_demo.py::test_crashes - RuntimeError*",
+        ]
+    )
 
 
 def test_stale_ids_are_collection_errors(demo, pytester):
     """An id naming a missing test in a collected file, or a test file that does not exist,
     is reported as a collection error with file and line, and the run fails; ids of tests
     deselected by -k are still matched (not stale)."""
-    pytester.path.joinpath("xfail.txt").write_text(textwrap.dedent("""\
+    pytester.path.joinpath("xfail.txt").write_text(
+        textwrap.dedent("""\
         test_demo.py::test_fails  # real
         test_demo.py::test_renamed_long_ago  # stale: no such test
         test_gone.py::test_x  # stale: no such file
         test_demo.py::test_param[3]  # stale: no such parametrization
-    """), encoding="utf-8")
+    """),
+        encoding="utf-8",
+    )
     result = demo("--attn-xfail", "xfail.txt", "-k", "passes")
     assert result.ret != 0
-    result.stdout.fnmatch_lines([
-        "*ERROR collecting attnprops-expected-failures*",
-        "attnprops: stale expected-failures entries (remove or fix them):",
-        "  *xfail.txt:2: test_demo.py::test_renamed_long_ago matches no collected test*",
-        "  *xfail.txt:3: test_gone.py::test_x matches no test file",
-        "  *xfail.txt:4: test_demo.py::test_param[[]3[]] matches no collected test (no such "
-        "parametrization)",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR collecting attnprops-expected-failures*",
+            "attnprops: stale expected-failures entries (remove or fix them):",
+            "  *xfail.txt:2: test_demo.py::test_renamed_long_ago matches no collected test*",
+            "  *xfail.txt:3: test_gone.py::test_x matches no test file",
+            "  *xfail.txt:4: test_demo.py::test_param[[]3[]] matches no collected test (no such "
+            "parametrization)",
+        ]
+    )
     assert "xfail.txt:1" not in result.stdout.str()
 
 
 def test_stale_ids_fail_under_xdist(demo, pytester):
     """With pytest-xdist (``attnprops check`` runs ``-n``) a stale id still fails the run."""
-    pytester.path.joinpath("xfail.txt").write_text("test_demo.py::test_nope  # stale\n",
-                                                   encoding="utf-8")
+    pytester.path.joinpath("xfail.txt").write_text(
+        "test_demo.py::test_nope  # stale\n", encoding="utf-8"
+    )
     result = demo("--attn-xfail", "xfail.txt", "-n", "2", "-k", "passes")
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*xfail.txt:1: test_demo.py::test_nope matches no collected*"])
@@ -145,20 +164,27 @@ def test_subject_attribute_and_environment_variable(demo, pytester, monkeypatch)
     pytester.mkpydir("adapters")
     pytester.path.joinpath("adapters", "mine.py").write_text(
         textwrap.dedent(TINY_SUBJECT).replace(
-            "{extra}", 'ATTNPROPS_EXPECTED_FAILURES = "mine.xfail.txt"'), encoding="utf-8")
+            "{extra}", 'ATTNPROPS_EXPECTED_FAILURES = "mine.xfail.txt"'
+        ),
+        encoding="utf-8",
+    )
     pytester.path.joinpath("adapters", "mine.xfail.txt").write_text(
-        "test_demo.py::test_fails  # from the subject\n", encoding="utf-8")
+        "test_demo.py::test_fails  # from the subject\n", encoding="utf-8"
+    )
     pytester.path.joinpath("more.txt").write_text(
-        "test_demo.py::test_param[1]  # from the environment\n", encoding="utf-8")
+        "test_demo.py::test_param[1]  # from the environment\n", encoding="utf-8"
+    )
     monkeypatch.setenv("ATTN_XFAIL", "more.txt")
     result = demo("-k", "not crashes", subject="adapters.mine")
     result.assert_outcomes(passed=2, xfailed=2, deselected=1)
-    result.stdout.fnmatch_lines([
-        "attnprops expected failures: *adapters?mine.xfail.txt (1 test ids)",
-        "attnprops expected failures: *more.txt (1 test ids)",
-        "XFAIL test_demo.py::test_fails - known deviation of adapters.mine: from the subject*",
-        "XFAIL test_demo.py::test_param[[]1[]] - * from the environment*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "attnprops expected failures: *adapters?mine.xfail.txt (1 test ids)",
+            "attnprops expected failures: *more.txt (1 test ids)",
+            "XFAIL test_demo.py::test_fails - known deviation of adapters.mine: from the subject*",
+            "XFAIL test_demo.py::test_param[[]1[]] - * from the environment*",
+        ]
+    )
 
 
 def test_header_says_none_without_a_file(demo):
@@ -169,8 +195,9 @@ def test_header_says_none_without_a_file(demo):
 
 def test_bad_files_are_usage_errors(demo, pytester):
     """An entry without a reason, a line that is not a test id, a missing file: usage error."""
-    pytester.path.joinpath("noreason.txt").write_text("test_demo.py::test_fails\n",
-                                                      encoding="utf-8")
+    pytester.path.joinpath("noreason.txt").write_text(
+        "test_demo.py::test_fails\n", encoding="utf-8"
+    )
     result = demo("--attn-xfail", "noreason.txt")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*noreason.txt: line 1: test_demo.py::test_fails has no reason*"])
@@ -183,7 +210,8 @@ def test_parser_reads_reasons_blocks_and_rejects_junk(tmp_path):
     """Unit test of the format: trailing comment, comment block (ended by a blank line),
     params kept, junk lines / duplicates rejected with the line number."""
     path = tmp_path / "x.txt"
-    path.write_text(textwrap.dedent("""\
+    path.write_text(
+        textwrap.dedent("""\
         # block reason
         # continued
         a/test_a.py::test_one
@@ -192,7 +220,9 @@ def test_parser_reads_reasons_blocks_and_rejects_junk(tmp_path):
         # orphan comment, then a blank line
 
         a/test_a.py::test_three  # three
-    """), encoding="utf-8")
+    """),
+        encoding="utf-8",
+    )
     entries = read_expected_failures(path)
     assert [(e.test_id, e.reason, e.line) for e in entries] == [
         ("a/test_a.py::test_one", "block reason continued", 3),
@@ -216,7 +246,10 @@ def test_ids_match_as_path_suffixes():
     assert entry.matches("properties/test_values.py::test_output_matches_oracle[x]")
     assert not entry.matches("myproperties/test_values.py::test_output_matches_oracle")
     assert not entry.matches("properties/test_values.py::test_output_matches_oracle_2")
-    one = ExpectedFailure("properties/test_rejection.py::test_invalid_inputs_raise[query ndim]",
-                          "r", "f", 1)
+    one = ExpectedFailure(
+        "properties/test_rejection.py::test_invalid_inputs_raise[query ndim]", "r", "f", 1
+    )
     assert one.matches("properties/test_rejection.py::test_invalid_inputs_raise[query ndim]")
-    assert not one.matches("properties/test_rejection.py::test_invalid_inputs_raise[zero-size axis]")
+    assert not one.matches(
+        "properties/test_rejection.py::test_invalid_inputs_raise[zero-size axis]"
+    )

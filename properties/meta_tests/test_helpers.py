@@ -16,8 +16,13 @@ import pytest
 from attnprops import oracle
 from attnprops.properties._support import LAB_CAUSAL, case_from
 from attnprops.properties.bounds import attention_bounds
-from attnprops.properties.checks import (PropertyViolation, assert_equal, assert_shape_dtype,
-                                         assert_within, describe_result)
+from attnprops.properties.checks import (
+    PropertyViolation,
+    assert_equal,
+    assert_shape_dtype,
+    assert_within,
+    describe_result,
+)
 from attnprops.properties.subject import SubjectError, load_subject
 
 
@@ -52,8 +57,9 @@ def _float64_attention(query, key, value, *, is_causal=False, **_ignored):
 
 
 def _lab_bounds():
-    parts = oracle.attention_parts(LAB_CAUSAL.query, LAB_CAUSAL.key, LAB_CAUSAL.value,
-                                   **LAB_CAUSAL.kwargs())
+    parts = oracle.attention_parts(
+        LAB_CAUSAL.query, LAB_CAUSAL.key, LAB_CAUSAL.value, **LAB_CAUSAL.kwargs()
+    )
     return parts, attention_bounds(LAB_CAUSAL, parts)
 
 
@@ -64,11 +70,16 @@ def test_bound_is_tight_enough_for_a_1e_10_perturbation():
     parts, bounds = _lab_bounds()
     out = _float64_attention(LAB_CAUSAL.query, LAB_CAUSAL.key, LAB_CAUSAL.value, is_causal=True)
     assert_within(out=out, expected=parts.output.value, bound=bounds.output, what="numpy")
-    assert_within(out=parts.output.value, expected=parts.output.value, bound=bounds.output,
-                  what="oracle float64")
+    assert_within(
+        out=parts.output.value,
+        expected=parts.output.value,
+        bound=bounds.output,
+        what="oracle float64",
+    )
     with pytest.raises(PropertyViolation):
-        assert_within(out=out * (1 + 1e-10), expected=parts.output.value, bound=bounds.output,
-                      what="scaled")
+        assert_within(
+            out=out * (1 + 1e-10), expected=parts.output.value, bound=bounds.output, what="scaled"
+        )
     nonzero = parts.output.value != 0
     assert (bounds.output[nonzero] / np.abs(parts.output.value[nonzero])).max() < 1e-13
 
@@ -84,8 +95,12 @@ def test_bound_covers_the_oracle_float_rounding_and_hidden_keys():
 
 def test_float16_bound_is_wider_than_float64():
     """The bound scales with the dtype's unit roundoff."""
-    case16 = case_from(LAB_CAUSAL.query.astype(np.float16), LAB_CAUSAL.key.astype(np.float16),
-                       LAB_CAUSAL.value.astype(np.float16), is_causal=True)
+    case16 = case_from(
+        LAB_CAUSAL.query.astype(np.float16),
+        LAB_CAUSAL.key.astype(np.float16),
+        LAB_CAUSAL.value.astype(np.float16),
+        is_causal=True,
+    )
     parts = oracle.attention_parts(case16.query, case16.key, case16.value, is_causal=True)
     wide = attention_bounds(case16, parts).output
     _, narrow = _lab_bounds()
@@ -108,21 +123,31 @@ def test_missing_subject_says_how_to_fix():
         load_subject("no_such_attention_module_xyz")
 
 
-@pytest.mark.parametrize("out, kind", [([[1.0]], "builtins.list"), (None, "builtins.NoneType"),
-                                       (np.float64(1.0), "numpy.float64")])
+@pytest.mark.parametrize(
+    "out, kind",
+    [([[1.0]], "builtins.list"), (None, "builtins.NoneType"), (np.float64(1.0), "numpy.float64")],
+)
 def test_a_subject_must_return_an_ndarray(out, kind):
     """A list (even of the right values), None or a NumPy scalar breaks the subject contract
     ("return a NumPy array"): it is named, not converted."""
-    with pytest.raises(PropertyViolation, match=rf"output: the subject returned {kind}, "
-                                                r"expected a numpy\.ndarray"):
+    with pytest.raises(
+        PropertyViolation,
+        match=rf"output: the subject returned {kind}, "
+        r"expected a numpy\.ndarray",
+    ):
         assert_shape_dtype(out=out, shape=(1, 1), dtype=np.float64, what="output")
     assert_shape_dtype(out=np.ones((1, 1)), shape=(1, 1), dtype=np.float64, what="output")
 
 
-@pytest.mark.parametrize("out, words", [
-    (None, "None"), ([1.0], "a builtins.list"),
-    (np.array([1.0, np.nan, np.nan]), "an array of shape (3,) with 2 NaN"),
-    (np.zeros((1, 2), dtype=np.int64), "an array of shape (1, 2)")])
+@pytest.mark.parametrize(
+    "out, words",
+    [
+        (None, "None"),
+        ([1.0], "a builtins.list"),
+        (np.array([1.0, np.nan, np.nan]), "an array of shape (3,) with 2 NaN"),
+        (np.zeros((1, 2), dtype=np.int64), "an array of shape (1, 2)"),
+    ],
+)
 def test_a_result_that_should_have_raised_is_described_as_it_is(out, words):
     """``None`` is not called a NaN (``numpy.asarray(None, float)`` is one)."""
     assert describe_result(out) == words

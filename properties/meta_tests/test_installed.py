@@ -30,10 +30,13 @@ from attnprops.ci.tests.test_readme import _adapter_source
 SUITE_ROOT = Path(properties.__file__).resolve().parent.parent
 README = SUITE_ROOT / "README.md"
 
-PROPERTIES = ("test_output_matches_oracle", "test_is_causal_equals_explicit_mask",
-              "test_seed_examples")
+PROPERTIES = (
+    "test_output_matches_oracle",
+    "test_is_causal_equals_explicit_mask",
+    "test_seed_examples",
+)
 
-OWN_TEST = '''\
+OWN_TEST = """\
 import ci, impl, os
 import attnprops.ci
 
@@ -41,27 +44,52 @@ import attnprops.ci
 def test_own_packages_are_the_projects():
     assert ci.OWNER == "project" and impl.OWNER == "project"
     assert attnprops.ci.__file__.startswith(os.environ["INSTALLED"])
-'''
+"""
 
 
 def _readme_block(title: str) -> list[str]:
     text = README.read_text(encoding="utf-8")
-    section = text[text.index(title):]
+    section = text[text.index(title) :]
     block = re.search(r"```bash\n(.*?)```", section, re.S)
     assert block, f"README.md lost the bash block after {title!r}"
-    return [line.split("#", 1)[0].strip() for line in block.group(1).splitlines()
-            if line.strip()]
+    return [line.split("#", 1)[0].strip() for line in block.group(1).splitlines() if line.strip()]
 
 
 @pytest.mark.e2e
 def test_installed_plugin_runs_the_suite_beside_a_projects_own_ci_and_impl(tmp_path):
     source, site = tmp_path / "source", tmp_path / "site"
-    shutil.copytree(SUITE_ROOT, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv*", "build", "*.egg-info", "__pycache__", ".hypothesis", ".pytest_cache",
-        "mutation-report", "results"))
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                           "--no-compile", "--target", str(site), str(source)],
-                          capture_output=True, text=True, timeout=300)
+    shutil.copytree(
+        SUITE_ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git",
+            ".venv*",
+            "build",
+            "*.egg-info",
+            "__pycache__",
+            ".hypothesis",
+            ".pytest_cache",
+            "mutation-report",
+            "results",
+        ),
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-compile",
+            "--target",
+            str(site),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert not (site / "ci").exists() and not (site / "impl").exists()  # one import name
     installed = site / "attnprops"
@@ -74,20 +102,30 @@ def test_installed_plugin_runs_the_suite_beside_a_projects_own_ci_and_impl(tmp_p
     (project / "tests" / "test_own.py").write_text(OWN_TEST)
     (project / "mymodule.py").write_text(_adapter_source())
     (project / "pyproject.toml").write_text(
-        '[tool.pytest.ini_options]\ntestpaths = ["tests"]\npythonpath = ["."]\n')
+        '[tool.pytest.ini_options]\ntestpaths = ["tests"]\npythonpath = ["."]\n'
+    )
 
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("ATTN_", "PYTEST_", "HYPOTHESIS_")) and k != "PYTHONPATH"}
-    env.update(PYTHONPATH=str(site), INSTALLED=str(installed), HYPOTHESIS_PROFILE="dev",
-               PYTHONDONTWRITEBYTECODE="1",
-               PYTEST_ADDOPTS="-p no:cacheprovider -v -k '"
-                              + " or ".join(PROPERTIES + ("test_own",)) + "'")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ATTN_", "PYTEST_", "HYPOTHESIS_")) and k != "PYTHONPATH"
+    }
+    env.update(
+        PYTHONPATH=str(site),
+        INSTALLED=str(installed),
+        HYPOTHESIS_PROFILE="dev",
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTEST_ADDOPTS="-p no:cacheprovider -v -k '"
+        + " or ".join(PROPERTIES + ("test_own",))
+        + "'",
+    )
     commands = _readme_block("In your own repository")
     assert len(commands) == 2 and all(c.startswith("pytest ") for c in commands), commands
     for command, own_test in zip(commands, (True, False)):
         argv = [sys.executable, "-m", *shlex.split(command)]
-        proc = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True,
-                              timeout=300)
+        proc = subprocess.run(
+            argv, cwd=project, env=env, capture_output=True, text=True, timeout=300
+        )
         out = proc.stdout + proc.stderr
         assert proc.returncode == 0, (command, out[-4000:])
         assert f"attnprops 0.1.0 from {installed}" in out, (command, out[-4000:])

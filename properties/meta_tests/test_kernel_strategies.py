@@ -7,14 +7,22 @@ import pytest
 from hypothesis import find, given, settings
 
 from attnprops.properties.kernel_cases import KernelSpec, boundary_rows, kernel_specs
-from attnprops.properties.sizes import LEN_ENV_VAR, LIMITS, TILES, boundary_sizes, limits, primes_up_to
+from attnprops.properties.sizes import (
+    LEN_ENV_VAR,
+    LIMITS,
+    TILES,
+    boundary_sizes,
+    limits,
+    primes_up_to,
+)
 
 
 def test_boundary_rows_reach_tile_edges():
     """First and last rows, query-tile edges and (causal) the rows whose visible keys end at
     a key-tile edge are among the reference rows; never more than the limit."""
-    spec = KernelSpec("chunk", 1, 1, 1, 300, 1000, 8, 8, True, 77, "none", "float64", "unit",
-                      None, 0)
+    spec = KernelSpec(
+        "chunk", 1, 1, 1, 300, 1000, 8, 8, True, 77, "none", "float64", "unit", None, 0
+    )
     rows = boundary_rows(spec.build(), limit=100)
     for row in (0, 299, 255, 256, 127, 128, 256 - 1 - 77, 256 - 77, 128 - 77):
         assert row in rows, (row, rows)
@@ -45,8 +53,11 @@ def test_sizes_hit_tile_multiples_and_their_neighbours():
 def test_failing_size_shrinks_to_one_past_the_boundary(threshold, tile):
     """A fault at lengths past ``threshold`` that are not multiples of ``tile`` shrinks to
     the smallest such length, one past the boundary: ``threshold + 1``."""
-    found = find(boundary_sizes(1100), lambda n: n > threshold and n % tile != 0,
-                 settings=settings(max_examples=2000, database=None))
+    found = find(
+        boundary_sizes(1100),
+        lambda n: n > threshold and n % tile != 0,
+        settings=settings(max_examples=2000, database=None),
+    )
     assert found == threshold + 1
 
 
@@ -61,15 +72,18 @@ def test_specs_stay_within_the_budget():
     def check(spec):
         kinds.add(spec.shape)
         assert spec.batch * spec.num_heads * spec.query_len * spec.key_len <= max(
-            lim.max_scores, spec.query_len * spec.key_len)
-        assert spec.batch * spec.num_kv_heads * spec.key_len * (spec.head_dim + spec.value_dim) \
-            <= max(lim.max_kv, 2 * spec.batch * spec.num_kv_heads * spec.key_len)
+            lim.max_scores, spec.query_len * spec.key_len
+        )
+        assert spec.batch * spec.num_kv_heads * spec.key_len * (
+            spec.head_dim + spec.value_dim
+        ) <= max(lim.max_kv, 2 * spec.batch * spec.num_kv_heads * spec.key_len)
         case = spec.build()
         assert case.query.shape == (spec.batch, spec.num_heads, spec.query_len, spec.head_dim)
         assert case.value.shape[-1] == spec.value_dim and case.dtype == np.dtype(spec.dtype)
         if case.attn_mask is not None and case.attn_mask.dtype == np.bool_:
             assert np.broadcast_to(case.attn_mask, case.query.shape[:3] + (spec.key_len,))[
-                ..., 0].all()
+                ..., 0
+            ].all()
 
     check()
     assert kinds == {"prefill", "decode", "chunk", "cross"}

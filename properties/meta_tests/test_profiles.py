@@ -26,8 +26,9 @@ def test_github_database_reads_the_artifact_and_writes_locally():
     assert (remote._wrapped.owner, remote._wrapped.repo) == ("my-org", "my-repo")
 
 
-@pytest.mark.parametrize("spec", ["bogus", "dir:", "github:only-owner", "github:a/b/c",
-                                  "github:/repo", "s3:bucket"])
+@pytest.mark.parametrize(
+    "spec", ["bogus", "dir:", "github:only-owner", "github:a/b/c", "github:/repo", "s3:bucket"]
+)
 def test_bad_database_forms_name_the_accepted_ones(spec):
     with pytest.raises(ValueError, match="use dir:PATH, github:OWNER/REPO or redis:URL"):
         database_from(spec)

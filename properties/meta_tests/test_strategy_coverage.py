@@ -32,19 +32,22 @@ from attnprops.oracle.rules import AttentionInputError, check_attention_inputs
 from attnprops.properties.invalid import INVALID_KINDS, fully_masked_cases, invalid_cases
 from attnprops.properties.strategies import MASK_LAYOUTS, attention_cases
 
-DRAWS = settings(max_examples=200, derandomize=True, database=None, phases=[Phase.generate],
-                 deadline=None)
+DRAWS = settings(
+    max_examples=200, derandomize=True, database=None, phases=[Phase.generate], deadline=None
+)
 RUNS = 16  # independent Hypothesis runs pooled (module docstring)
 DRAWS_PER_RUN = 25
 
 
-def pooled_draws(strategy, runs: int = RUNS, per_run: int = DRAWS_PER_RUN,
-                 first_seed: int = 0) -> list:
+def pooled_draws(
+    strategy, runs: int = RUNS, per_run: int = DRAWS_PER_RUN, first_seed: int = 0
+) -> list:
     """``runs`` independent Hypothesis runs of ``per_run`` draws of ``strategy``, run ``k``
     seeded with ``first_seed + k`` (fixed, so the draws are reproducible; independent, so
     the pooled counts have the margins of the module docstring)."""
     drawn = []
     for k in range(runs):
+
         @seed(first_seed + k)
         @settings(DRAWS, max_examples=per_run, derandomize=False)
         @given(case=strategy)
@@ -142,15 +145,40 @@ def features(case) -> set[str]:
 
 
 REQUIRED = {
-    "dtype float16", "dtype float32", "dtype float64",
+    "dtype float16",
+    "dtype float32",
+    "dtype float64",
     *(f"mask layout {name}" for name in MASK_LAYOUTS),
-    "values unit", "values ties", "values large",
-    "2-D inputs", "4-D inputs", "GQA: Hkv > 1 and group > 1", "MQA: Hkv = 1 < Hq",
-    "MHA: Hq = Hkv > 1", "batch > 1", "Tq < Tk", "Tq > Tk", "Tq = Tk", "decode Tq = 1",
-    "Tk = 1", "D != Dv", "query_start None", "query_start strictly inside (0, Tk - Tq)",
-    "query_start 0", "causal", "causal AND mask", "explicit scale", "bool mask", "float mask",
-    "finite non-zero bias", "-inf in float mask", "mask differs per batch element",
-    "exact zeros", "negative values", "scores beyond exp's range", "score ties",
+    "values unit",
+    "values ties",
+    "values large",
+    "2-D inputs",
+    "4-D inputs",
+    "GQA: Hkv > 1 and group > 1",
+    "MQA: Hkv = 1 < Hq",
+    "MHA: Hq = Hkv > 1",
+    "batch > 1",
+    "Tq < Tk",
+    "Tq > Tk",
+    "Tq = Tk",
+    "decode Tq = 1",
+    "Tk = 1",
+    "D != Dv",
+    "query_start None",
+    "query_start strictly inside (0, Tk - Tq)",
+    "query_start 0",
+    "causal",
+    "causal AND mask",
+    "explicit scale",
+    "bool mask",
+    "float mask",
+    "finite non-zero bias",
+    "-inf in float mask",
+    "mask differs per batch element",
+    "exact zeros",
+    "negative values",
+    "scores beyond exp's range",
+    "score ties",
 }
 
 
@@ -185,8 +213,9 @@ def test_two_d_mask_layout_draws_batch_equal_to_query_len():
 def test_valid_cases_never_have_fully_masked_rows():
     """attention_cases only draws valid calls: every query row sees a key."""
     for case in _drawn_cases():
-        problem = check_attention_inputs(case.query, case.key, case.value, **case.kwargs(),
-                                         fully_masked_rows="zeros")
+        problem = check_attention_inputs(
+            case.query, case.key, case.value, **case.kwargs(), fully_masked_rows="zeros"
+        )
         assert problem.visible.any(axis=-1).all(), case.describe()
 
 
@@ -198,8 +227,9 @@ def test_fully_masked_cases_always_have_an_empty_row():
     @settings(DRAWS, max_examples=100)
     @given(case=fully_masked_cases())
     def check(case):
-        problem = check_attention_inputs(case.query, case.key, case.value, **case.kwargs(),
-                                         fully_masked_rows="zeros")
+        problem = check_attention_inputs(
+            case.query, case.key, case.value, **case.kwargs(), fully_masked_rows="zeros"
+        )
         assert (~problem.visible.any(axis=-1)).any(), case.describe()
         routes[case.mask_layout.split("(")[1].split(",")[0]] += 1
 

@@ -62,6 +62,7 @@ def _close(got, want, dtype, tol64=1e-12):
 
 # --- oracle_float64 ---------------------------------------------------------------------------
 
+
 def test_oracle_float64_returns_the_oracle_values():
     """The subject returns the oracle's correctly rounded float64 values for attention,
     weights and cached decode, and declares float64 only."""
@@ -71,18 +72,26 @@ def test_oracle_float64_returns_the_oracle_values():
     q, k, v = LAB_DECODE.query, LAB_DECODE.key, LAB_DECODE.value
     want = oracle.attention(q, k, v, is_causal=True, query_start=2).value
     assert np.array_equal(subject.attention(q, k, v, is_causal=True, query_start=2), want)
-    assert np.array_equal(subject.attention_weights(q, k, is_causal=True, query_start=2),
-                          oracle.attention_weights(q, k, is_causal=True, query_start=2).value)
+    assert np.array_equal(
+        subject.attention_weights(q, k, is_causal=True, query_start=2),
+        oracle.attention_weights(q, k, is_causal=True, query_start=2).value,
+    )
     cache = subject.KVCache(1, 1, 4, 2)
     lab_q, lab_k, lab_v = LAB_QUERY, LAB_KEY, LAB_VALUE
     subject.cached_attention(lab_q[:, :, :2], lab_k[:, :, :2], lab_v[:, :, :2], cache)
-    assert np.array_equal(subject.cached_attention(lab_q[:, :, 2:], lab_k[:, :, 2:],
-                                                   lab_v[:, :, 2:], cache), want)
-    assert subject.kv_cache_bytes(num_layers=1, batch=1, tokens=3, num_kv_heads=1, head_dim=4,
-                                  dtype="float64") == 2 * 3 * 4 * 8
+    assert np.array_equal(
+        subject.cached_attention(lab_q[:, :, 2:], lab_k[:, :, 2:], lab_v[:, :, 2:], cache), want
+    )
+    assert (
+        subject.kv_cache_bytes(
+            num_layers=1, batch=1, tokens=3, num_kv_heads=1, head_dim=4, dtype="float64"
+        )
+        == 2 * 3 * 4 * 8
+    )
 
 
 # --- torch_sdpa and jax_dot_product_attention --------------------------------------------------
+
 
 @pytest.mark.parametrize("name, extra", LIBRARY_SUBJECTS)
 def test_adapter_maps_causal_alignment_and_query_start(name, extra):
@@ -109,15 +118,21 @@ def test_adapter_matches_the_oracle_with_gqa_masks_and_two_d(name, extra):
     q, k, v = _rng_case(rng, dtype)
     pad = np.ones((2, 1, 1, 4), bool)
     pad[1, ..., 3] = False
-    for kwargs in (dict(attn_mask=pad, is_causal=True, query_start=1),
-                   dict(attn_mask=np.where(pad, 0.5, -np.inf).astype(np.float32)),
-                   dict(attn_mask=np.array([True, False, True, True]), scale=0.7)):
+    for kwargs in (
+        dict(attn_mask=pad, is_causal=True, query_start=1),
+        dict(attn_mask=np.where(pad, 0.5, -np.inf).astype(np.float32)),
+        dict(attn_mask=np.array([True, False, True, True]), scale=0.7),
+    ):
         got = subject.attention(q, k, v, **kwargs)
         assert got.dtype == dtype and got.shape == (2, 4, 2, 2)
         _close(got, oracle.attention(q, k, v, **kwargs).value, dtype, TOLERANCE[name])
     got = subject.attention(q[0, 0], k[0, 0], v[0, 0], is_causal=True)
-    _close(got, oracle.attention(q[0, 0], k[0, 0], v[0, 0], is_causal=True).value, dtype,
-           TOLERANCE[name])
+    _close(
+        got,
+        oracle.attention(q[0, 0], k[0, 0], v[0, 0], is_causal=True).value,
+        dtype,
+        TOLERANCE[name],
+    )
     weights = subject.attention_weights(q, k, attn_mask=pad)
     _close(weights, oracle.attention_weights(q, k, attn_mask=pad).value, dtype, TOLERANCE[name])
     assert (weights[1, ..., 3] == 0).all()
@@ -141,8 +156,12 @@ def test_adapter_cache_decodes_with_offsets_and_rolls_back(name, extra):
         subject.cached_attention(q[:, :, 2:], k[:, :, 2:], v[:, :, 2:, :1], cache)
     assert len(cache) == 3 and np.array_equal(cache.values, v)
     assert not cache.keys.flags.writeable
-    assert subject.kv_cache_bytes(num_layers=2, batch=1, tokens=3, num_kv_heads=1, head_dim=4,
-                                  dtype="float32") == 2 * 2 * 3 * 4 * 4
+    assert (
+        subject.kv_cache_bytes(
+            num_layers=2, batch=1, tokens=3, num_kv_heads=1, head_dim=4, dtype="float32"
+        )
+        == 2 * 2 * 3 * 4 * 4
+    )
 
 
 def test_torch_sdpa_declarations_and_float16():
@@ -153,7 +172,11 @@ def test_torch_sdpa_declarations_and_float16():
     declared = load_subject("attnprops.properties.subjects.torch_sdpa")
     assert (declared.fully_masked_rows, declared.validates_inputs) == ("zeros", False)
     assert declared.dtypes == ("float16", "float32", "float64")
-    q, k, v = np.zeros((1, 1, 2, 1)), np.zeros((1, 1, 2, 1)), np.array([1.0, 3.0]).reshape(1, 1, 2, 1)
+    q, k, v = (
+        np.zeros((1, 1, 2, 1)),
+        np.zeros((1, 1, 2, 1)),
+        np.array([1.0, 3.0]).reshape(1, 1, 2, 1),
+    )
     out = subject.attention(q, k, v, attn_mask=np.array([[False, False], [True, True]]))
     assert out.ravel().tolist() == [0.0, 2.0]
     q16, k16, v16 = _rng_case(np.random.default_rng(1), np.float16)
@@ -203,13 +226,31 @@ def test_suite_kills_naive_causal():
     env = dict(os.environ, HYPOTHESIS_PROFILE="dev", PYTHONDONTWRITEBYTECODE="1")
     env.pop("ATTN_XFAIL", None)
     props = SUITE_ROOT / "properties"
-    args = ["-q", "-p", "no:cacheprovider", *FAST_START, "-o", "addopts=",
-            "-p", "attnprops.properties.plugin", "--attn-impl", "attnprops.properties.subjects.torch_sdpa_naive_causal",
-            str(props / "test_seed_examples.py"), str(props / "test_kv_cache.py"),
-            "-k", "test_seed_examples or test_lab_decode_through_cache"]
+    args = [
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        *FAST_START,
+        "-o",
+        "addopts=",
+        "-p",
+        "attnprops.properties.plugin",
+        "--attn-impl",
+        "attnprops.properties.subjects.torch_sdpa_naive_causal",
+        str(props / "test_seed_examples.py"),
+        str(props / "test_kv_cache.py"),
+        "-k",
+        "test_seed_examples or test_lab_decode_through_cache",
+    ]
     if run_pytest is None:  # a vendored copy of properties/ has no ci/
-        proc = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=SUITE_ROOT, env=env,
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", *args],
+            cwd=SUITE_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         returncode, out = proc.returncode, proc.stdout
     else:  # a fresh process forked with the libraries imported
         returncode, out = run_pytest(args, cwd=SUITE_ROOT, env=env)

@@ -93,13 +93,18 @@ for name in ("attnprops.properties", "attnprops.oracle"):
 sys.exit(rc)
 """
 
-TESTS = ("test_seed_examples or test_output_matches_oracle or test_gqa_equals_repeated_kv "
-         "or test_is_causal_equals_explicit_mask or test_ids_match_as_path_suffixes")
+TESTS = (
+    "test_seed_examples or test_output_matches_oracle or test_gqa_equals_repeated_kv "
+    "or test_is_causal_equals_explicit_mask or test_ids_match_as_path_suffixes"
+)
 
 
 def _copy(src: Path, dst: Path) -> None:
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc",
-                                                            ".hypothesis", ".pytest_cache"))
+    shutil.copytree(
+        src,
+        dst,
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", ".pytest_cache"),
+    )
 
 
 @pytest.mark.e2e
@@ -118,17 +123,41 @@ def test_vendored_copy_runs_without_this_repository(tmp_path):
     (tests / "conftest.py").write_text(CONFTEST, encoding="utf-8")
     (tests / "my_attention.py").write_text(SUBJECT, encoding="utf-8")
 
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "ATTN_IMPL", "ATTN_XFAIL", "PYTEST_ADDOPTS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "ATTN_IMPL", "ATTN_XFAIL", "PYTEST_ADDOPTS")
+    }
     env.update(HYPOTHESIS_PROFILE="dev", PYTHONDONTWRITEBYTECODE="1")
     proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(BOOTSTRAP), str(SUITE_ROOT),
-         "tests/attnprops/properties", "--attn-impl", "my_attention", "-k", TESTS,
-         "-p", "no:cacheprovider", *FAST_START, "-rs"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(BOOTSTRAP),
+            str(SUITE_ROOT),
+            "tests/attnprops/properties",
+            "--attn-impl",
+            "my_attention",
+            "-k",
+            TESTS,
+            "-p",
+            "no:cacheprovider",
+            *FAST_START,
+            "-rs",
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert "attnprops subject: my_attention 1.2.3 (dtypes=('float64',)" in out, out[-4000:]
     assert " passed" in out and "failed" not in out and "error" not in out.lower(), out[-4000:]
-    assert f"VENDORED attnprops.properties from {vendored / 'properties' / '__init__.py'}" in out, out[-2000:]
-    assert f"VENDORED attnprops.oracle from {vendored / 'oracle' / '__init__.py'}" in out, out[-2000:]
+    assert f"VENDORED attnprops.properties from {vendored / 'properties' / '__init__.py'}" in out, (
+        out[-2000:]
+    )
+    assert f"VENDORED attnprops.oracle from {vendored / 'oracle' / '__init__.py'}" in out, out[
+        -2000:
+    ]

@@ -38,8 +38,12 @@ from functools import partial
 import jax
 import numpy as np
 
-from attnprops.oracle.rules import (check_cache_append, check_cache_config, check_cached_query,
-                          check_positive_int)
+from attnprops.oracle.rules import (
+    check_cache_append,
+    check_cache_config,
+    check_cached_query,
+    check_positive_int,
+)
 
 jax.config.update("jax_enable_x64", True)
 
@@ -72,8 +76,9 @@ def causal_mask(query_len: int, key_len: int, query_start: int | None) -> np.nda
 def _dpa(query, key, value, bias, mask, scale):
     """``jax.nn.dot_product_attention`` on ``(B, T, N, H)`` arrays, jitted (one compilation
     per shape signature; eager dispatch compiles each primitive separately and is slower)."""
-    return jax.nn.dot_product_attention(query, key, value, bias=bias, mask=mask, scale=scale,
-                                        is_causal=False)
+    return jax.nn.dot_product_attention(
+        query, key, value, bias=bias, mask=mask, scale=scale, is_causal=False
+    )
 
 
 def _attend(query: np.ndarray, key, value, *, attn_mask, is_causal, query_start, scale):
@@ -105,16 +110,21 @@ def _attend(query: np.ndarray, key, value, *, attn_mask, is_causal, query_start,
     if width > Dv:
         v = jnp.pad(jnp.asarray(v), ((0, 0), (0, 0), (0, 0), (0, width - Dv)))
     bthd = (0, 2, 1, 3)  # (B, H, T, D) <-> (B, T, H, D)
-    out = _dpa(jnp.transpose(jnp.asarray(q), bthd), jnp.transpose(jnp.asarray(k), bthd),
-               jnp.transpose(jnp.asarray(v), bthd), None if bias is None else jnp.asarray(bias),
-               None if mask is None else jnp.asarray(mask),
-               None if scale is None else float(scale))
+    out = _dpa(
+        jnp.transpose(jnp.asarray(q), bthd),
+        jnp.transpose(jnp.asarray(k), bthd),
+        jnp.transpose(jnp.asarray(v), bthd),
+        None if bias is None else jnp.asarray(bias),
+        None if mask is None else jnp.asarray(mask),
+        None if scale is None else float(scale),
+    )
     out = np.array(jnp.transpose(out, bthd))[..., :Dv]  # (B, Hq, Tq, Dv), a writable copy
     return out[0, 0] if two_d else out
 
 
-def attention(query, key, value, *, attn_mask=None, is_causal=False, query_start=None,
-              scale=None) -> np.ndarray:
+def attention(
+    query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None
+) -> np.ndarray:
     """Scaled dot-product attention through ``jax.nn.dot_product_attention``.
 
     Args:
@@ -133,20 +143,35 @@ def attention(query, key, value, *, attn_mask=None, is_causal=False, query_start
         Whatever JAX raises (``ValueError`` for most shape errors, ``TypeError`` for some
         dtypes); no validation of its own (declared ``validates_inputs=False``).
     """
-    return _attend(query, np.asarray(key), np.asarray(value), attn_mask=attn_mask,
-                   is_causal=is_causal, query_start=query_start, scale=scale)
+    return _attend(
+        query,
+        np.asarray(key),
+        np.asarray(value),
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        query_start=query_start,
+        scale=scale,
+    )
 
 
-def attention_weights(query, key, *, attn_mask=None, is_causal=False, query_start=None,
-                      scale=None) -> np.ndarray:
+def attention_weights(
+    query, key, *, attn_mask=None, is_causal=False, query_start=None, scale=None
+) -> np.ndarray:
     """Weights ``(B, Hq, Tq, Tk)`` (or ``(Tq, Tk)``): JAX's output for an identity value
     matrix. Arguments, dtype and errors as :func:`attention`."""
     key = np.asarray(key)
     Tk = key.shape[-2]
     eye = np.eye(Tk, dtype=key.dtype)
     identity = eye if key.ndim == 2 else np.broadcast_to(eye, key.shape[:2] + (Tk, Tk))
-    return _attend(query, key, identity, attn_mask=attn_mask, is_causal=is_causal,
-                   query_start=query_start, scale=scale)
+    return _attend(
+        query,
+        key,
+        identity,
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        query_start=query_start,
+        scale=scale,
+    )
 
 
 class KVCache:
@@ -163,7 +188,8 @@ class KVCache:
 
     def __init__(self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64):
         self.batch, self.num_kv_heads, self.head_dim, self.value_dim, self.dtype = (
-            check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype))
+            check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype)
+        )
         self._keys = jnp.zeros((self.batch, self.num_kv_heads, 0, self.head_dim), self.dtype)
         self._values = jnp.zeros((self.batch, self.num_kv_heads, 0, self.value_dim), self.dtype)
 
@@ -200,8 +226,9 @@ class KVCache:
         return start
 
 
-def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None,
-                     scale=None) -> np.ndarray:
+def cached_attention(
+    query, key, value, cache: KVCache, *, attn_mask=None, scale=None
+) -> np.ndarray:
     """Append ``key``/``value`` to ``cache``, then JAX attention over the whole cache with
     ``query_start`` = the length before the append (an explicit bool mask).
 
@@ -214,8 +241,15 @@ def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None,
     before = cache._keys, cache._values
     start = cache.append(key, value)
     try:
-        return _attend(query, cache._keys, cache._values, attn_mask=attn_mask, is_causal=True,
-                       query_start=start, scale=scale)
+        return _attend(
+            query,
+            cache._keys,
+            cache._values,
+            attn_mask=attn_mask,
+            is_causal=True,
+            query_start=start,
+            scale=scale,
+        )
     except BaseException:
         cache._keys, cache._values = before
         raise
@@ -225,9 +259,16 @@ def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) 
     """``2 * layers * batch * tokens * Hkv * head_dim * itemsize`` bytes, with the itemsize
     of ``jnp.dtype(dtype)``. Raises ValueError for a size that is not an int >= 1.
     Source: Pope et al. 2022, "Efficiently Scaling Transformer Inference"."""
-    sizes = [check_positive_int(v, n) for n, v in (("num_layers", num_layers), ("batch", batch),
-                                            ("tokens", tokens), ("num_kv_heads", num_kv_heads),
-                                            ("head_dim", head_dim))]
+    sizes = [
+        check_positive_int(v, n)
+        for n, v in (
+            ("num_layers", num_layers),
+            ("batch", batch),
+            ("tokens", tokens),
+            ("num_kv_heads", num_kv_heads),
+            ("head_dim", head_dim),
+        )
+    ]
     total = 2 * jnp.dtype(dtype).itemsize
     for size in sizes:
         total *= size

@@ -36,8 +36,9 @@ def _large(query, key) -> bool:
     return int(np.prod(np.shape(query)[:-1])) * np.shape(key)[-2] > MPMATH_SCORES
 
 
-def attention(query, key, value, *, attn_mask=None, is_causal=False, query_start=None,
-              scale=None) -> np.ndarray:
+def attention(
+    query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None
+) -> np.ndarray:
     """The output ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``), exact and rounded once to float64
     (``oracle.attention(...).value``, or :func:`oracle.ball.attention` past
     :data:`MPMATH_SCORES`). Arguments and rules as :func:`impl.attention`.
@@ -46,14 +47,29 @@ def attention(query, key, value, *, attn_mask=None, is_causal=False, query_start
         oracle.rules.AttentionInputError for any broken rule (including a fully masked row).
     """
     if _large(query, key):
-        return ball.attention(query, key, value, attn_mask=attn_mask, is_causal=is_causal,
-                              query_start=query_start, scale=scale)
-    return oracle.attention(query, key, value, attn_mask=attn_mask, is_causal=is_causal,
-                            query_start=query_start, scale=scale).value
+        return ball.attention(
+            query,
+            key,
+            value,
+            attn_mask=attn_mask,
+            is_causal=is_causal,
+            query_start=query_start,
+            scale=scale,
+        )
+    return oracle.attention(
+        query,
+        key,
+        value,
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        query_start=query_start,
+        scale=scale,
+    ).value
 
 
-def attention_weights(query, key, *, attn_mask=None, is_causal=False, query_start=None,
-                      scale=None) -> np.ndarray:
+def attention_weights(
+    query, key, *, attn_mask=None, is_causal=False, query_start=None, scale=None
+) -> np.ndarray:
     """Weights ``(B, Hq, Tq, Tk)`` rounded to float64 (``oracle.attention_weights(...).value``,
     or :func:`oracle.ball.attention_weights` past :data:`MPMATH_SCORES`).
 
@@ -61,10 +77,17 @@ def attention_weights(query, key, *, attn_mask=None, is_causal=False, query_star
         oracle.rules.AttentionInputError for any broken rule.
     """
     if _large(query, key):
-        return ball.attention_weights(query, key, attn_mask=attn_mask, is_causal=is_causal,
-                                      query_start=query_start, scale=scale)
-    return oracle.attention_weights(query, key, attn_mask=attn_mask, is_causal=is_causal,
-                                    query_start=query_start, scale=scale).value
+        return ball.attention_weights(
+            query,
+            key,
+            attn_mask=attn_mask,
+            is_causal=is_causal,
+            query_start=query_start,
+            scale=scale,
+        )
+    return oracle.attention_weights(
+        query, key, attn_mask=attn_mask, is_causal=is_causal, query_start=query_start, scale=scale
+    ).value
 
 
 def _exact_output(query, key, value, **kwargs):
@@ -74,8 +97,9 @@ def _exact_output(query, key, value, **kwargs):
     return oracle.attention_parts(query, key, value, **kwargs).output
 
 
-def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None,
-                     scale=None) -> np.ndarray:
+def cached_attention(
+    query, key, value, cache: KVCache, *, attn_mask=None, scale=None
+) -> np.ndarray:
     """``oracle.cached_attention(...).value``: append to ``cache`` (an :class:`oracle.KVCache`),
     then causal attention at ``query_start`` = the previous length, ``(B, Hq, Tnew, Dv)``, exact
     and rounded once to float64 (the ball reference past :data:`MPMATH_SCORES`).
@@ -83,5 +107,6 @@ def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None,
     Raises:
         oracle.rules.AttentionInputError; the append is then undone.
     """
-    return oracle.cached_attention(query, key, value, cache, attn_mask=attn_mask, scale=scale,
-                                   attend=_exact_output).value
+    return oracle.cached_attention(
+        query, key, value, cache, attn_mask=attn_mask, scale=scale, attend=_exact_output
+    ).value

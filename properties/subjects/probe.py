@@ -40,8 +40,9 @@ F64 = np.float64
 
 
 def _verdict_row(out) -> str:
-    return np.array2string(np.asarray(out, dtype=np.float64).ravel(), precision=4,
-                           suppress_small=True)
+    return np.array2string(
+        np.asarray(out, dtype=np.float64).ravel(), precision=4, suppress_small=True
+    )
 
 
 def _try(call):
@@ -55,10 +56,21 @@ def _try(call):
 
 # --- callers: (query, key, value, *, attn_mask, is_causal, query_start, scale) -> ndarray ------
 
+
 def _subject_caller(module):
     def call(q, k, v, *, attn_mask=None, is_causal=False, query_start=None, scale=None):
-        return np.asarray(module.attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
-                                           query_start=query_start, scale=scale))
+        return np.asarray(
+            module.attention(
+                q,
+                k,
+                v,
+                attn_mask=attn_mask,
+                is_causal=is_causal,
+                query_start=query_start,
+                scale=scale,
+            )
+        )
+
     return call
 
 
@@ -71,15 +83,23 @@ def _torch_caller():
             raise TypeError("SDPA has no query_start")
         t = lambda x: None if x is None else torch.from_numpy(np.array(x))  # noqa: E731
         gqa = q.ndim == 4 and q.shape[1] != k.shape[1]
-        return F.scaled_dot_product_attention(t(q), t(k), t(v), attn_mask=t(attn_mask),
-                                              is_causal=is_causal, scale=scale,
-                                              enable_gqa=gqa).numpy()
+        return F.scaled_dot_product_attention(
+            t(q),
+            t(k),
+            t(v),
+            attn_mask=t(attn_mask),
+            is_causal=is_causal,
+            scale=scale,
+            enable_gqa=gqa,
+        ).numpy()
+
     call.version = f"torch {torch.__version__}, F.scaled_dot_product_attention"
     return call
 
 
 def _jax_caller():
     import jax
+
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
 
@@ -94,14 +114,22 @@ def _jax_caller():
             floating = np.issubdtype(m.dtype, np.floating)
             mask, bias = (None, m) if floating else (m, None)  # float masks are JAX's bias
         out = jax.nn.dot_product_attention(
-            jnp.transpose(q, bthd), jnp.transpose(k, bthd), jnp.transpose(v, bthd),
-            bias=bias, mask=mask, is_causal=is_causal, scale=scale)
+            jnp.transpose(q, bthd),
+            jnp.transpose(k, bthd),
+            jnp.transpose(v, bthd),
+            bias=bias,
+            mask=mask,
+            is_causal=is_causal,
+            scale=scale,
+        )
         return np.asarray(jnp.transpose(out, bthd))
+
     call.version = f"jax {jax.__version__}, jax.nn.dot_product_attention (xla)"
     return call
 
 
 # --- probes -----------------------------------------------------------------------------------
+
 
 def probe_mask_polarity(call) -> str:
     """Which bool-mask value attends: q = k = 0 (equal scores), values [1, -1], mask
@@ -131,8 +159,9 @@ def probe_causal_alignment(call, explicit: bool) -> str:
             parts.append(f"Tq={tq}: raised {err}")
             continue
         rows = np.asarray(out)[0, 0] > 0
-        seen = "; ".join(f"query {i} sees keys {np.flatnonzero(r).tolist()}"
-                         for i, r in enumerate(rows))
+        seen = "; ".join(
+            f"query {i} sees keys {np.flatnonzero(r).tolist()}" for i, r in enumerate(rows)
+        )
         if all(rows[i].sum() == 3 - tq + i + 1 for i in range(tq)):
             kind = "bottom-right (query_start = Tk - Tq)"
         elif all(rows[i].sum() == i + 1 for i in range(tq)):
@@ -143,8 +172,9 @@ def probe_causal_alignment(call, explicit: bool) -> str:
     if explicit:
         q = np.zeros((1, 1, 1, 3), F64)
         k = np.zeros((1, 1, 3, 3), F64)
-        out, err = _try(lambda: call(q, k, np.eye(3).reshape(1, 1, 3, 3), is_causal=True,
-                                     query_start=1))
+        out, err = _try(
+            lambda: call(q, k, np.eye(3).reshape(1, 1, 3, 3), is_causal=True, query_start=1)
+        )
         if err:
             parts.append(f"query_start=1: raised {err}")
         else:
@@ -168,8 +198,15 @@ def probe_fully_masked(call) -> str:
             results.append(f"{kind} mask: raises {err}")
             continue
         row = float(np.asarray(out).ravel()[0])
-        meaning = ("NaN" if np.isnan(row) else "zeros" if row == 0
-                   else "mean of ALL values (hidden keys used)" if row == 2.0 else f"{row:g}")
+        meaning = (
+            "NaN"
+            if np.isnan(row)
+            else "zeros"
+            if row == 0
+            else "mean of ALL values (hidden keys used)"
+            if row == 2.0
+            else f"{row:g}"
+        )
         results.append(f"{kind} mask: row output {row:g} -> {meaning}")
     return "\n    ".join(results)
 
@@ -183,8 +220,10 @@ def probe_gqa(call) -> str:
     if err:
         return f"Hq=4, Hkv=2 raised {err}"
     heads = np.asarray(out).ravel().astype(int).tolist()
-    meaning = {(0, 0, 1, 1): "h // G (grouped; this project's convention)",
-               (0, 1, 0, 1): "h % Hkv (tiled)"}.get(tuple(heads), "other")
+    meaning = {
+        (0, 0, 1, 1): "h // G (grouped; this project's convention)",
+        (0, 1, 0, 1): "h % Hkv (tiled)",
+    }.get(tuple(heads), "other")
     return f"Hq=4, Hkv=2: K/V head read by query heads 0..3 = {heads} -> {meaning}"
 
 
@@ -199,8 +238,11 @@ def probe_float16(call, oracle_bound: bool) -> str:
         return f"float16 raised {err}"
     out = np.asarray(out)
     value = float(out.ravel()[0])
-    over = ("finite mean 2: scores computed in float32" if value == 2.0
-            else f"{value:g}: scores overflow in float16")
+    over = (
+        "finite mean 2: scores computed in float32"
+        if value == 2.0
+        else f"{value:g}: scores overflow in float16"
+    )
     text = f"accepted, output dtype {out.dtype}; scores 90000 > 65504 -> {over}"
     if oracle_bound:
         text += f"; {_float16_accuracy(call)}"
@@ -268,7 +310,11 @@ def load(name: str):
         if exc.name != f"attnprops.properties.subjects.{name}":
             raise
         module = importlib.import_module(name)
-    return _subject_caller(module), f"subject {module.__name__} {getattr(module, '__version__', '')}", True
+    return (
+        _subject_caller(module),
+        f"subject {module.__name__} {getattr(module, '__version__', '')}",
+        True,
+    )
 
 
 def report(name: str) -> str:
@@ -289,8 +335,9 @@ def report(name: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Print :func:`report` for each subject named on the command line."""
-    parser = argparse.ArgumentParser(prog="python -m attnprops.properties.subjects.probe",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m attnprops.properties.subjects.probe", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("subjects", nargs="+", metavar="SUBJECT")
     args = parser.parse_args(argv)
     for name in args.subjects:

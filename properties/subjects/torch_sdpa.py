@@ -37,8 +37,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnprops.oracle.rules import (check_cache_append, check_cache_config, check_cached_query,
-                          check_positive_int)
+from attnprops.oracle.rules import (
+    check_cache_append,
+    check_cache_config,
+    check_cached_query,
+    check_positive_int,
+)
 
 __version__ = torch.__version__
 ATTNPROPS_EXPECTED_FAILURES = "torch_sdpa.xfail.txt"  # known deviations, docs/findings.md
@@ -92,8 +96,9 @@ def causal_mask(query_len: int, key_len: int, query_start: int | None) -> torch.
     return cols <= rows + start
 
 
-def sdpa_mask(attn_mask, dtype: torch.dtype, *, is_causal: bool, query_start, query_len: int,
-              key_len: int) -> torch.Tensor | None:
+def sdpa_mask(
+    attn_mask, dtype: torch.dtype, *, is_causal: bool, query_start, query_len: int, key_len: int
+) -> torch.Tensor | None:
     """The ``attn_mask`` to pass to SDPA (which is then called with ``is_causal=False``).
 
     Args:
@@ -121,25 +126,45 @@ def sdpa_mask(attn_mask, dtype: torch.dtype, *, is_causal: bool, query_start, qu
     return torch.where(causal, mask, torch.tensor(float("-inf"), dtype=dtype))
 
 
-def sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, attn_mask=None,
-         is_causal=False, query_start=None, scale=None) -> torch.Tensor:
+def sdpa(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    *,
+    attn_mask=None,
+    is_causal=False,
+    query_start=None,
+    scale=None,
+) -> torch.Tensor:
     """SDPA on tensors under this project's conventions (see the module docstring).
 
     Shapes: query ``(B, Hq, Tq, D)`` or ``(Tq, D)``, key ``(B, Hkv, Tk, D)``, value
     ``(B, Hkv, Tk, Dv)`` -> ``(B, Hq, Tq, Dv)``. Whatever SDPA raises is passed on
     (``RuntimeError`` for most shape errors).
     """
-    mask = sdpa_mask(attn_mask, query.dtype, is_causal=is_causal, query_start=query_start,
-                     query_len=query.shape[-2], key_len=key.shape[-2])
+    mask = sdpa_mask(
+        attn_mask,
+        query.dtype,
+        is_causal=is_causal,
+        query_start=query_start,
+        query_len=query.shape[-2],
+        key_len=key.shape[-2],
+    )
     gqa = query.ndim == 4 and key.ndim == 4 and query.shape[1] != key.shape[1]
     return F.scaled_dot_product_attention(
-        query, key, value, attn_mask=mask, is_causal=False,
-        scale=None if scale is None else float(scale), enable_gqa=gqa,
+        query,
+        key,
+        value,
+        attn_mask=mask,
+        is_causal=False,
+        scale=None if scale is None else float(scale),
+        enable_gqa=gqa,
     )
 
 
-def attention(query, key, value, *, attn_mask=None, is_causal=False, query_start=None,
-              scale=None) -> np.ndarray:
+def attention(
+    query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None
+) -> np.ndarray:
     """Scaled dot-product attention through ``torch.nn.functional.scaled_dot_product_attention``.
 
     Args:
@@ -159,13 +184,15 @@ def attention(query, key, value, *, attn_mask=None, is_causal=False, query_start
         (declared ``validates_inputs=False``). A fully masked row gives zeros.
     """
     q, k, v = to_tensor(query), to_tensor(key), to_tensor(value)
-    out = sdpa(q, k, v, attn_mask=attn_mask, is_causal=is_causal, query_start=query_start,
-               scale=scale)
+    out = sdpa(
+        q, k, v, attn_mask=attn_mask, is_causal=is_causal, query_start=query_start, scale=scale
+    )
     return to_numpy(out)
 
 
-def attention_weights(query, key, *, attn_mask=None, is_causal=False, query_start=None,
-                      scale=None) -> np.ndarray:
+def attention_weights(
+    query, key, *, attn_mask=None, is_causal=False, query_start=None, scale=None
+) -> np.ndarray:
     """Attention weights ``(B, Hq, Tq, Tk)`` (or ``(Tq, Tk)``), computed by SDPA.
 
     SDPA does not return its weights; with the identity as value matrix its output *is* the
@@ -175,8 +202,15 @@ def attention_weights(query, key, *, attn_mask=None, is_causal=False, query_star
     key_len = k.shape[-2]
     eye = torch.eye(key_len, dtype=k.dtype)  # (Tk, Tk)
     identity = eye if k.ndim == 2 else eye.expand(k.shape[0], k.shape[1], key_len, key_len)
-    out = sdpa(q, k, identity.contiguous(), attn_mask=attn_mask, is_causal=is_causal,
-               query_start=query_start, scale=scale)
+    out = sdpa(
+        q,
+        k,
+        identity.contiguous(),
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        query_start=query_start,
+        scale=scale,
+    )
     return to_numpy(out)
 
 
@@ -198,11 +232,11 @@ class KVCache:
 
     def __init__(self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64):
         self.batch, self.num_kv_heads, self.head_dim, self.value_dim, self.dtype = (
-            check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype))
+            check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype)
+        )
         tdtype = _torch_dtype(self.dtype)
         self._keys = torch.empty((self.batch, self.num_kv_heads, 0, self.head_dim), dtype=tdtype)
-        self._values = torch.empty((self.batch, self.num_kv_heads, 0, self.value_dim),
-                                   dtype=tdtype)
+        self._values = torch.empty((self.batch, self.num_kv_heads, 0, self.value_dim), dtype=tdtype)
 
     def __len__(self) -> int:
         return self._keys.shape[2]
@@ -240,8 +274,9 @@ class KVCache:
         return start
 
 
-def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None,
-                     scale=None) -> np.ndarray:
+def cached_attention(
+    query, key, value, cache: KVCache, *, attn_mask=None, scale=None
+) -> np.ndarray:
     """Append ``key``/``value`` to ``cache``, then SDPA over the whole cache.
 
     Args:
@@ -265,8 +300,15 @@ def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None,
     before = cache._keys, cache._values
     start = cache.append(key, value)
     try:
-        out = sdpa(to_tensor(query), cache._keys, cache._values, attn_mask=attn_mask,
-                   is_causal=True, query_start=start, scale=scale)
+        out = sdpa(
+            to_tensor(query),
+            cache._keys,
+            cache._values,
+            attn_mask=attn_mask,
+            is_causal=True,
+            query_start=start,
+            scale=scale,
+        )
     except BaseException:
         cache._keys, cache._values = before
         raise
@@ -280,9 +322,16 @@ def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) 
     Raises ValueError for a size that is not an int >= 1, TypeError for another dtype.
     Source: Pope et al. 2022, "Efficiently Scaling Transformer Inference" (the 2 is K and V).
     """
-    sizes = [check_positive_int(v, n) for n, v in (("num_layers", num_layers), ("batch", batch),
-                                            ("tokens", tokens), ("num_kv_heads", num_kv_heads),
-                                            ("head_dim", head_dim))]
+    sizes = [
+        check_positive_int(v, n)
+        for n, v in (
+            ("num_layers", num_layers),
+            ("batch", batch),
+            ("tokens", tokens),
+            ("num_kv_heads", num_kv_heads),
+            ("head_dim", head_dim),
+        )
+    ]
     total = 2 * torch.empty((), dtype=_torch_dtype(dtype)).element_size()
     for size in sizes:
         total *= size

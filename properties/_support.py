@@ -10,6 +10,7 @@ from attnprops import oracle
 from attnprops.oracle import lab
 from attnprops.oracle.rules import check_attention_inputs
 from attnprops.properties.bounds import attention_bounds
+from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject
 from attnprops.properties.strategies import AttentionCase
 
 
@@ -42,6 +43,41 @@ def oracle_with_bounds(case, subject):
     note(f"case: {case.describe()}")
     parts = oracle_parts(case, subject)
     return parts, attention_bounds(case, parts, subject.arithmetic(case.dtype))
+
+
+def subject_output(subject, case, parts, what: str = "attention") -> np.ndarray:
+    """The subject's ``attention`` for ``case`` (a raise is a violation: the call is valid),
+    required to be an ndarray of the oracle's output shape ``parts.output.shape`` and the
+    case's dtype, without NaN (:func:`checks.assert_shape_dtype`)."""
+    __tracebackhide__ = True
+    out = call_subject(
+        subject.attention, case.query, case.key, case.value, **case.subject_kwargs(), what=what
+    )
+    return assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype, what="output")
+
+
+def subject_weights(subject, case, parts) -> np.ndarray:
+    """The subject's ``attention_weights`` for ``case``, of the oracle's weights' shape and
+    the case's dtype, without NaN."""
+    __tracebackhide__ = True
+    out = call_subject(
+        subject.attention_weights, case.query, case.key, **case.kwargs(), what="attention_weights"
+    )
+    return assert_shape_dtype(out=out, shape=parts.weights.shape, dtype=case.dtype, what="weights")
+
+
+def assert_output_matches_oracle(subject, case, what: str) -> None:
+    """The subject's output for ``case`` is within :func:`bounds.attention_bounds` of the
+    50-digit oracle's, element by element (raises :class:`checks.PropertyViolation`)."""
+    __tracebackhide__ = True
+    parts, bounds = oracle_with_bounds(case, subject)
+    assert_within(
+        out=subject_output(subject, case, parts),
+        expected=parts.output.value,
+        bound=bounds.output,
+        what=what,
+        case=case,
+    )
 
 
 def visibility(case) -> np.ndarray:

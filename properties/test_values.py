@@ -16,11 +16,14 @@ from attnprops.properties._support import (
     LAB_CAUSAL,
     LAB_DECODE,
     QUICK_CAUSAL,
+    assert_output_matches_oracle,
     for_subject,
     four_d,
     oracle_with_bounds,
     repeat_kv,
     seed_batch_case,
+    subject_output,
+    subject_weights,
     visibility,
 )
 from attnprops.properties.checks import (
@@ -57,23 +60,7 @@ def test_output_matches_oracle(subject, case):
     ch. 3 and Blanchard, Higham & Higham 2021. The seed documents' examples run first.
     """
     case = for_subject(case, subject)
-    parts, bounds = oracle_with_bounds(case, subject)
-    out = call_subject(
-        subject.attention,
-        case.query,
-        case.key,
-        case.value,
-        **case.subject_kwargs(),
-        what="attention",
-    )
-    out = assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype, what="output")
-    assert_within(
-        out=out,
-        expected=parts.output.value,
-        bound=bounds.output,
-        what="output vs 50-digit oracle",
-        case=case,
-    )
+    assert_output_matches_oracle(subject, case, what="output vs 50-digit oracle")
 
 
 @st.composite
@@ -123,23 +110,7 @@ def test_default_scale_is_inverse_sqrt_head_dim(subject, case):
     depend on the scale: in 20 seeded runs of its 50 examples, 6 runs had no call on which a
     default of 1 changed the output."""
     case = for_subject(case, subject)
-    parts, bounds = oracle_with_bounds(case, subject)
-    out = call_subject(
-        subject.attention,
-        case.query,
-        case.key,
-        case.value,
-        **case.subject_kwargs(),
-        what="attention",
-    )
-    out = assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype, what="output")
-    assert_within(
-        out=out,
-        expected=parts.output.value,
-        bound=bounds.output,
-        what="default scale: output vs 50-digit oracle",
-        case=case,
-    )
+    assert_output_matches_oracle(subject, case, what="default scale: output vs 50-digit oracle")
 
 
 @pytest.mark.requires("weights")
@@ -152,10 +123,7 @@ def test_weights_match_oracle(subject, case):
     the key axis (Vaswani et al. 2017), bound from Blanchard, Higham & Higham 2021."""
     case = for_subject(case, subject)
     parts, bounds = oracle_with_bounds(case, subject)
-    out = call_subject(
-        subject.attention_weights, case.query, case.key, **case.kwargs(), what="attention_weights"
-    )
-    out = assert_shape_dtype(out=out, shape=parts.weights.shape, dtype=case.dtype, what="weights")
+    out = subject_weights(subject, case, parts)
     assert_within(
         out=out,
         expected=parts.weights.value,
@@ -174,10 +142,7 @@ def test_weight_rows_sum_to_one(subject, case):
     normalizes along keys; quick reference invariant 'softmax along Tk, rows sum to 1')."""
     case = for_subject(case, subject)
     parts, bounds = oracle_with_bounds(case, subject)
-    out = call_subject(
-        subject.attention_weights, case.query, case.key, **case.kwargs(), what="attention_weights"
-    )
-    out = assert_shape_dtype(out=out, shape=parts.weights.shape, dtype=case.dtype, what="weights")
+    out = subject_weights(subject, case, parts)
     rows = out.astype(np.float64).sum(axis=-1)
     tk = out.shape[-1]
     slack = bounds.weights.sum(axis=-1) + 2.0**-53 * tk * np.abs(out.astype(np.float64)).sum(
@@ -216,17 +181,7 @@ def test_output_within_visible_value_range(subject, case):
     combination), widened only by the output's error bound."""
     parts, bounds = oracle_with_bounds(case, subject)
     visible = visibility(case)  # (B, Hq, Tq, Tk)
-    out = call_subject(
-        subject.attention,
-        case.query,
-        case.key,
-        case.value,
-        **case.subject_kwargs(),
-        what="attention",
-    )
-    out = four_d(
-        assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype, what="output")
-    ).astype(np.float64)
+    out = four_d(subject_output(subject, case, parts)).astype(np.float64)
     low, high = _visible_value_range(case, visible, case.value)  # (B, Hq, Tq, Dv) each
     # Distance outside [low, high] against the bound; clip is exact (it returns out, low or
     # high), so no rounding of the test's own (a centre/half-width form rounds at |v| ~ 16).

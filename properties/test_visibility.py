@@ -15,6 +15,7 @@ from hypothesis.extra import numpy as hnp
 
 from attnprops.properties._support import (
     LAB_CAUSAL,
+    assert_output_matches_oracle,
     case_from,
     for_subject,
     four_d,
@@ -226,15 +227,8 @@ def test_two_d_mask_applies_to_every_batch_element(subject, case):
     key-padding mask: checked against the 50-digit oracle on calls where reading it as key
     padding shows (:func:`_padding_shaped_mask_cases`). test_broadcast_mask_equals_expanded
     checks the law on general draws, where ``B == Tq > 1`` with rows that differ is rare."""
-    parts, bounds = oracle_with_bounds(case, subject)
-    out = _attend(subject, case, what="attention with a (Tq, Tk) mask, B == Tq")
-    out = assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype, what="output")
-    assert_within(
-        out=out,
-        expected=parts.output.value,
-        bound=bounds.output,
-        what="(Tq, Tk) mask with B == Tq: output vs 50-digit oracle",
-        case=case,
+    assert_output_matches_oracle(
+        subject, case, what="(Tq, Tk) mask with B == Tq: output vs 50-digit oracle"
     )
 
 

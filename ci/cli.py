@@ -23,6 +23,10 @@ SUBCOMMANDS = {
         "heatmaps of the 3-token example and two wrong variants (extra: plot)",
     ),
     "kv-bytes": ("attnprops.ci.kv_bytes", "KV cache size in bytes for a model configuration"),
+    "laws": (
+        "attnprops.ci.laws",
+        "the catalogue of the suite's laws (docs/laws.md), from the code",
+    ),
     "bench": ("attnprops.benchmarks.__main__", "speed and memory benchmarks"),
 }
 

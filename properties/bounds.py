@@ -55,6 +55,15 @@ Every bound also carries ``2**-53 * |exact|`` for the oracle's own rounding to f
 ``u = us`` (one dtype throughout) the terms in brackets vanish. The bounds are first-order
 tight up to small constant factors: a float64 result scaled by ``1 + 1e-10`` fails them
 whenever ``|o|`` is not tiny next to ``sum_j w_j |v_j|``.
+
+4. Two computations of one exact result (a metamorphic law: GQA against K/V repeated,
+   permuted keys, a mask against its expansion, a chunk against rows of the full call).
+   The subject's results ``a`` and ``b`` of calls whose exact outputs are the same ``o``
+   satisfy ``|a - o| <= beta_a`` and ``|b - o| <= beta_b`` (each its own bound of item 3),
+   so by the triangle inequality ``|a - b| <= beta_a + beta_b`` (:func:`two_computations`);
+   where both calls have the same bound (the same exact parts, the same sums of magnitudes,
+   the same lengths, as for repeated K/V or permuted keys) that is ``2 beta``. No reference
+   value enters the comparison, only the bounds.
 """
 
 from __future__ import annotations
@@ -71,6 +80,13 @@ class Bounds(NamedTuple):
 
     weights: np.ndarray  # (B, Hq, Tq, Tk) or (Tq, Tk)
     output: np.ndarray | None  # (B, Hq, Tq, Dv) or (Tq, Dv)
+
+
+def two_computations(bound: np.ndarray, other: np.ndarray | None = None) -> np.ndarray:
+    """The bound on ``|a - b|`` for two computations ``a``, ``b`` of one exact result,
+    within ``bound`` and ``other`` of it (``other`` omitted: the same bound for both, so
+    ``2 * bound``): item 4 of the module doc."""
+    return bound + (bound if other is None else other)
 
 
 def unit_roundoff(dtype) -> float:

@@ -26,6 +26,7 @@ from attnprops.properties.bounds import (
     agreement_from,
     attention_bounds,
     row_maxima,
+    two_computations,
 )
 from attnprops.properties.checks import (
     assert_equal,
@@ -69,7 +70,9 @@ def _agree(subject, case, a, b, *, what):
     """Two computations of one exact output by ``subject`` agree within twice the agreement
     bound of the subject's declared arithmetic."""
     with np.errstate(over="ignore"):  # a bound past the float64 range is no bound: inf
-        bound = 2 * agreement_bounds(case, visibility(case), subject.arithmetic(case.dtype))
+        bound = two_computations(
+            agreement_bounds(case, visibility(case), subject.arithmetic(case.dtype))
+        )
     assert_within(out=a, expected=b, bound=bound, what=what, case=case)
 
 
@@ -101,8 +104,9 @@ def _matches_float64_evaluation(subject, case, what: str = "output") -> np.ndarr
     visible = visibility(case)
     with np.errstate(over="ignore"):
         maxima = row_maxima(case, visible)  # the float64 evaluation reads the same values
-        loose = agreement_from(maxima, subject.arithmetic(case.dtype)) + agreement_from(
-            maxima, Arithmetic.of(np.float64)
+        loose = two_computations(
+            agreement_from(maxima, subject.arithmetic(case.dtype)),
+            agreement_from(maxima, Arithmetic.of(np.float64)),
         )
     assert_within(
         out=out,

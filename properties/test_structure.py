@@ -11,6 +11,7 @@ from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
 from attnprops.properties._support import oracle_with_bounds, repeat_kv
+from attnprops.properties.bounds import two_computations
 from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.profiles import oracle_examples
@@ -42,7 +43,7 @@ def test_gqa_equals_repeated_kv(subject, case):
     assert_within(
         out=grouped,
         expected=expanded,
-        bound=2 * bounds.output,
+        bound=two_computations(bounds.output),
         what=f"GQA (Hq={Hq}, Hkv={Hkv}) vs K/V repeated by h // {group}",
         case=case,
     )
@@ -66,7 +67,7 @@ def test_key_permutation_invariance(subject, case, data):
     assert_within(
         out=_attend(subject, permuted, "permuted keys"),
         expected=_attend(subject, case, "original order"),
-        bound=2 * bounds.output,
+        bound=two_computations(bounds.output),
         what="output after permuting keys and values",
         case=case,
     )
@@ -96,7 +97,7 @@ def test_batch_and_heads_independent(subject, case):
             assert_within(
                 out=_attend(subject, one, f"batch {b} head {h} alone"),
                 expected=batched[b : b + 1, h : h + 1],
-                bound=2 * bounds.output[b : b + 1, h : h + 1],
+                bound=two_computations(bounds.output[b : b + 1, h : h + 1]),
                 what=f"batch {b}, head {h} alone vs batched",
                 case=case,
             )

@@ -22,6 +22,7 @@ from attnprops.properties._support import (
     oracle_with_bounds,
     visibility,
 )
+from attnprops.properties.bounds import two_computations
 from attnprops.properties.checks import (
     assert_equal,
     assert_shape_dtype,
@@ -52,7 +53,11 @@ def _agree(subject, case_a, case_b, *, what):
     if np.shape(a) != np.shape(b):
         fail(f"{what}: shapes {np.shape(a)} and {np.shape(b)} differ")
     assert_within(
-        out=a, expected=b, bound=bounds_a.output + bounds_b.output, what=what, case=case_a
+        out=a,
+        expected=b,
+        bound=two_computations(bounds_a.output, bounds_b.output),
+        what=what,
+        case=case_a,
     )
 
 
@@ -109,7 +114,7 @@ def test_query_chunk_equals_rows_of_full_causal(subject, case, data):
     s = data.draw(st.integers(0, Tk - 1), label="query_start")
     n = data.draw(st.integers(1, Tk - s), label="chunk length")
     rows = slice(s, s + n)
-    tolerance = 2 * bounds.output[:, :, rows]
+    tolerance = two_computations(bounds.output[:, :, rows])
     with_all_keys = case._replace(query=full_q[:, :, rows], query_start=s)
     got = _attend(subject, with_all_keys, what="chunk, all keys, explicit query_start")
     assert_within(

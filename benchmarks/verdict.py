@@ -41,7 +41,7 @@ def _mtime(path: Path) -> str:
     return _dt.datetime.fromtimestamp(path.stat().st_mtime).isoformat(timespec="seconds")
 
 
-def run_suite() -> dict:
+def time_project_tests() -> dict:
     """``pytest -n auto`` in the ci profile, timed; the slowest tests from ``--durations``."""
     env = dict(os.environ, HYPOTHESIS_PROFILE="ci", PYTHONDONTWRITEBYTECODE="1")
     env.pop("ATTN_IMPL", None)
@@ -153,7 +153,7 @@ def run(args, previous: dict | None = None) -> tuple[list[Row], dict]:
     details: dict = {}
 
     # 1. pytest -n auto
-    suite = run_suite() if args.suite else (previous or {}).get("suite")
+    suite = time_project_tests() if args.suite else (previous or {}).get("suite")
     details["suite"] = suite
     if suite is None:
         rows.append(

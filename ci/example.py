@@ -48,7 +48,6 @@ def add_arguments(parser) -> None:
         f"Q, K, V, then the scaled scores, causal mask, weights and context. "
         f"{SOURCE_LAB}"
     )
-    parser.set_defaults()
 
 
 def decimals(array: np.ndarray, most: int = 6) -> int:

@@ -172,7 +172,6 @@ def run(args) -> int:
     With ``--num-heads`` also a table for MHA, GQA and MQA. An invalid head combination
     (``num_kv_heads > num_heads`` or not dividing it) is an argparse error (exit 2).
     """
-    parser = getattr(args, "_parser", None)
     if args.num_heads is not None:
         problem = None
         if args.num_kv_heads > args.num_heads:
@@ -184,10 +183,7 @@ def run(args) -> int:
                 "query heads)"
             )
         if problem:
-            if parser is not None:
-                parser.error(problem)  # exits with status 2
-            print(f"attnprops kv-bytes: error: {problem}")
-            return 2
+            args._parser.error(problem)  # exits with status 2 (add_arguments sets _parser)
     itemsize = DTYPE_BYTES[args.dtype]
     total = kv_bytes(args, args.num_kv_heads)
     print("KV cache, raw K and V payload (no allocator slack, metadata or paging):")

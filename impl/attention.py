@@ -204,7 +204,7 @@ def _check_rows(call: AttentionCall, block_size: int | None = None) -> None:
         )
 
 
-def _scaled_query(call: AttentionCall, ct: np.dtype) -> np.ndarray:
+def _scaled_query(call: AttentionCall, compute: np.dtype) -> np.ndarray:
     """``query * scale`` in the compute dtype, grouped ``(B, Hkv, G, Tq, D)``.
 
     The query is scaled before the product, so a dot product that only the scale brings back
@@ -213,12 +213,12 @@ def _scaled_query(call: AttentionCall, ct: np.dtype) -> np.ndarray:
     Hkv = call.key.shape[1]
     scale = 1.0 / np.sqrt(D) if call.scale is None else call.scale
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        query = call.query.astype(ct, copy=False) * ct.type(scale)  # (B, Hq, Tq, D)
+        query = call.query.astype(compute, copy=False) * compute.type(scale)  # (B, Hq, Tq, D)
     return query.reshape(B, Hkv, Hq // Hkv, Tq, D)
 
 
-def _scores_in_range(call: AttentionCall, ct: np.dtype) -> bool:
-    """True when no visible scaled score plus mask entry can overflow ``ct``, so the per-block
+def _scores_in_range(call: AttentionCall, compute: np.dtype) -> bool:
+    """True when no visible scaled score plus mask entry can overflow ``compute``, so the per-block
     overflow scan can be skipped: ``|s_ij| <= scale * D * max|q| * max|k|``, plus the largest
     ``|mask|``, stays below half the dtype's maximum. Costs a few reductions over query and
     key, so it is only tried when the scores are much larger than the inputs; NaN, infinity or
@@ -237,13 +237,13 @@ def _scores_in_range(call: AttentionCall, ct: np.dtype) -> bool:
         )
         if call.float_mask:
             bound += max(abs(float(call.mask.min())), abs(float(call.mask.max())))
-    return bool(bound < 0.5 * float(np.finfo(ct).max))  # NaN compares False
+    return bool(bound < 0.5 * float(np.finfo(compute).max))  # NaN compares False
 
 
 def _mask_scores(
     scores: np.ndarray,
     call: AttentionCall,
-    ct: np.dtype,
+    compute: np.dtype,
     rows: slice,
     keys: slice,
     in_range: bool = False,
@@ -251,41 +251,43 @@ def _mask_scores(
     """In place on ``scores`` ``(B, Hq, len(rows), len(keys))``: add the float mask, raise on
     a visible score that overflows (not scanned when ``in_range``, see
     :func:`_scores_in_range`), set hidden keys to ``-inf``. Visible entries get exactly
-    ``scores + mask.astype(ct)``."""
+    ``scores + mask.astype(compute)``."""
     mask = _mask_block(call, rows, keys)
     with np.errstate(over="ignore", invalid="ignore"):
         if mask is not None and mask.dtype != np.bool_:
-            np.add(scores, mask.astype(ct, copy=False), out=scores)
+            np.add(scores, mask.astype(compute, copy=False), out=scores)
         if not in_range:
             finite = np.isfinite(scores)
             if not finite.all():
                 if np.any(~finite & _visible_block(call, rows, keys)):
                     raise_score_overflow(call)
-                np.copyto(scores, ct.type(-np.inf), where=~finite)  # only hidden keys
+                np.copyto(scores, compute.type(-np.inf), where=~finite)  # only hidden keys
     # A float mask's -inf entries are -inf in the scores already (finite + -inf).
     if mask is not None and mask.dtype == np.bool_:
-        np.copyto(scores, ct.type(-np.inf), where=~mask)
+        np.copyto(scores, compute.type(-np.inf), where=~mask)
     hidden = _causal_hidden(call, rows, keys)
     if hidden is not None:
-        np.copyto(scores[:, :, : hidden.shape[0]], ct.type(-np.inf), where=hidden)
+        np.copyto(scores[:, :, : hidden.shape[0]], compute.type(-np.inf), where=hidden)
 
 
-def _dense_scores(call: AttentionCall, ct: np.dtype) -> np.ndarray:
+def _dense_scores(call: AttentionCall, compute: np.dtype) -> np.ndarray:
     """Scaled scores plus float mask, ``-inf`` where a key is hidden: ``(B, Hq, Tq, Tk)`` in
     the compute dtype (the dense path, before its softmax). Raises ScoreOverflowError when a
     visible score overflows."""
     B, Hq, Tq, Tk = call.shape
-    key = call.key.astype(ct, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, D)
+    key = call.key.astype(compute, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, D)
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        scores = np.matmul(_scaled_query(call, ct), key.swapaxes(-1, -2))  # (B, Hkv, G, Tq, Tk)
+        scores = np.matmul(
+            _scaled_query(call, compute), key.swapaxes(-1, -2)
+        )  # (B, Hkv, G, Tq, Tk)
     scores = scores.reshape(B, Hq, Tq, Tk)
-    _mask_scores(scores, call, ct, slice(0, Tq), slice(0, Tk), _scores_in_range(call, ct))
+    _mask_scores(scores, call, compute, slice(0, Tq), slice(0, Tk), _scores_in_range(call, compute))
     return scores
 
 
-def _dense_weights(call: AttentionCall, ct: np.dtype) -> np.ndarray:
+def _dense_weights(call: AttentionCall, compute: np.dtype) -> np.ndarray:
     """Attention weights ``(B, Hq, Tq, Tk)`` in the compute dtype (the dense path)."""
-    scores = _dense_scores(call, ct)
+    scores = _dense_scores(call, compute)
     # Softmax along keys, in place: every row has a visible (finite) score, so the row max is
     # finite and exp(-inf - max) == 0 for hidden keys.
     with np.errstate(under="ignore"):
@@ -325,7 +327,7 @@ def _online_softmax_step(
     m[...] = m_new
 
 
-def _blocked_output(call: AttentionCall, ct: np.dtype, block_size: int) -> np.ndarray:
+def _blocked_output(call: AttentionCall, compute: np.dtype, block_size: int) -> np.ndarray:
     """``softmax(scores) @ value`` ``(B, Hq, Tq, Dv)`` in the compute dtype, in tiles of
     ``block_size`` queries by ``block_size`` keys with an online softmax (running max ``m``,
     running sum ``l`` per query row). Peak extra memory O(B Hq (block_size**2 + Tq Dv)).
@@ -339,19 +341,19 @@ def _blocked_output(call: AttentionCall, ct: np.dtype, block_size: int) -> np.nd
     G = Hq // Hkv
     start = call.query_start
     check_float_array(call.query, "query")
-    query = _scaled_query(call, ct)  # (B, Hkv, G, Tq, D)
-    key = call.key.astype(ct, copy=False)  # (B, Hkv, Tk, D)
-    value = call.value.astype(ct, copy=False)  # (B, Hkv, Tk, Dv)
-    out = np.empty((B, Hkv, G, Tq, Dv), dtype=ct)
-    in_range = _scores_in_range(call, ct)
+    query = _scaled_query(call, compute)  # (B, Hkv, G, Tq, D)
+    key = call.key.astype(compute, copy=False)  # (B, Hkv, Tk, D)
+    value = call.value.astype(compute, copy=False)  # (B, Hkv, Tk, Dv)
+    out = np.empty((B, Hkv, G, Tq, Dv), dtype=compute)
+    in_range = _scores_in_range(call, compute)
     scanned = 0  # keys/values [0, scanned) are known to be finite
 
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         for t0 in range(0, Tq, block_size):  # one tile of query rows at a time
             t1 = min(Tq, t0 + block_size)
-            m = np.full((B, Hkv, G, t1 - t0, 1), -np.inf, dtype=ct)  # running max
-            l = np.zeros((B, Hkv, G, t1 - t0, 1), dtype=ct)  # running sum of exp(s - m)
-            acc = np.zeros((B, Hkv, G, t1 - t0, Dv), dtype=ct)  # running sum of exp(s - m) v
+            m = np.full((B, Hkv, G, t1 - t0, 1), -np.inf, dtype=compute)  # running max
+            l = np.zeros((B, Hkv, G, t1 - t0, 1), dtype=compute)  # running sum of exp(s - m)
+            acc = np.zeros((B, Hkv, G, t1 - t0, Dv), dtype=compute)  # running sum of exp(s - m) v
             # Causal: keys after the tile's last query position are seen by none of its rows.
             last = min(Tk, start + t1) if call.is_causal else Tk
             for j0 in _key_block_starts(last, block_size):
@@ -364,7 +366,7 @@ def _blocked_output(call: AttentionCall, ct: np.dtype, block_size: int) -> np.nd
                 rows, local = slice(i0, t1), slice(i0 - t0, t1 - t0)
                 k_t = key[:, :, None, keys].swapaxes(-1, -2)  # (B, Hkv, 1, D, nk)
                 s = np.matmul(query[:, :, :, rows], k_t)  # (B, Hkv, G, n, nk)
-                _mask_scores(s.reshape(B, Hq, t1 - i0, -1), call, ct, rows, keys, in_range)
+                _mask_scores(s.reshape(B, Hq, t1 - i0, -1), call, compute, rows, keys, in_range)
                 if fresh.stop > fresh.start:
                     check_float_array(call.value[:, :, fresh], "value")
                     scanned = fresh.stop
@@ -383,19 +385,19 @@ def _blocked_output(call: AttentionCall, ct: np.dtype, block_size: int) -> np.nd
     return out.reshape(B, Hq, Tq, Dv)
 
 
-def _dense_output(call: AttentionCall, ct: np.dtype) -> np.ndarray:
-    """``softmax(scores) @ value`` ``(B, Hq, Tq, Dv)`` in the compute dtype ``ct``, from the
+def _dense_output(call: AttentionCall, compute: np.dtype) -> np.ndarray:
+    """``softmax(scores) @ value`` ``(B, Hq, Tq, Dv)`` in the compute dtype ``compute``, from the
     whole ``(B, Hq, Tq, Tk)`` weight array; query heads grouped by a reshape (never repeated)."""
     B, Hq, Tq, Tk = call.shape
     Hkv, Dv = call.key.shape[1], call.value.shape[3]
-    weights = _dense_weights(call, ct)  # (B, Hq, Tq, Tk)
+    weights = _dense_weights(call, compute)  # (B, Hq, Tq, Tk)
     grouped = weights.reshape(B, Hkv, Hq // Hkv, Tq, Tk)  # (B, Hkv, G, Tq, Tk)
-    value = call.value.astype(ct, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, Dv)
+    value = call.value.astype(compute, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, Dv)
     with np.errstate(over="ignore", invalid="ignore"):  # non-finite: see _rescaled_output
         return np.matmul(grouped, value).reshape(B, Hq, Tq, Dv)
 
 
-def _rescaled_output(call: AttentionCall, ct: np.dtype, block_size: int | None) -> np.ndarray:
+def _rescaled_output(call: AttentionCall, compute: np.dtype, block_size: int | None) -> np.ndarray:
     """The output recomputed with ``value`` scaled by ``2**-k``, for calls whose output came
     out non-finite although every input is finite; the caller takes from it only the elements
     that came out non-finite.
@@ -416,7 +418,7 @@ def _rescaled_output(call: AttentionCall, ct: np.dtype, block_size: int | None) 
     (``5e-324`` scaled by ``2**-k`` is 0). Overflow on the way never comes back finite
     (``inf`` stays ``inf`` or turns into NaN), so every finite element is already right.
     """
-    value = call.value.astype(ct, copy=False)
+    value = call.value.astype(compute, copy=False)
     vmax = np.abs(value).max()
     Tk = call.shape[3]
     k = max(
@@ -424,15 +426,15 @@ def _rescaled_output(call: AttentionCall, ct: np.dtype, block_size: int | None) 
         int(np.ceil(np.log2(float(vmax))))
         + int(np.ceil(np.log2(Tk + 1)))
         + 1
-        - int(np.finfo(ct).maxexp),
+        - int(np.finfo(compute).maxexp),
     )
-    scaled = call._replace(value=np.ldexp(value, -k).astype(ct, copy=False))
+    scaled = call._replace(value=np.ldexp(value, -k).astype(compute, copy=False))
     if block_size is None:
-        output = _dense_output(scaled, ct)
+        output = _dense_output(scaled, compute)
     else:
-        output = _blocked_output(scaled, ct, block_size)
+        output = _blocked_output(scaled, compute, block_size)
     with np.errstate(over="ignore"):
-        output = np.ldexp(output, k).astype(ct, copy=False)
+        output = np.ldexp(output, k).astype(compute, copy=False)
     return np.clip(output, -vmax, vmax)
 
 

@@ -110,14 +110,14 @@ class Pipeline:
     def default_scale(self, problem: AttentionProblem):
         return 1.0 / np.sqrt(problem.head_dim)
 
-    def scaled_query(self, problem: AttentionProblem, ct: np.dtype, scale) -> np.ndarray:
+    def scaled_query(self, problem: AttentionProblem, compute: np.dtype, scale) -> np.ndarray:
         """``query * scale`` ``(B, Hq, Tq, D)`` in the compute dtype (impl scales before the
         product so that a dot product only the scale brings into range does not overflow)."""
-        return problem.query.astype(ct, copy=False) * ct.type(scale)
+        return problem.query.astype(compute, copy=False) * compute.type(scale)
 
-    def key_transposed(self, problem: AttentionProblem, ct: np.dtype) -> np.ndarray:
+    def key_transposed(self, problem: AttentionProblem, compute: np.dtype) -> np.ndarray:
         """``key^T`` ``(B, Hkv, 1, D, Tk)``: the last two axes swapped, a group axis added."""
-        return problem.key.astype(ct, copy=False)[:, :, None].swapaxes(-1, -2)
+        return problem.key.astype(compute, copy=False)[:, :, None].swapaxes(-1, -2)
 
     def scores(self, problem: AttentionProblem) -> np.ndarray:
         """Scaled scores plus float mask ``(B, Hq, Tq, Tk)``, hidden keys NOT yet set to -inf.
@@ -125,22 +125,22 @@ class Pipeline:
         Query head h reads K/V head h // G (the query heads are grouped by a reshape). Raises
         ScoreOverflowError when a visible score is not finite, as impl does.
         """
-        ct = compute_dtype(problem.dtype)
+        compute = compute_dtype(problem.dtype)
         B, Hq, Tq, D = problem.query.shape
         Hkv, Tk, G = problem.num_kv_heads, problem.key.shape[2], problem.group
         scale = self.default_scale(problem) if problem.scale is None else problem.scale
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-            query = self.scaled_query(problem, ct, scale).reshape(B, Hkv, G, Tq, D)
-            scores = np.matmul(query, self.key_transposed(problem, ct)).reshape(B, Hq, Tq, Tk)
+            query = self.scaled_query(problem, compute, scale).reshape(B, Hkv, G, Tq, D)
+            scores = np.matmul(query, self.key_transposed(problem, compute)).reshape(B, Hq, Tq, Tk)
             if problem.bias is not None:
-                scores = scores + problem.bias.astype(ct, copy=False)
+                scores = scores + problem.bias.astype(compute, copy=False)
         if not np.isfinite(scores[problem.visible]).all():
             raise_score_overflow(problem)
         return scores
 
     # -- weights ----------------------------------------------------------------------------
-    def hide(self, scores: np.ndarray, visible: np.ndarray, ct: np.dtype) -> np.ndarray:
-        return np.where(visible, scores, ct.type(-np.inf))
+    def hide(self, scores: np.ndarray, visible: np.ndarray, compute: np.dtype) -> np.ndarray:
+        return np.where(visible, scores, compute.type(-np.inf))
 
     def softmax(self, scores: np.ndarray, visible: np.ndarray) -> np.ndarray:
         """Softmax over the keys, max subtracted, rows with no visible key 0 (impl's dense
@@ -152,17 +152,19 @@ class Pipeline:
         total = exp.sum(axis=-1, keepdims=True)
         return exp / np.where(has_key, total, 1)
 
-    def probabilities(self, scores: np.ndarray, visible: np.ndarray, ct: np.dtype) -> np.ndarray:
-        return self.softmax(self.hide(scores, visible, ct), visible)
+    def probabilities(
+        self, scores: np.ndarray, visible: np.ndarray, compute: np.dtype
+    ) -> np.ndarray:
+        return self.softmax(self.hide(scores, visible, compute), visible)
 
     def weighted_values(
-        self, weights: np.ndarray, problem: AttentionProblem, ct: np.dtype
+        self, weights: np.ndarray, problem: AttentionProblem, compute: np.dtype
     ) -> np.ndarray:
         """``weights @ value`` ``(B, Hq, Tq, Dv)`` in the compute dtype."""
         B, Hq, Tq, _ = problem.query.shape
         Hkv, G, Dv = problem.num_kv_heads, problem.group, problem.value.shape[3]
         grouped = weights.reshape(B, Hkv, G, Tq, -1)  # (B, Hkv, G, Tq, Tk)
-        value = problem.value.astype(ct, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, Dv)
+        value = problem.value.astype(compute, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, Dv)
         return np.matmul(grouped, value).reshape(B, Hq, Tq, Dv)
 
     # -- the public API ---------------------------------------------------------------------
@@ -174,8 +176,8 @@ class Pipeline:
             attn_mask=attn_mask, is_causal=is_causal, query_start=query_start, scale=scale
         )
         problem = self.validate(query, key, None, False, options)
-        ct = compute_dtype(problem.dtype)
-        weights = self.probabilities(self.scores(problem), problem.visible, ct)
+        compute = compute_dtype(problem.dtype)
+        weights = self.probabilities(self.scores(problem), problem.visible, compute)
         weights = weights.astype(problem.dtype)
         return weights[0, 0] if problem.two_d else weights
 
@@ -187,9 +189,9 @@ class Pipeline:
             attn_mask=attn_mask, is_causal=is_causal, query_start=query_start, scale=scale
         )
         problem = self.validate(query, key, value, True, options)
-        ct = compute_dtype(problem.dtype)
-        weights = self.probabilities(self.scores(problem), problem.visible, ct)
-        output = self.weighted_values(weights, problem, ct).astype(problem.dtype)
+        compute = compute_dtype(problem.dtype)
+        weights = self.probabilities(self.scores(problem), problem.visible, compute)
+        output = self.weighted_values(weights, problem, compute).astype(problem.dtype)
         return output[0, 0] if problem.two_d else output
 
 

@@ -122,46 +122,46 @@ class TiledKernel:
             s = s + np.matmul(q[:, :, :, rows, d0:d1], k[:, :, None, keys, d0:d1].swapaxes(-1, -2))
         return s
 
-    def tile_scores(self, problem, q, k, rows, keys, ct):
+    def tile_scores(self, problem, q, k, rows, keys, compute):
         """Scores of query rows ``rows`` and keys ``keys``: ``(B, Hkv, G, n, nk)``."""
         s = self.tile_dots(q, k, rows, keys)
         B, Hkv, G = q.shape[:3]
         shape = (B, Hkv, G, rows.stop - rows.start, keys.stop - keys.start)
         s = np.broadcast_to(s, shape).copy()
         if problem.bias is not None:
-            bias = problem.bias[:, :, rows, keys].astype(ct).reshape(shape)
+            bias = problem.bias[:, :, rows, keys].astype(compute).reshape(shape)
             s += np.where(np.isneginf(bias), 0, bias)
         visible = problem.visible[:, :, rows, keys].reshape(shape)
         s[~visible] = -np.inf
         return s
 
     def output(self, problem: AttentionProblem) -> np.ndarray:
-        ct = compute_dtype(problem.dtype)
+        compute = compute_dtype(problem.dtype)
         B, Hq, Tq, D = problem.query.shape
         Hkv, Tk = problem.key.shape[1], problem.key.shape[2]
         G, Dv = problem.group, problem.value.shape[3]
         scale = 1.0 / np.sqrt(D) if problem.scale is None else problem.scale
-        q = (problem.query.astype(ct) * ct.type(scale)).reshape(B, Hkv, G, Tq, D)
-        k = problem.key.astype(ct)
-        v = problem.value.astype(ct)
-        out = np.empty((B, Hkv, G, Tq, Dv), ct)
+        q = (problem.query.astype(compute) * compute.type(scale)).reshape(B, Hkv, G, Tq, D)
+        k = problem.key.astype(compute)
+        v = problem.value.astype(compute)
+        out = np.empty((B, Hkv, G, Tq, Dv), compute)
         for t0 in range(0, Tq, self.q_tile):
             t1 = min(Tq, t0 + self.q_tile)
             rows = slice(t0, t1)
             state = (
-                np.full((B, Hkv, G, t1 - t0, 1), -np.inf, ct),
-                np.zeros((B, Hkv, G, t1 - t0, 1), ct),
-                np.zeros((B, Hkv, G, t1 - t0, Dv), ct),
+                np.full((B, Hkv, G, t1 - t0, 1), -np.inf, compute),
+                np.zeros((B, Hkv, G, t1 - t0, 1), compute),
+                np.zeros((B, Hkv, G, t1 - t0, Dv), compute),
             )
             for s0, s1 in self.splits(Tk):
-                m = np.full((B, Hkv, G, t1 - t0, 1), -np.inf, ct)
+                m = np.full((B, Hkv, G, t1 - t0, 1), -np.inf, compute)
                 l = np.zeros_like(m)
-                acc = np.zeros((B, Hkv, G, t1 - t0, Dv), ct)
+                acc = np.zeros((B, Hkv, G, t1 - t0, Dv), compute)
                 for j0, j1 in self.key_tiles(s0, s1):
                     if problem.is_causal and self.skips(j0, problem.query_start + t1 - 1):
                         continue
                     keys = slice(j0, j1)
-                    s = self.tile_scores(problem, q, k, rows, keys, ct)
+                    s = self.tile_scores(problem, q, k, rows, keys, compute)
                     self.online_step(m, l, acc, s, v[:, :, None, keys])
                 self.merge(state, (m, l, acc))
             out[:, :, :, rows] = state[2] / state[1]

@@ -19,10 +19,10 @@ from attnprops.mutants._common import Pipeline, rebind
 
 
 class _FullTranspose(Pipeline):
-    def key_transposed(self, problem, ct):
+    def key_transposed(self, problem, compute):
         B, Hkv, Tk, D = problem.key.shape
         # FAULT: .T reverses all four axes -> (D, Tk, Hkv, B); the reshape does not undo that.
-        return problem.key.astype(ct, copy=False).T.reshape(B, Hkv, D, Tk)[:, :, None]
+        return problem.key.astype(compute, copy=False).T.reshape(B, Hkv, D, Tk)[:, :, None]
 
 
 _PIPELINE = _FullTranspose()

@@ -21,11 +21,11 @@ from attnprops.mutants._common import Pipeline, rebind
 
 
 class _InplaceQueryScaling(Pipeline):
-    def scaled_query(self, problem, ct, scale):
-        query = problem.query.astype(ct, copy=False)  # float32/64: the caller's array itself
+    def scaled_query(self, problem, compute, scale):
+        query = problem.query.astype(compute, copy=False)  # float32/64: the caller's array itself
         if not query.flags.writeable:
-            return super().scaled_query(problem, ct, scale)
-        query *= ct.type(scale)  # FAULT: in place, on what may be the caller's array
+            return super().scaled_query(problem, compute, scale)
+        query *= compute.type(scale)  # FAULT: in place, on what may be the caller's array
         return query
 
 
@@ -38,7 +38,7 @@ __all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_
 
 MUTANT = Mutant(
     name="inplace_query_scaling",
-    description="q = query.astype(ct, copy=False); q *= scale: float32/float64 callers' query "
+    description="q = query.astype(compute, copy=False); q *= scale: float32/float64 callers' query "
     "arrays are scaled in place (result right, input modified)",
     models="in-place op on an alias of an input (astype(copy=False), fairseq-style "
     "`q *= self.scaling` on a tensor the function does not own)",

@@ -20,7 +20,7 @@ from attnprops.mutants._common import Pipeline, rebind
 
 
 class _MaskAfterSoftmax(Pipeline):
-    def probabilities(self, scores, visible, ct):
+    def probabilities(self, scores, visible, compute):
         everything = np.ones_like(visible)
         # FAULT: softmax over all keys, then zero the hidden ones (no renormalization).
         with np.errstate(invalid="ignore", over="ignore"):

@@ -20,9 +20,9 @@ from attnprops.mutants._common import Pipeline, rebind
 
 
 class _Minus1e4(Pipeline):
-    def hide(self, scores, visible, ct):
+    def hide(self, scores, visible, compute):
         # FAULT: a finite "large negative" constant instead of -inf.
-        return np.where(visible, scores, ct.type(-1e4))
+        return np.where(visible, scores, compute.type(-1e4))
 
 
 _PIPELINE = _Minus1e4()

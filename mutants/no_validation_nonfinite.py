@@ -54,9 +54,9 @@ class _NoFiniteCheck(Pipeline):
             **options,
         )
 
-    def weighted_values(self, weights, problem, ct):
+    def weighted_values(self, weights, problem, compute):
         with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf pass through silently
-            return super().weighted_values(weights, problem, ct)
+            return super().weighted_values(weights, problem, compute)
 
 
 _PIPELINE = _NoFiniteCheck()

@@ -24,9 +24,13 @@ from attnprops.mutants._common import rebind
 ATTNPROPS_CAPABILITIES = {"block_size": True}
 
 
-def _output_as_computed(call, ct, block_size):
+def _output_as_computed(call, compute, block_size):
     # FAULT: the overflowed output is recomputed as it was, values not scaled down first
-    return _dense_output(call, ct) if block_size is None else _blocked_output(call, ct, block_size)
+    return (
+        _dense_output(call, compute)
+        if block_size is None
+        else _blocked_output(call, compute, block_size)
+    )
 
 
 attention = rebind(_impl_attention, _rescaled_output=_output_as_computed)

@@ -21,14 +21,14 @@ from attnprops.mutants._common import Pipeline, rebind
 
 
 class _WeightsTransposed(Pipeline):
-    def weighted_values(self, weights, problem, ct):
+    def weighted_values(self, weights, problem, compute):
         Tq, Tk = weights.shape[-2:]
         if Tq != Tk:
-            return super().weighted_values(weights, problem, ct)
+            return super().weighted_values(weights, problem, compute)
         B, Hq = weights.shape[:2]
         Hkv, G, Dv = problem.num_kv_heads, problem.group, problem.value.shape[3]
         grouped = weights.reshape(B, Hkv, G, Tq, Tk)
-        value = problem.value.astype(ct, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, Dv)
+        value = problem.value.astype(compute, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, Dv)
         # FAULT: indices of the weights swapped: out[i] = sum_j w[j, i] v[j].
         output = np.einsum("...ji,...jd->...id", grouped, value)
         return output.reshape(B, Hq, Tq, Dv)

@@ -18,10 +18,12 @@ usual range are exact (radius 0), and ``x_j = scale * (dot_j - dot_m) + (b_j - b
 exact 0 for a key tied with the maximum, so ``exp(x_j) == 1`` exactly, as in the 50-digit
 oracle. Each returned float64 is the **correctly rounded** value of the exact result (round to
 nearest, ties to even): it is returned only when both ends of its ball round to the same
-float64. Where they do not, the whole call is recomputed with twice the precision, up to
-:data:`MAX_PRECISION` bits; a value still unresolved then (an exact result on a rounding
-boundary that the balls cannot prove, e.g. the midpoint of two floats reached through an
-irrational scale) raises :class:`ReferenceUnresolvedError`, never a guess. The rulebook's
+float64. Where they do not, a value that is rational (a score under a rational scale, the
+output of a row whose scores all tie) is rounded from its exact :class:`fractions.Fraction`
+(a ball around an exact midpoint of two floats straddles it at every precision); for any
+other value, transcendental and so never a midpoint, the whole call is recomputed with twice
+the precision, up to :data:`MAX_PRECISION` bits, and a value still unresolved then raises
+:class:`ReferenceUnresolvedError`, never a guess (see :func:`_rational_scale`). The rulebook's
 score-overflow rule is decided the same way (a ball straddling the dtype's maximum is
 refined).
 
@@ -36,6 +38,8 @@ Checked against the 50-digit oracle, bit for bit, by ``oracle/tests/test_ball.py
 
 from __future__ import annotations
 
+from fractions import Fraction
+from math import isqrt
 from typing import NamedTuple
 
 import numpy as np
@@ -93,16 +97,46 @@ class BallParts(NamedTuple):
     rows: tuple[int, ...]
 
 
-def _to_float(x: arb) -> float:
-    """Ball ``x`` correctly rounded to float64; raises _Unresolved when the two ends of the
-    ball round to different float64s. A ball that rounds to zero gives ``+0.0`` (as the
-    50-digit oracle's exact zeros; a zero's sign is unknowable when the ball contains 0)."""
+def _to_float(x: arb, exact=None) -> float:
+    """Ball ``x`` correctly rounded to float64. When the two ends of the ball round to
+    different float64s: the exact value from ``exact()`` (a :class:`fractions.Fraction`, for
+    the values that are rational, :func:`_rational_scale`) rounded to nearest, ties to even;
+    without it, raises _Unresolved (the call is refined). A ball that rounds to zero gives
+    ``+0.0`` (as the 50-digit oracle's exact zeros; a zero's sign is unknowable when the
+    ball contains 0)."""
     if x.is_exact():  # radius 0 (most scores): the midpoint rounded to nearest, ties to even
         return float(x) + 0.0
     low = float(x.lower())
     if low != float(x.upper()):
-        raise _Unresolved
+        if exact is None:
+            raise _Unresolved
+        value = exact()  # int / int true division: correctly rounded (CPython)
+        return value.numerator / value.denominator + 0.0
     return low + 0.0  # -0.0 + 0.0 == +0.0
+
+
+def _fraction(x: arb) -> Fraction:
+    """An exact ball (radius 0, a dyadic rational) as a Fraction."""
+    q = x.fmpq()
+    return Fraction(int(q.p), int(q.q))
+
+
+def _rational_scale(problem: AttentionProblem) -> Fraction | None:
+    """The scale as a Fraction when it is rational: an explicit scale (a float, exactly),
+    or the default ``1/sqrt(D)`` for a square ``D``; None when irrational.
+
+    Why: a rational exact result can be the midpoint of two float64s, and a ball around a
+    midpoint straddles it at every precision. Scores with a rational scale are rational,
+    and so is the output of a row whose visible scores are all tied (every weight exactly
+    ``1/n``, the output the mean of the values): those are rounded from their exact
+    rational values. Every other value is transcendental (Lindemann-Weierstrass), so it is
+    no midpoint and its ball resolves.
+    """
+    if problem.scale is not None:
+        return Fraction(float(problem.scale))
+    D = problem.query.shape[3]
+    root = isqrt(D)
+    return Fraction(1, root) if root * root == D else None
 
 
 def _matrix(x: np.ndarray) -> arb_mat:
@@ -163,6 +197,7 @@ def _parts(
     weights = np.zeros((B, Hq, len(keep), Tk))
     output = np.zeros((B, Hq, len(keep), Dv))
     zero = arb(0)
+    rational = _rational_scale(problem)
     for b in range(B):
         for g in range(problem.key.shape[1]):
             key_t = _matrix(problem.key[b, g]).transpose()  # (D, Tk)
@@ -170,6 +205,7 @@ def _parts(
             for h in range(g * problem.group, (g + 1) * problem.group):
                 dots = (_matrix(problem.query[b, h, list(rows)]) * key_t).entries()  # exact
                 w_entries = [zero] * (r * Tk)
+                uniform: dict[int, list[int]] = {}  # row -> visible keys, all scores tied
                 for n, i in enumerate(rows):
                     visible = np.flatnonzero(problem.visible[b, h, i]).tolist()
                     if not visible:  # only under fully_masked_rows="zeros": weights 0
@@ -200,15 +236,44 @@ def _parts(
                     w = [e / total for e in exps]
                     for j, w_j in zip(visible, w):
                         w_entries[n * Tk + j] = w_j
+                    if all(e.is_exact() and e == 1 for e in exps):  # every score tied
+                        uniform[n] = visible
                     if i in rows_out:
                         k = keep.index(n)
-                        scores[b, h, k, visible] = [_to_float(t) for t in s]
+                        scores[b, h, k, visible] = [
+                            _to_float(t, _exact_score(rational, d[j], bias, (b, h, i, j)))
+                            for t, j in zip(s, visible)
+                        ]
                         weights[b, h, k, visible] = [_to_float(t) for t in w]
                 if value is not None:
                     out = (arb_mat(r, Tk, w_entries) * value).entries()  # (r, Dv)
                     for k, n in enumerate(keep):
-                        output[b, h, k] = [_to_float(t) for t in out[n * Dv : (n + 1) * Dv]]
+                        output[b, h, k] = [
+                            _to_float(t, _exact_mean(problem.value[b, g], uniform.get(n), c))
+                            for c, t in enumerate(out[n * Dv : (n + 1) * Dv])
+                        ]
     return scores, weights, output
+
+
+def _exact_score(rational: Fraction | None, dot: arb, bias, index):
+    """``exact`` for :func:`_to_float` of a score: ``scale * dot + b`` as a Fraction, or
+    None when the scale is irrational (the score is then no midpoint)."""
+    if rational is None:
+        return None
+
+    def exact() -> Fraction:
+        b = Fraction(0) if bias is None else Fraction(float(bias[index]))
+        return rational * _fraction(dot) + b
+
+    return exact
+
+
+def _exact_mean(value: np.ndarray, visible: list[int] | None, c: int):
+    """``exact`` for :func:`_to_float` of output component ``c`` of a row whose visible
+    scores all tie (``visible``; None: not such a row): the mean of ``value[visible, c]``."""
+    if visible is None:
+        return None
+    return lambda: sum(Fraction(float(value[j, c])) for j in visible) / len(visible)
 
 
 def _rows(rows, Tq: int) -> tuple[int, ...]:

@@ -128,11 +128,6 @@ class AttentionProblem:
     def head_dim(self) -> int:
         return self.query.shape[3]
 
-    @property
-    def empty_rows(self) -> np.ndarray:
-        """Bool ``(B, Hq, Tq)``: rows with no visible key (only under ``"zeros"``)."""
-        return ~self.visible.any(axis=-1)
-
 
 def _as_array(x, name: str) -> np.ndarray:
     """``x`` as a plain ndarray: an ndarray as is, a subclass (``np.matrix``) viewed as a plain
@@ -309,7 +304,10 @@ def check_attention_call(
     scan: bool = True,
 ) -> AttentionCall:
     """Every rule except the fully-masked-row rule, in the order below, without building any
-    ``(B, Hq, Tq, Tk)`` array: ``is_causal``, ``scale``, then dtype/size/finiteness of query,
+    ``(B, Hq, Tq, Tk)`` array (how it differs from :func:`check_attention_inputs`, which also
+    builds the dense visibility and applies that rule: this one costs ``O(inputs)``, and impl
+    calls it, then checks the rows one key block at a time): ``is_causal``,
+    ``scale``, then dtype/size/finiteness of query,
     key (and value), ndim and dtype agreement, batch/head_dim/head grouping/length agreement,
     ``query_start``, then ``attn_mask`` (dtype, broadcast shape, entries).
 
@@ -385,7 +383,9 @@ def check_attention_inputs(
     fully_masked_rows: str = "raise",
     needs_value: bool = True,
 ) -> AttentionProblem:
-    """Apply every rule to one attention call and return the validated problem.
+    """Apply every rule to one attention call and return the validated problem, with its
+    dense ``(B, Hq, Tq, Tk)`` visibility (``O(B Hq Tq Tk)`` memory: the dense paths and the
+    oracle; :func:`check_attention_call` is the same without the visibility).
 
     The rules of :func:`check_attention_call`, then the fully-masked-row rule on the dense
     visibility (mask AND causality) under ``fully_masked_rows="raise"``.

@@ -18,11 +18,11 @@ def for_subject(case, subject):
     """An explicit example (the seed documents' cases are float64) cast to the widest dtype
     the subject declares, when it does not declare the case's dtype; its ``block_size`` is
     dropped for a subject without a blocked path."""
-    if case.block_size is not None and not subject.block_size:
+    if case.block_size is not None and not subject.capabilities.block_size:
         case = case._replace(block_size=None)
     if subject.supports(case.dtype):
         return case
-    dtype = max((np.dtype(d) for d in subject.dtypes), key=lambda d: d.itemsize)
+    dtype = max((np.dtype(d) for d in subject.capabilities.dtypes), key=lambda d: d.itemsize)
     return case._replace(
         query=case.query.astype(dtype), key=case.key.astype(dtype), value=case.value.astype(dtype)
     )
@@ -35,7 +35,7 @@ def oracle_parts(case, subject):
         case.key,
         case.value,
         **case.kwargs(),
-        fully_masked_rows=subject.fully_masked_rows,
+        fully_masked_rows=subject.capabilities.fully_masked_rows,
     )
 
 

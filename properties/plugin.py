@@ -748,5 +748,5 @@ def pytest_runtest_setup(item):
         return
     subject = current_subject()
     for capability in marker.args:
-        if not getattr(subject, capability):
+        if not getattr(subject.capabilities, capability):
             pytest.skip(f"subject {subject.name} declares {capability}=False")

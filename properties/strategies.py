@@ -333,9 +333,9 @@ def subject_declared(subject, kwargs: dict) -> dict:
     """``kwargs`` with what ``subject`` declares as the defaults of a case strategy: its
     ``dtypes``, ``float_masks`` and ``block_sizes`` (its ``block_size`` capability)."""
     return {
-        "dtypes": subject.dtypes,
-        "float_masks": subject.float_masks,
-        "block_sizes": subject.block_size,
+        "dtypes": subject.capabilities.dtypes,
+        "float_masks": subject.capabilities.float_masks,
+        "block_sizes": subject.capabilities.block_size,
         **kwargs,
     }
 

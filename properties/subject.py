@@ -51,7 +51,7 @@ import importlib.util
 import os
 import sys
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -84,24 +84,34 @@ class SubjectError(Exception):
     """The subject cannot be loaded or declares something invalid."""
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a subject declares in ``ATTNPROPS_CAPABILITIES`` (the keys of the module doc),
+    validated, the defaults filled in. ``weights``, ``kv_cache``, ``kv_cache_bytes`` and
+    ``block_size`` say whether the subject *has* ``attention_weights``, a KV cache,
+    ``kv_cache_bytes`` and a ``block_size=`` keyword (flags, not the things themselves);
+    ``compute_dtypes`` is sorted ``(input, compute)`` pairs of dtype names."""
+
+    dtypes: tuple[str, ...] = ALL_DTYPES
+    validates_inputs: bool = True
+    fully_masked_rows: str = "raise"
+    weights: bool = False
+    kv_cache: bool = False
+    kv_cache_bytes: bool = False
+    two_d_inputs: bool = True
+    float_masks: bool = True
+    block_size: bool = False
+    compute_dtypes: tuple[tuple[str, str], ...] = ()
+    rounds_weights: bool = False
+
+
 @dataclass(frozen=True, repr=False)
 class Subject:
-    """A loaded subject module and its declared capabilities."""
+    """A loaded subject module and its declared :class:`Capabilities`."""
 
     name: str
     module: ModuleType
-    dtypes: tuple[str, ...]
-    validates_inputs: bool
-    fully_masked_rows: str
-    weights: bool
-    kv_cache: bool
-    kv_cache_bytes: bool
-    two_d_inputs: bool
-    float_masks: bool
-    block_size: bool
-    compute_dtypes: tuple[tuple[str, str], ...] = ()  # (input, compute) dtype names
-    rounds_weights: bool = False
-    declared: dict = field(default_factory=dict)
+    capabilities: Capabilities
 
     def __repr__(self) -> str:  # short: it appears in every falsifying example
         return f"Subject({self.name!r})"
@@ -114,17 +124,17 @@ class Subject:
         return str(getattr(self.module, "__version__", "unknown"))
 
     def describe(self) -> str:
-        caps = ", ".join(f"{k}={getattr(self, k)!r}" for k in _DEFAULTS)
+        caps = ", ".join(f"{k}={getattr(self.capabilities, k)!r}" for k in _DEFAULTS)
         return f"{self.name} {self.version} ({caps})"
 
     def supports(self, dtype) -> bool:
-        return np.dtype(dtype).name in self.dtypes
+        return np.dtype(dtype).name in self.capabilities.dtypes
 
     def arithmetic(self, dtype) -> Arithmetic:
         """How the subject computes inputs of ``dtype`` (what the error bounds charge)."""
         storage = np.dtype(dtype)
-        compute = dict(self.compute_dtypes).get(storage.name, storage.name)
-        rounds = self.rounds_weights and np.dtype(compute) != storage
+        compute = dict(self.capabilities.compute_dtypes).get(storage.name, storage.name)
+        rounds = self.capabilities.rounds_weights and np.dtype(compute) != storage
         return Arithmetic(storage, np.dtype(compute), rounds)
 
     # The calls the properties make; kept thin so a traceback points at the subject.
@@ -295,9 +305,7 @@ def load_subject(name: str | None = None) -> Subject:
     for key in ("rounds_weights", "validates_inputs", "two_d_inputs", "float_masks", "block_size"):
         if not isinstance(caps[key], (bool, np.bool_)):
             raise SubjectError(f"subject {name!r}: {key}={caps[key]!r} must be True or False")
-    return Subject(
-        name=name,
-        module=module,
+    capabilities = Capabilities(
         dtypes=dtypes,
         validates_inputs=bool(caps["validates_inputs"]),
         fully_masked_rows=caps["fully_masked_rows"],
@@ -309,5 +317,5 @@ def load_subject(name: str | None = None) -> Subject:
         block_size=bool(caps["block_size"]),
         compute_dtypes=tuple(sorted(pairs)),
         rounds_weights=bool(caps["rounds_weights"]),
-        declared=declared,
     )
+    return Subject(name=name, module=module, capabilities=capabilities)

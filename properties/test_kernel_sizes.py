@@ -140,7 +140,7 @@ def _matches_reference(subject, spec):
         case.key,
         case.value,
         **case.kwargs(),
-        fully_masked_rows=subject.fully_masked_rows,
+        fully_masked_rows=subject.capabilities.fully_masked_rows,
         rows=rows,
     )
     bounds = attention_bounds(_rows_of(case, rows), parts, subject.arithmetic(case.dtype))

@@ -43,7 +43,7 @@ def cache_runs(draw, *, max_len=6):
     (all ones = token by token). Returns ``(case, chunks)``."""
     d = draw(dims(max_len=max_len, causal_ok=True))
     T = d.key_len
-    dtype = draw(st.sampled_from(tuple(reversed(SUBJECT.dtypes))))
+    dtype = draw(st.sampled_from(tuple(reversed(SUBJECT.capabilities.dtypes))))
     magnitude = draw(st.sampled_from(("unit", "ties", "large")))
     q = draw(values((d.batch, d.num_heads, T, d.head_dim), dtype, magnitude))
     k = draw(values((d.batch, d.num_kv_heads, T, d.head_dim), dtype, magnitude))
@@ -143,7 +143,7 @@ def test_cache_holds_kv_heads(subject, run):
             f"cache holds keys {np.shape(cache.keys)} values {np.shape(cache.values)}; "
             f"expected {(B, Hkv, T, D)} and {(B, Hkv, T, Dv)} (Hq={case.query.shape[1]})"
         )
-    if SUBJECT.kv_cache_bytes and D == Dv:
+    if SUBJECT.capabilities.kv_cache_bytes and D == Dv:
         formula = subject.module.kv_cache_bytes(
             num_layers=1, batch=B, tokens=T, num_kv_heads=Hkv, head_dim=D, dtype=case.dtype
         )
@@ -211,7 +211,7 @@ def test_failed_cached_attention_rolls_back(subject, run, data):
     except (ValueError, TypeError):
         pass
     else:
-        if how == "query head_dim" or SUBJECT.fully_masked_rows == "raise":
+        if how == "query head_dim" or SUBJECT.capabilities.fully_masked_rows == "raise":
             fail(f"cached_attention with a {how} was accepted")
         return
     if len(cache) != before[0]:

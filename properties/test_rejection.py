@@ -24,9 +24,11 @@ from attnprops.properties.strategies import subject_cases
 
 SUBJECT = current_subject()
 _KINDS = tuple(
-    k for k in INVALID_KINDS if k != "fully masked row" or SUBJECT.fully_masked_rows == "raise"
+    k
+    for k in INVALID_KINDS
+    if k != "fully masked row" or SUBJECT.capabilities.fully_masked_rows == "raise"
 )
-_KINDS = tuple(k for k in _KINDS if "float mask" not in k or SUBJECT.float_masks)
+_KINDS = tuple(k for k in _KINDS if "float mask" not in k or SUBJECT.capabilities.float_masks)
 
 
 def _snapshot(*arrays):
@@ -42,7 +44,11 @@ def test_invalid_inputs_raise(subject, kind, data):
     ``ValueError`` or ``TypeError`` — never a NaN result, never another exception — and
     leaves the inputs unchanged."""
     bad = data.draw(
-        invalid_cases(dtypes=SUBJECT.dtypes, kinds=(kind,), float_masks=SUBJECT.float_masks),
+        invalid_cases(
+            dtypes=SUBJECT.capabilities.dtypes,
+            kinds=(kind,),
+            float_masks=SUBJECT.capabilities.float_masks,
+        ),
         label="invalid call",
     )
     note(bad.describe())
@@ -76,7 +82,7 @@ def test_valid_inputs_not_modified(subject, case):
         **case.subject_kwargs(),
         what="attention",
     )
-    if SUBJECT.weights:
+    if SUBJECT.capabilities.weights:
         call_subject(
             subject.attention_weights,
             case.query,
@@ -94,19 +100,23 @@ def test_valid_inputs_not_modified(subject, case):
 
 
 @oracle_examples()
-@given(case=fully_masked_cases(dtypes=SUBJECT.dtypes, float_masks=SUBJECT.float_masks))
+@given(
+    case=fully_masked_cases(
+        dtypes=SUBJECT.capabilities.dtypes, float_masks=SUBJECT.capabilities.float_masks
+    )
+)
 def test_fully_masked_rows_follow_declared_convention(subject, case):
     """A query row with no visible key either raises ``ValueError`` (convention ``"raise"``,
     the source lab's rule) or gives a zero output row with every other row correct
     (``"zeros"``: PyTorch >= 2.5, FlashAttention) — as the subject declares; never NaN."""
-    note(f"case: {case.describe()}; declared: {SUBJECT.fully_masked_rows}")
+    note(f"case: {case.describe()}; declared: {SUBJECT.capabilities.fully_masked_rows}")
     try:
         out = subject.attention(case.query, case.key, case.value, **case.subject_kwargs())
     except (ValueError, TypeError) as exc:
-        if SUBJECT.fully_masked_rows == "raise":
+        if SUBJECT.capabilities.fully_masked_rows == "raise":
             return
         fail(f"declared fully_masked_rows='zeros' but raised {type(exc).__name__}: {exc}")
-    if SUBJECT.fully_masked_rows == "raise":
+    if SUBJECT.capabilities.fully_masked_rows == "raise":
         fail(
             f"declared fully_masked_rows='raise' but returned {describe_result(out)} for a "
             f"fully masked row"

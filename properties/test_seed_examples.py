@@ -18,7 +18,7 @@ from attnprops.properties.checks import assert_shape_dtype, assert_within, call_
 
 def _widest_dtype(subject) -> np.dtype:
     """The widest dtype the subject declares (float64 when it does)."""
-    return max((np.dtype(d) for d in subject.dtypes), key=lambda d: d.itemsize)
+    return max((np.dtype(d) for d in subject.capabilities.dtypes), key=lambda d: d.itemsize)
 
 
 def _widest(subject, *arrays):

@@ -41,7 +41,7 @@ SUBJECT = current_subject()
 
 
 def _cases(**kwargs):
-    two_d = st.booleans() if SUBJECT.two_d_inputs else st.just(False)
+    two_d = st.booleans() if SUBJECT.capabilities.two_d_inputs else st.just(False)
     return two_d.flatmap(lambda t: subject_cases(SUBJECT, two_d=t, **kwargs))
 
 
@@ -72,7 +72,7 @@ def _scale_showing_cases(draw):
     is a multiple of 1/8 below 2**5, exact in float16. A wrong default scale (1, 1/D,
     sqrt(D), the model width's ``1/sqrt(Hq D)``, ...) moves the softmax of every row by far
     more than the error bound, so every example is a killing one, whatever the draws."""
-    dtype = draw(st.sampled_from(SUBJECT.dtypes))
+    dtype = draw(st.sampled_from(SUBJECT.capabilities.dtypes))
     d, dv = draw(st.integers(2, 8)), draw(st.integers(1, 4))
     tq, tk = draw(st.integers(1, 3)), draw(st.integers(2, 6))
     hq = draw(st.integers(2, 3))

@@ -204,7 +204,7 @@ def _padding_shaped_mask_cases(draw):
     rows show different keys with different means, so reading row ``b`` for every query of
     batch element ``b`` moves the output of every other query by at least 1/6, far beyond the
     bound, whatever the draws."""
-    dtype = draw(st.sampled_from(SUBJECT.dtypes))
+    dtype = draw(st.sampled_from(SUBJECT.capabilities.dtypes))
     batch = draw(st.integers(2, 3))
     tk, d, dv = draw(st.integers(2, 5)), draw(st.integers(1, 4)), draw(st.integers(1, 3))
     eighths = st.integers(-8, 8).map(lambda n: n / 8)
@@ -212,7 +212,9 @@ def _padding_shaped_mask_cases(draw):
     value[..., 0] = np.arange(tk)
     value[..., 1:] = draw(hnp.arrays(np.float64, (batch, 1, tk, dv - 1), elements=eighths))
     rows = np.arange(tk)[None, :] <= np.arange(batch)[:, None]  # (Tq, Tk): keys 0 .. i
-    kind = draw(st.sampled_from(["bool", "float"] if SUBJECT.float_masks else ["bool"]))
+    kind = draw(
+        st.sampled_from(["bool", "float"] if SUBJECT.capabilities.float_masks else ["bool"])
+    )
     mask = rows if kind == "bool" else np.where(rows, 0.0, -np.inf).astype(dtype)
     return case_from(
         np.zeros((batch, 1, batch, d), dtype),

@@ -41,8 +41,12 @@ def test_readme_adapter_passes_the_suite(tmp_path, monkeypatch):
     (tmp_path / "my_adapter.py").write_text(_adapter_source())
     monkeypatch.syspath_prepend(str(tmp_path))
     subject = load_subject("my_adapter")
-    assert subject.dtypes == ("float32", "float64")
-    assert not subject.validates_inputs and not subject.kv_cache and not subject.float_masks
+    assert subject.capabilities.dtypes == ("float32", "float64")
+    assert (
+        not subject.capabilities.validates_inputs
+        and not subject.capabilities.kv_cache
+        and not subject.capabilities.float_masks
+    )
     env = dict(
         os.environ,
         PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",

@@ -150,11 +150,15 @@ def test_blocked_float16_is_computed_in_float32(dtype):
     """float16 inputs: the blocked result is the float32 computation rounded to float16."""
     rng = np.random.default_rng(5)
     q, k, v = (rng.normal(size=s).astype(dtype) for s in ((2, 4, 6, 3), (2, 2, 9, 3), (2, 2, 9, 5)))
-    ct = compute_dtype(dtype)
+    compute = compute_dtype(dtype)
     for block_size in (1, 4, 9):
         got = impl.attention(q, k, v, is_causal=True, block_size=block_size)
         upcast = impl.attention(
-            q.astype(ct), k.astype(ct), v.astype(ct), is_causal=True, block_size=block_size
+            q.astype(compute),
+            k.astype(compute),
+            v.astype(compute),
+            is_causal=True,
+            block_size=block_size,
         )
         assert got.dtype == dtype
         np.testing.assert_array_equal(got, upcast.astype(dtype))

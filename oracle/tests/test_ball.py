@@ -7,6 +7,8 @@ rounding boundary, which only the ball reference can resolve (it refines until i
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import mpmath
 import numpy as np
 import pytest
@@ -211,3 +213,21 @@ def test_a_huge_mask_shared_by_every_key_changes_nothing(bias):
     plain = oracle.attention(q, k, v).value
     assert_array_equal(oracle.attention(q, k, v, attn_mask=mask).value, plain)
     assert_array_equal(ball.attention(q, k, v, attn_mask=mask), plain)
+
+
+def test_a_rational_result_on_a_rounding_midpoint_is_rounded_exactly():
+    """Found by CI on torch_sdpa (decode, 3584 keys, head_dim 36): a ball around an exact
+    float64 midpoint straddles it at every precision. The rational results are rounded from
+    their exact values, ties to even: the mean of a row whose scores all tie, and a score
+    under a rational scale (here 1/sqrt(36) = 1/6)."""
+    half_ulp = 2.0**-53
+    value = np.array([1 - half_ulp, 1 + 2 * half_ulp, 1 + 2 * half_ulp]).reshape(3, 1)
+    out = ball.attention(np.zeros((1, 1)), np.zeros((3, 1)), value)  # mean 1 + 2**-53
+    assert out[0, 0] == 1.0  # the midpoint of 1 and 1 + 2**-52, to the even one
+    query, key = np.zeros((1, 36)), np.zeros((1, 36))
+    query[0, :2], key[0, :2] = (1.0, 1.5), (6.0, 2.0**-51)  # dot = 6 + 3 * 2**-52
+    scores = ball.attention_parts(query, key, np.ones((1, 1))).scores.value
+    assert scores[0, 0] == 1.0  # (6 + 3 * 2**-52) / 6 = 1 + 2**-53, to the even one
+    odd = value + np.array([[0.0], [0.0], [2 * half_ulp]])  # a mean that is no midpoint
+    exact = sum(Fraction(float(v)) for v in odd[:, 0]) / 3
+    assert ball.attention(np.zeros((1, 1)), np.zeros((3, 1)), odd)[0, 0] == float(exact)

@@ -68,7 +68,9 @@ def test_oracle_float64_returns_the_oracle_values():
     weights and cached decode, and declares float64 only."""
     from attnprops.properties.subjects import oracle_float64 as subject
 
-    assert load_subject("attnprops.properties.subjects.oracle_float64").dtypes == ("float64",)
+    assert load_subject("attnprops.properties.subjects.oracle_float64").capabilities.dtypes == (
+        "float64",
+    )
     q, k, v = LAB_DECODE.query, LAB_DECODE.key, LAB_DECODE.value
     want = oracle.attention(q, k, v, is_causal=True, query_start=2).value
     assert np.array_equal(subject.attention(q, k, v, is_causal=True, query_start=2), want)
@@ -170,8 +172,11 @@ def test_torch_sdpa_declarations_and_float16():
     which rejects it."""
     subject = _module("torch_sdpa", "torch")
     declared = load_subject("attnprops.properties.subjects.torch_sdpa")
-    assert (declared.fully_masked_rows, declared.validates_inputs) == ("zeros", False)
-    assert declared.dtypes == ("float16", "float32", "float64")
+    assert (declared.capabilities.fully_masked_rows, declared.capabilities.validates_inputs) == (
+        "zeros",
+        False,
+    )
+    assert declared.capabilities.dtypes == ("float16", "float32", "float64")
     q, k, v = (
         np.zeros((1, 1, 2, 1)),
         np.zeros((1, 1, 2, 1)),
@@ -194,7 +199,10 @@ def test_jax_declarations():
     from attnprops.properties.plugin import read_expected_failures
 
     declared = load_subject("attnprops.properties.subjects.jax_dot_product_attention")
-    assert declared.dtypes == ("float32", "float64") and not declared.validates_inputs
+    assert (
+        declared.capabilities.dtypes == ("float32", "float64")
+        and not declared.capabilities.validates_inputs
+    )
     path = Path(module.__file__).parent / module.ATTNPROPS_EXPECTED_FAILURES
     assert read_expected_failures(path)
 

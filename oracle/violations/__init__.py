@@ -2,11 +2,13 @@
 
 Every entry of :data:`VIOLATIONS` is one rule: its name, the error class the rulebook
 prescribes, the argument its message names first, and a *break* function that turns a valid
-call into one that breaks exactly this rule. Three readers use it, so a new rule is added here
+call into one that breaks exactly this rule. These readers use it, so a new rule is added here
 and nowhere else:
 
-- the rejection property (:mod:`properties.invalid`) breaks calls drawn by Hypothesis, with
-  Hypothesis making the break's choices;
+- the rejection properties (:mod:`properties.invalid` for attention calls, the failed-append
+  property of ``properties/test_kv_cache.py`` for the cache) break calls drawn by
+  Hypothesis, with Hypothesis making the break's choices;
+- impl's cache tests break appends to a filled cache with each append rule;
 - the oracle's and impl's tests (``oracle/tests``, ``impl/tests``) run the fixed
   :func:`examples`: each entry's :attr:`Violation.examples` on the source lab's inputs
   (:mod:`oracle.lab`), the choices scripted;

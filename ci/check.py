@@ -236,7 +236,6 @@ def run(args) -> int:
             f"attnprops check: {ROBUSTNESS_ENV_VAR}={args.robustness!r}: use one of "
             f"{', '.join(ROBUSTNESS_MODES)}"
         )
-    _check_report_paths(args)
     if args.keyword:
         _check_keyword(args.keyword)
     if args.shard:
@@ -244,6 +243,7 @@ def run(args) -> int:
             parse_shard(args.shard)
         except ValueError as exc:
             raise SystemExit(f"attnprops check: --shard {exc}") from None
+    _check_report_paths(args)  # last: it writes the files (empty) to prove they can be
     progress = _Progress()
     try:
         with tempfile.TemporaryDirectory() as tmp:

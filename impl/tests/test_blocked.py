@@ -25,7 +25,7 @@ from attnprops.oracle.rules import (
     check_block_size,
     compute_dtype,
 )
-from attnprops.oracle.violations import examples
+from attnprops.oracle.violations import example, examples
 
 DTYPES = (np.float16, np.float32, np.float64)
 
@@ -164,25 +164,23 @@ def test_blocked_float16_is_computed_in_float32(dtype):
         np.testing.assert_array_equal(got, upcast.astype(dtype))
 
 
-_ATTENTION_EXAMPLES = [e for e in examples() if e.call.func == "attention"]
+_ATTENTION_EXAMPLES = [e.id for e in examples() if e.call.func == "attention"]
 
 
-@pytest.mark.parametrize(
-    "index", range(len(_ATTENTION_EXAMPLES)), ids=[e.id for e in _ATTENTION_EXAMPLES]
-)
+@pytest.mark.parametrize("example_id", _ATTENTION_EXAMPLES)
 @pytest.mark.parametrize("block_size", [1, 2, 100, "dense", None])
-def test_blocked_raises_the_rulebook_errors(index, block_size):
-    """Each rule violation of the registry (oracle/violations.py) on an attention call
+def test_blocked_raises_the_rulebook_errors(example_id, block_size):
+    """Each rule violation of the registry (oracle/violations) on an attention call
     raises the oracle's exact class and message on the blocked path too (and on the dense
     path and the default), and leaves the inputs unchanged."""
-    example = [e for e in examples() if e.call.func == "attention"][index]
-    call = example.call
+    fixed = example(example_id)
+    call = fixed.call
     before = {k: a.copy() for k, a in call.arrays().items()}
     with pytest.raises(AttentionInputError) as expected:
         call.run(oracle)
     with pytest.raises(AttentionInputError) as got:
         impl.attention(call.query, call.key, call.value, block_size=block_size, **call.kwargs)
-    assert type(got.value) is type(expected.value) is example.error
+    assert type(got.value) is type(expected.value) is fixed.error
     assert str(got.value) == str(expected.value)
     for name, array in call.arrays().items():
         assert np.array_equal(array, before[name], equal_nan=True), name

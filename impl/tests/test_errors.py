@@ -7,37 +7,37 @@ import pytest
 
 from attnprops import impl, oracle
 from attnprops.oracle.rules import AttentionInputError, DtypeError
-from attnprops.oracle.violations import EXAMPLE_IDS, examples
+from attnprops.oracle.violations import EXAMPLE_IDS, example
 
 MODULES = {"impl": impl, "oracle": oracle}
 
 
-@pytest.mark.parametrize("index", range(len(EXAMPLE_IDS)), ids=EXAMPLE_IDS)
+@pytest.mark.parametrize("example_id", EXAMPLE_IDS)
 @pytest.mark.parametrize("module_name", sorted(MODULES))
-def test_rejects_with_exact_class_and_keeps_inputs(module_name, index):
+def test_rejects_with_exact_class_and_keeps_inputs(module_name, example_id):
     """Each rule violation of the registry (oracle/violations.py) raises its exact rulebook
     class (an AttentionInputError/ValueError) naming the argument; inputs untouched."""
-    example = examples()[index]
-    before = {k: a.copy() for k, a in example.call.arrays().items()}
-    with pytest.raises(example.error) as info:
-        example.call.run(MODULES[module_name])
-    assert type(info.value) is example.error
+    fixed = example(example_id)
+    before = {k: a.copy() for k, a in fixed.call.arrays().items()}
+    with pytest.raises(fixed.error) as info:
+        fixed.call.run(MODULES[module_name])
+    assert type(info.value) is fixed.error
     assert isinstance(info.value, AttentionInputError)
     assert isinstance(info.value, ValueError)
     assert isinstance(info.value, impl.AttentionInputError)
-    assert example.argument in str(info.value)
-    for name, array in example.call.arrays().items():
+    assert fixed.argument in str(info.value)
+    for name, array in fixed.call.arrays().items():
         assert np.array_equal(array, before[name], equal_nan=True), name
 
 
-@pytest.mark.parametrize("index", range(len(EXAMPLE_IDS)), ids=EXAMPLE_IDS)
-def test_impl_and_oracle_raise_identical_errors(index):
+@pytest.mark.parametrize("example_id", EXAMPLE_IDS)
+def test_impl_and_oracle_raise_identical_errors(example_id):
     """impl and oracle share one rulebook: same class and same message for every violation (rules.py)."""
-    example = examples()[index]
+    fixed = example(example_id)
     errors = []
     for module in (impl, oracle):
         with pytest.raises(AttentionInputError) as info:
-            example.call.run(module)
+            fixed.call.run(module)
         errors.append(info.value)
     assert type(errors[0]) is type(errors[1])
     assert str(errors[0]) == str(errors[1])

@@ -14,22 +14,22 @@ from attnprops.oracle.rules import (
     ScaleError,
     ShapeError,
 )
-from attnprops.oracle.violations import EXAMPLE_IDS, examples
+from attnprops.oracle.violations import EXAMPLE_IDS, example
 
 
-@pytest.mark.parametrize("index", range(len(EXAMPLE_IDS)), ids=EXAMPLE_IDS)
-def test_oracle_rejects_with_exact_class_and_keeps_inputs(index):
+@pytest.mark.parametrize("example_id", EXAMPLE_IDS)
+def test_oracle_rejects_with_exact_class_and_keeps_inputs(example_id):
     """Each rule violation of the registry (oracle/violations.py) raises its exact rulebook
     class naming the argument; inputs untouched (rules.py)."""
-    example = examples()[index]
-    before = {k: a.copy() for k, a in example.call.arrays().items()}
-    with pytest.raises(example.error) as info:
-        example.call.run(oracle)
-    assert type(info.value) is example.error
+    fixed = example(example_id)
+    before = {k: a.copy() for k, a in fixed.call.arrays().items()}
+    with pytest.raises(fixed.error) as info:
+        fixed.call.run(oracle)
+    assert type(info.value) is fixed.error
     assert isinstance(info.value, AttentionInputError)
     assert isinstance(info.value, ValueError)
-    assert example.argument in str(info.value)
-    for name, array in example.call.arrays().items():
+    assert fixed.argument in str(info.value)
+    for name, array in fixed.call.arrays().items():
         assert np.array_equal(array, before[name], equal_nan=True), name
 
 

@@ -30,13 +30,15 @@ import numpy as np
 
 from attnprops.oracle import lab
 from attnprops.oracle.violations.attention import ATTENTION
-from attnprops.oracle.violations.cache import CACHE
+from attnprops.oracle.violations.cache import APPEND, CACHE
 from attnprops.oracle.violations.calls import Call, Example, FixedExample, Pick, Violation
 
 VIOLATIONS: tuple[Violation, ...] = ATTENTION + CACHE
 BY_RULE = {v.rule: v for v in VIOLATIONS}
-ATTENTION_RULES = tuple(v.rule for v in VIOLATIONS if not v.cache)
-CACHE_APPEND_RULES = tuple(v.rule for v in VIOLATIONS if v.rule.startswith("append "))
+ATTENTION_RULES = tuple(v.rule for v in ATTENTION)
+CACHE_APPEND_RULES = tuple(v.rule for v in APPEND)
+_EXAMPLES = {e.id: (v, e) for v in VIOLATIONS for e in v.examples}  # id -> violation, example
+EXAMPLE_IDS = tuple(_EXAMPLES)
 
 
 def base_call(base: str) -> Call:
@@ -52,25 +54,21 @@ def base_call(base: str) -> Call:
     return Call(None, k[None, None, :1], v[None, None, :1], {"cache": cache}, "append")
 
 
+def example(example_id: str) -> FixedExample:
+    """The fixed example ``example_id`` (one of :data:`EXAMPLE_IDS`), its call built afresh
+    (so a caller may compare its arrays before and after); KeyError for an unknown id."""
+    violation, fixed = _EXAMPLES[example_id]
+    call = violation.breaks(base_call(fixed.base), Pick(fixed.answers))
+    if fixed.func is not None:
+        call = call._replace(
+            func=fixed.func, value=None if fixed.func == "attention_weights" else call.value
+        )
+    return FixedExample(fixed.id, violation.rule, violation.error, violation.argument, call)
+
+
 def examples() -> list[FixedExample]:
-    """Every fixed example of every violation, each call built afresh (so a caller may
-    compare its arrays before and after)."""
-    out = []
-    for violation in VIOLATIONS:
-        for example in violation.examples:
-            call = violation.breaks(base_call(example.base), Pick(example.answers))
-            if example.func is not None:
-                call = call._replace(
-                    func=example.func,
-                    value=None if example.func == "attention_weights" else call.value,
-                )
-            out.append(
-                FixedExample(example.id, violation.rule, violation.error, violation.argument, call)
-            )
-    return out
-
-
-EXAMPLE_IDS = tuple(e.id for e in examples())
+    """Every fixed example of every violation (:func:`example`), in registry order."""
+    return [example(example_id) for example_id in EXAMPLE_IDS]
 
 
 __all__ = [
@@ -85,5 +83,6 @@ __all__ = [
     "Pick",
     "Violation",
     "base_call",
+    "example",
     "examples",
 ]

@@ -119,14 +119,15 @@ def _kv_bytes_dtype(call, pick):
 
 
 E = Example
-CACHE: tuple[Violation, ...] = (
+# A one-token append broken: the failed-append property and impl's cache tests break a
+# valid append of their own with these.
+APPEND: tuple[Violation, ...] = (
     Violation(
         "append key dtype differs",
         DtypeError,
         "key",
         _append_dtype("key"),
         (E("append-key-dtype", "cache"),),
-        cache=True,
     ),
     Violation(
         "append value dtype differs",
@@ -134,7 +135,6 @@ CACHE: tuple[Violation, ...] = (
         "value",
         _append_dtype("value"),
         (E("append-value-dtype", "cache"), E("append-int-value", "cache", ("an integer",))),
-        cache=True,
     ),
     Violation(
         "append key head_dim",
@@ -142,7 +142,6 @@ CACHE: tuple[Violation, ...] = (
         "key",
         _append_key_head_dim,
         (E("append-key-head-dim", "cache"),),
-        cache=True,
     ),
     Violation(
         "append value head_dim",
@@ -150,7 +149,6 @@ CACHE: tuple[Violation, ...] = (
         "value",
         _append_value_head_dim,
         (E("append-value-head-dim", "cache"),),
-        cache=True,
     ),
     Violation(
         "append value length differs",
@@ -158,7 +156,6 @@ CACHE: tuple[Violation, ...] = (
         "value",
         _append_value_length,
         (E("append-value-length", "cache"),),
-        cache=True,
     ),
     Violation(
         "append key heads",
@@ -166,7 +163,6 @@ CACHE: tuple[Violation, ...] = (
         "key",
         _append_key_heads,
         (E("append-key-heads", "cache"),),
-        cache=True,
     ),
     Violation(
         "append value ndim",
@@ -174,7 +170,6 @@ CACHE: tuple[Violation, ...] = (
         "value",
         _append_value_ndim,
         (E("append-value-ndim", "cache"),),
-        cache=True,
     ),
     Violation(
         "append key ndim",
@@ -182,7 +177,6 @@ CACHE: tuple[Violation, ...] = (
         "key",
         _append_key_ndim,
         (E("append-key-ndim", "cache"),),
-        cache=True,
     ),
     Violation(
         "append batch differs",
@@ -190,7 +184,6 @@ CACHE: tuple[Violation, ...] = (
         "key",
         _append_batch,
         (E("append-key-batch", "cache"),),
-        cache=True,
     ),
     Violation(
         "append zero tokens",
@@ -198,7 +191,6 @@ CACHE: tuple[Violation, ...] = (
         "key",
         _append_zero_tokens,
         (E("append-zero-tokens", "cache"),),
-        cache=True,
     ),
     Violation(
         "append non-finite key",
@@ -206,7 +198,6 @@ CACHE: tuple[Violation, ...] = (
         "key",
         nonfinite("key"),
         (E("append-nan-key", "cache"),),
-        cache=True,
     ),
     Violation(
         "append non-finite value",
@@ -214,15 +205,16 @@ CACHE: tuple[Violation, ...] = (
         "value",
         nonfinite("value"),
         (E("append-inf-value", "cache", answers=(np.inf,)),),
-        cache=True,
     ),
+)
+# The cache's other rules (its configuration, cached_attention's query) and kv_cache_bytes'.
+OTHER: tuple[Violation, ...] = (
     Violation(
         "cache heads not positive",
         ShapeError,
         "num_kv_heads",
         _cache_heads,
         (E("cache-zero-heads", "cache", answers=(0,)),),
-        cache=True,
     ),
     Violation(
         "cache dtype not a float",
@@ -230,7 +222,6 @@ CACHE: tuple[Violation, ...] = (
         "dtype",
         _cache_dtype,
         (E("cache-int-dtype", "cache"),),
-        cache=True,
     ),
     Violation(
         "cached queries differ from new tokens",
@@ -238,7 +229,6 @@ CACHE: tuple[Violation, ...] = (
         "query",
         _cached_query_length,
         (E("cached-query-length", "cache"),),
-        cache=True,
     ),
     Violation(
         "kv_cache_bytes size not positive",
@@ -246,7 +236,6 @@ CACHE: tuple[Violation, ...] = (
         "tokens",
         _kv_bytes_tokens,
         (E("kv-bytes-negative-tokens", "cache"),),
-        cache=True,
     ),
     Violation(
         "kv_cache_bytes dtype unknown",
@@ -254,7 +243,7 @@ CACHE: tuple[Violation, ...] = (
         "dtype",
         _kv_bytes_dtype,
         (E("kv-bytes-unknown-dtype", "cache"),),
-        cache=True,
     ),
 )
 del E
+CACHE = APPEND + OTHER

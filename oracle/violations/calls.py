@@ -3,7 +3,7 @@ of a break function, a fixed example, a violation; and the helpers the break fun
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
@@ -92,7 +92,6 @@ class Violation:
     breaks: Callable[[Call, Pick], Call]
     examples: tuple[Example, ...]
     dtypes: tuple[str, ...] = ("float16", "float32", "float64")
-    cache: bool = field(default=False)  # a rule of KVCache/cached_attention/kv_cache_bytes
 
 
 class FixedExample(NamedTuple):

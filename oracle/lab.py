@@ -121,6 +121,8 @@ KV_CONFIG = dict(
     num_layers=32, batch=1, tokens=10_000, num_kv_heads=32, head_dim=128, dtype="float16"
 )
 KV_TABLE = (("MHA", 32, 5_242_880_000), ("GQA", 8, 1_310_720_000), ("MQA", 1, 163_840_000))
+# the table's configuration: KV_CONFIG but for the KV heads (KV_TABLE's second column)
+KV_TABLE_CONFIG = {k: v for k, v in KV_CONFIG.items() if k != "num_kv_heads"}
 WEIGHTS_PARAMS = 7_000_000_000  # "7B 参数" at 2 bytes each
 WEIGHTS_BYTES_PER_PARAM = 2
 WEIGHTS_GIB = Printed(13.04, 2, "seed 000 §6 (约为 13.04 GiB)")

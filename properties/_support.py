@@ -14,6 +14,11 @@ from attnprops.properties.checks import assert_shape_dtype, assert_within, call_
 from attnprops.properties.strategies import AttentionCase
 
 
+def widest_dtype(subject) -> np.dtype:
+    """The widest dtype the subject declares (float64 when it does)."""
+    return max((np.dtype(d) for d in subject.capabilities.dtypes), key=lambda d: d.itemsize)
+
+
 def for_subject(case, subject):
     """An explicit example (the seed documents' cases are float64) cast to the widest dtype
     the subject declares, when it does not declare the case's dtype; its ``block_size`` is
@@ -22,7 +27,7 @@ def for_subject(case, subject):
         case = case._replace(block_size=None)
     if subject.supports(case.dtype):
         return case
-    dtype = max((np.dtype(d) for d in subject.capabilities.dtypes), key=lambda d: d.itemsize)
+    dtype = widest_dtype(subject)
     return case._replace(
         query=case.query.astype(dtype), key=case.key.astype(dtype), value=case.value.astype(dtype)
     )

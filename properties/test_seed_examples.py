@@ -8,22 +8,23 @@ figures: :mod:`oracle.lab`; each is compared within half a unit of its last prin
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from attnprops.oracle import lab
-from attnprops.properties._support import LAB_KEY, LAB_QUERY, LAB_VALUE, QUICK_QUERY, QUICK_VALUE
+from attnprops.properties._support import (
+    LAB_KEY,
+    LAB_QUERY,
+    LAB_VALUE,
+    QUICK_QUERY,
+    QUICK_VALUE,
+    widest_dtype,
+)
 from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject
-
-
-def _widest_dtype(subject) -> np.dtype:
-    """The widest dtype the subject declares (float64 when it does)."""
-    return max((np.dtype(d) for d in subject.capabilities.dtypes), key=lambda d: d.itemsize)
 
 
 def _widest(subject, *arrays):
     """The seed arrays in the widest dtype the subject declares."""
-    return [a.astype(_widest_dtype(subject)) for a in arrays]
+    return [a.astype(widest_dtype(subject)) for a in arrays]
 
 
 def _within(subject, out, printed: lab.Printed, what: str, one_row: bool = False) -> None:
@@ -32,7 +33,7 @@ def _within(subject, out, printed: lab.Printed, what: str, one_row: bool = False
     __tracebackhide__ = True
     expected = printed.array()[None] if one_row else printed.array()
     out = assert_shape_dtype(
-        out=out, shape=(1, 1) + expected.shape, dtype=_widest_dtype(subject), what=what
+        out=out, shape=(1, 1) + expected.shape, dtype=widest_dtype(subject), what=what
     )
     assert_within(
         out=out[0, 0],

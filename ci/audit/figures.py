@@ -15,9 +15,8 @@ import math
 import numpy as np
 
 from attnprops.ci.audit.record import Audit, max_abs_error, ulp_tolerance
+from attnprops.ci.kv_bytes import GIB
 from attnprops.oracle import lab
-
-GIB = 2**30
 
 
 def example(audit: Audit) -> None:
@@ -282,7 +281,7 @@ def kv_bytes(audit: Audit) -> None:
     """§6: the KV-byte table, the 7e9-parameter weights, a real 480-byte fp16 pair."""
     from attnprops import impl, oracle
 
-    config = {k: v for k, v in lab.KV_CONFIG.items() if k != "num_kv_heads"}
+    config = lab.KV_TABLE_CONFIG
     src = (
         "seed 000 §6: bytes = 2 * layers * batch * tokens * kv_heads * head_dim * bytes_per_element"
     )

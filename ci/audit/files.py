@@ -129,7 +129,7 @@ def recorded_inputs() -> dict:
             **lab.BATCH,
         },
         "kv_table": {
-            **{k: v for k, v in lab.KV_CONFIG.items() if k != "num_kv_heads"},
+            **lab.KV_TABLE_CONFIG,
             "num_kv_heads": [h for _, h, _ in lab.KV_TABLE],
         },
         "small_fp16_pair": lab.SMALL_PAIR,

@@ -30,27 +30,23 @@ def stopped_run(tmp_path_factory):
     return folder
 
 
+def _check_raises(*argv: str, profile: str = "dev") -> int:
+    """``attnprops check`` of RAISES (``./raises.py``, in the current folder), one worker."""
+    return main(["check", "--impl", "./raises.py", "--profile", profile, "--jobs", "1", *argv])
+
+
 def test_check_prints_progress_stops_at_the_first_failure_and_writes_reports(
     stopped_run, capsys, monkeypatch
 ):
     monkeypatch.chdir(stopped_run)
-    code = main(
-        [
-            "check",
-            "--impl",
-            "./raises.py",
-            "--profile",
-            "dev",
-            "--jobs",
-            "1",
-            "-x",
-            "-k",
-            "test_kv_cache or test_weights or test_seed_examples or test_single_visible_key",
-            "--junitxml",
-            "report.xml",
-            "--json",
-            "summary.json",
-        ]
+    code = _check_raises(
+        "-x",
+        "-k",
+        "test_kv_cache or test_weights or test_seed_examples or test_single_visible_key",
+        "--junitxml",
+        "report.xml",
+        "--json",
+        "summary.json",
     )
     out, err = capsys.readouterr()
     assert code == 1, out + err
@@ -84,19 +80,7 @@ def test_check_prints_progress_stops_at_the_first_failure_and_writes_reports(
 
 def test_check_says_when_a_selection_is_empty(stopped_run, capsys, monkeypatch):
     monkeypatch.chdir(stopped_run)
-    code = main(
-        [
-            "check",
-            "--impl",
-            "./raises.py",
-            "--profile",
-            "dev",
-            "--jobs",
-            "1",
-            "-k",
-            "no_such_property_zzz",
-        ]
-    )
+    code = _check_raises("-k", "no_such_property_zzz")
     out = capsys.readouterr().out
     assert code == 1
     assert "no property test was selected by -k 'no_such_property_zzz': nothing ran" in out, out
@@ -121,22 +105,7 @@ def test_check_rejects_bad_stop_options(argv, message, capsys):
 
 
 def _skipped(folder, *argv) -> list[str]:
-    main(
-        [
-            "check",
-            "--impl",
-            "./raises.py",
-            "--profile",
-            "dev",
-            "--jobs",
-            "1",
-            "-k",
-            "test_kv_cache",
-            "--json",
-            "shard.json",
-            *argv,
-        ]
-    )
+    _check_raises("-k", "test_kv_cache", "--json", "shard.json", *argv)
     return [s["test"] for s in json.loads((folder / "shard.json").read_text())["skipped"]]
 
 
@@ -250,7 +219,7 @@ def test_an_explicit_example_failure_says_how_to_see_a_generated_one(
     """In profile ``ci`` a failing hand-written ``@example`` stops the property before any
     generated input: the summary says so and names the profile that skips them."""
     monkeypatch.chdir(stopped_run)
-    main(["check", "--impl", "./raises.py", "--jobs", "1", "-k", "test_output_matches_oracle"])
+    _check_raises("-k", "test_output_matches_oracle", profile="ci")
     out = capsys.readouterr().out
     # Hypothesis 6.155 writes "Falsifying explicit example", later releases "Failing ..."
     assert re.search(r"(Falsifying|Failing) explicit example: test_output_matches_oracle\(", out), (
@@ -266,22 +235,8 @@ def test_a_parametrized_property_counts_once_per_id(stopped_run, capsys, monkeyp
     """Each id of a parametrized property is one test, in the summary line, its
     ``violated:`` lines and the JSON, as pytest and the JUnit file count them."""
     monkeypatch.chdir(stopped_run)
-    code = main(
-        [
-            "check",
-            "--impl",
-            "./raises.py",
-            "--profile",
-            "dev",
-            "--jobs",
-            "1",
-            "-k",
-            "test_broadcast_mask_equals_expanded",
-            "--json",
-            "ids.json",
-            "--junitxml",
-            "ids.xml",
-        ]
+    code = _check_raises(
+        "-k", "test_broadcast_mask_equals_expanded", "--json", "ids.json", "--junitxml", "ids.xml"
     )
     out = capsys.readouterr().out
     ids = re.findall(r"^  violated: test_broadcast_mask_equals_expanded\[(.+?)\]: ", out, re.M)
@@ -296,7 +251,7 @@ def test_an_empty_shard_alone_passes_and_says_so(stopped_run, capsys, monkeypatc
     """A CI matrix wider than the selection has empty shards: they pass (a -k that selects
     nothing still fails, see above)."""
     monkeypatch.chdir(stopped_run)
-    code = main(["check", "--impl", "./raises.py", "--jobs", "1", "--shard", "99/100"])
+    code = _check_raises("--shard", "99/100", profile="ci")
     assert code == 0
     assert (
         "no property test was selected by --shard '99/100': nothing ran" in capsys.readouterr().out

@@ -44,6 +44,11 @@ def _worst(index_list, got, wanted, bound, limit=5) -> str:
     return "\n".join(lines)
 
 
+def _type_name(out) -> str:
+    """``builtins.list``, ``numpy.float64``, ``torch.Tensor``: what a subject returned."""
+    return f"{type(out).__module__}.{type(out).__qualname__}"
+
+
 def describe_result(out) -> str:
     """What a subject returned, in words, for a message about a call that should have
     raised: ``"an array of shape (1, 2, 3, 4) with 3 NaN"``, ``"None"``, ``"a list"`` (not
@@ -51,7 +56,7 @@ def describe_result(out) -> str:
     if out is None:
         return "None"
     if not isinstance(out, np.ndarray):
-        return f"a {type(out).__module__}.{type(out).__qualname__}"
+        return f"a {_type_name(out)}"
     nan = int(np.isnan(out).sum()) if np.issubdtype(out.dtype, np.inexact) else 0
     return f"an array of shape {out.shape}" + (f" with {nan} NaN" if nan else "")
 
@@ -61,10 +66,7 @@ def assert_shape_dtype(*, out, shape, dtype, what: str) -> np.ndarray:
     ``None`` is a violation of the subject contract, not converted)."""
     __tracebackhide__ = True
     if not isinstance(out, np.ndarray):
-        fail(
-            f"{what}: the subject returned {type(out).__module__}.{type(out).__qualname__}, "
-            f"expected a numpy.ndarray"
-        )
+        fail(f"{what}: the subject returned {_type_name(out)}, expected a numpy.ndarray")
     if out.shape != tuple(shape):
         fail(f"{what}: shape {out.shape}, expected {tuple(shape)}")
     if out.dtype != dtype:

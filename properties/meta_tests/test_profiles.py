@@ -3,6 +3,10 @@ database Hypothesis documents for it, and a bad form is a one-line error."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from hypothesis import database, settings
 
@@ -51,3 +55,30 @@ def test_dir_database_must_be_a_folder(tmp_path):
     path.write_text("")
     with pytest.raises(ValueError, match="exists and is not a folder"):
         database_from(f"dir:{path}")
+
+
+@pytest.mark.parametrize("name", ["dev", "ci", "mutation", "thorough"])
+def test_only_thorough_runs_the_explain_phase(name):
+    """The explain phase costs about 30 s per failing property: only the nightly profile
+    pays it (profiles module docstring)."""
+    from hypothesis import Phase
+
+    assert (Phase.explain in settings.get_profile(name).phases) == (name == "thorough")
+
+
+def test_profiles_do_not_inherit_the_ci_variable():
+    """Hypothesis loads its own "ci" profile where the CI variable is set; the suite's
+    profiles keep their settings there: thorough stays random, dev keeps its database."""
+    code = (
+        "from hypothesis import settings; import attnprops.properties.profiles; "
+        "t, d = settings.get_profile('thorough'), settings.get_profile('dev'); "
+        "print(t.derandomize, t.database is None, d.derandomize, d.database is None)"
+    )
+    for ci in ("true", None):
+        env = {k: v for k, v in os.environ.items() if k not in ("CI", "HYPOTHESIS_PROFILE")}
+        if ci:
+            env["CI"] = ci
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        assert out.stdout.split() == ["False", "True", "False", "False"], (ci, out)

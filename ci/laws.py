@@ -4,7 +4,7 @@ One row per test of ``properties/test_*.py`` (read with :mod:`ast`, nothing impo
 the law (the first sentence of its docstring), whether it is a Hypothesis property or a
 fixed test, the capabilities it needs (``@pytest.mark.requires``), its sources (the papers
 and seed documents its docstring cites, :data:`SOURCES`; none cited: the rulebook,
-``oracle/rules.py``) and the mutants whose ``killed_by`` names it (:mod:`mutants`; the
+``oracle/rules/``) and the mutants whose ``killed_by`` names it (:mod:`mutants`; the
 mutation report, ``attnprops mutants``, checks that each of them is killed). The committed
 page is ``docs/laws.md``; ``ci/tests/test_laws.py`` fails when it is stale. Regenerate it::
 
@@ -33,7 +33,7 @@ SOURCES = (
     ("FlashAttention", r"FlashAttention"),
     ("JAX", r"\bJAX\b"),
 )
-RULEBOOK = "rulebook (oracle/rules.py)"
+RULEBOOK = "rulebook (oracle/rules/)"
 
 
 ABBREVIATIONS = ("al", "e.g", "i.e", "eq", "cf", "ch", "vs", "etc")

@@ -42,6 +42,6 @@ def rejects(audit: Audit) -> None:
                 measured,
                 None,
                 passed,
-                "seed 000 §5 (拒绝的输入) and oracle/rules.py",
+                "seed 000 §5 (拒绝的输入) and oracle/rules/",
             )
         )

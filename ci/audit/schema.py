@@ -11,7 +11,7 @@ A document, schema version :data:`SCHEMA_VERSION`::
      "environment": {"python", "numpy", "mpmath", "gmpy2" (null if absent),
                      "mpmath_backend", "platform": str},
      "oracle_digits": 50,
-     "sources": {"oracle/rules.py": sha256 hex, ...},   # every file under oracle/ impl/ mutants/
+     "sources": {"oracle/rules/attention.py": sha256 hex, ...},   # every file under oracle/ impl/ mutants/
      "inputs": {...},                    # the example tensors, the batch seed and shapes
      "files": {"example_weights.csv": sha256 hex, ...}, # every CSV written
      "checks": [{"name": "example.weights.impl_vs_published",   # unique, [a-z0-9_.]

@@ -246,7 +246,7 @@ def test_schema_validator_reports_what_is_wrong(audit_run):
     assert "audit.json: 'sources' is a required property" in schema.validate_audit(broken)
     broken = dict(doc, checks=[dict(doc["checks"][0], passed="yes")] + doc["checks"][1:])
     assert any("checks[0].passed" in e and "boolean" in e for e in schema.validate_audit(broken))
-    broken = dict(doc, sources={"oracle/rules.py": "not-a-hash"})
+    broken = dict(doc, sources={"oracle/rules/attention.py": "not-a-hash"})
     assert any("does not match" in e for e in schema.validate_audit(broken))
     broken = dict(doc, failed=["example.weights.impl_vs_published"])
     assert any("audit.json.failed" in e for e in schema.validate_audit(broken))
@@ -311,7 +311,7 @@ def test_compare_fails_naming_the_broken_cell(tmp_path, monkeypatch):
     shutil.copytree(comparing.REFERENCE_DIR, ref)
     old = _edit_cell(ref / "example_weights.csv", 3, "key_1", "0.7211")
     assert old == "0.72111517802286307"
-    _edit_source_hash(ref, "oracle/rules.py", "0" * 64)
+    _edit_source_hash(ref, "oracle/rules/attention.py", "0" * 64)
     _edit_source_hash(ref, "oracle/removed_since.py", "1" * 64)
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "out"
@@ -337,7 +337,9 @@ def test_compare_fails_naming_the_broken_cell(tmp_path, monkeypatch):
         "reference 0.7211 (|diff| = 1.52e-05 > 1e-15 + 1e-12*|ref|)"
     ]
     # With a difference, the sources changed since the reference are noted as a hint.
-    assert "note: source oracle/rules.py changed since the reference was made" in run.lines
+    assert (
+        "note: source oracle/rules/attention.py changed since the reference was made" in run.lines
+    )
     assert "note: source oracle/removed_since.py changed since the reference was made" in run.lines
     ref_sources = json.loads((ref / "audit.json").read_text(encoding="utf-8"))["sources"]
     assert compare["notes"] == comparing.source_changes(ref_sources)
@@ -366,7 +368,7 @@ def test_compare_tolerates_last_bit_differences(tmp_path):
     nudged = np.nextafter(float(old), 0.0)  # one ulp away
     _edit_cell(ref / "example_context.csv", 4, "dim_0", "%.17g" % nudged)
     # A changed source hash alone is no note while every number agrees.
-    _edit_source_hash(ref, "oracle/rules.py", "0" * 64)
+    _edit_source_hash(ref, "oracle/rules/attention.py", "0" * 64)
     out = tmp_path / "out"
     run = run_cli(["audit", "--out", str(out), "--compare", str(ref)], out)
     assert run.rc == 0 and run.lines[-1] == "ATTENTION_AUDIT_OK"

@@ -1,7 +1,7 @@
 """The blocked (online-softmax) path of impl.attention and the dense path's fast validation.
 
 ``impl.attention(..., block_size=n)`` must agree with the dense path up to rounding for every
-block size, follow every rule of oracle/rules.py with the same errors, give hidden keys exactly
+block size, follow every rule of oracle/rules/ with the same errors, give hidden keys exactly
 zero weight, and never allocate a ``(Tq, Tk)``-sized array. The dense path (``block_size="dense"``,
 and the default ``block_size=None`` on calls this small) must stay bitwise equal to the
 reference formula it replaced (rules.check_attention_inputs,
@@ -95,7 +95,7 @@ def _close(blocked, dense, value, dtype):
 @pytest.mark.parametrize("block_size", ["dense", None])
 def test_dense_path_is_bitwise_the_reference_formula(block_size):
     """block_size="dense", and the default on these small calls (Tk < 10): bitwise equal to
-    the pre-fast-path formula, same errors (rules.py)."""
+    the pre-fast-path formula, same errors (oracle.rules)."""
     rng = np.random.default_rng(0)
     checked = 0
     for n in range(600):
@@ -203,7 +203,7 @@ def test_blocked_raises_the_rulebook_errors(example_id, block_size):
     ],
 )
 def test_block_size_rule(bad):
-    """block_size: an int >= 1 (not bool), else a ShapeError naming block_size (rules.py);
+    """block_size: an int >= 1 (not bool), else a ShapeError naming block_size (oracle.rules);
     impl also takes the name "dense" (exactly that str), read before the rulebook's check."""
     q = np.ones((2, 3))
     with pytest.raises(ShapeError, match="block_size"):
@@ -324,7 +324,7 @@ def test_blocked_path_allocates_no_tq_by_tk_array():
 def test_blocked_scans_every_input_for_nan_and_infinity(block_size):
     """The blocked path scans query, key and value block by block: a NaN or infinity anywhere
     (also in keys no query sees) raises NonFiniteInputError naming the first bad argument in
-    the rulebook's order, before any other error (rules.py)."""
+    the rulebook's order, before any other error (oracle.rules)."""
     rng = np.random.default_rng(19)
     q = rng.normal(size=(1, 2, 3, 4))
     k, v = rng.normal(size=(1, 1, 11, 4)), rng.normal(size=(1, 1, 11, 2))

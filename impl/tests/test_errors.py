@@ -1,4 +1,4 @@
-"""impl and the oracle enforce every rule of oracle/rules.py with the same error class and message."""
+"""impl and the oracle enforce every rule of oracle/rules/ with the same error class and message."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_rejects_with_exact_class_and_keeps_inputs(module_name, example_id):
 
 @pytest.mark.parametrize("example_id", EXAMPLE_IDS)
 def test_impl_and_oracle_raise_identical_errors(example_id):
-    """impl and oracle share one rulebook: same class and same message for every violation (rules.py)."""
+    """impl and oracle share one rulebook: same class and same message for every violation (oracle.rules)."""
     fixed = example(example_id)
     errors = []
     for module in (impl, oracle):
@@ -54,7 +54,7 @@ def test_is_causal_must_be_bool(module_name, bad):
 
 @pytest.mark.parametrize("module_name", sorted(MODULES))
 def test_valid_edge_values_are_accepted(module_name):
-    """Edge values inside the rules are accepted: query_start 0 and Tk-Tq, numpy ints, tiny scale, bool/float masks (rules.py)."""
+    """Edge values inside the rules are accepted: query_start 0 and Tk-Tq, numpy ints, tiny scale, bool/float masks (oracle.rules)."""
     module = MODULES[module_name]
     rng = np.random.default_rng(1)
     q, k, v = rng.standard_normal((1, 4)), rng.standard_normal((3, 4)), rng.standard_normal((3, 2))

@@ -171,7 +171,7 @@ def test_changing_future_kv_leaves_past_bitwise_seed000():
 
 
 def test_two_d_equals_four_d_slice():
-    """2-D inputs give 2-D results equal to the 4-D result's [0, 0] (rules.py: 2-D inputs)."""
+    """2-D inputs give 2-D results equal to the 4-D result's [0, 0] (oracle.rules: 2-D inputs)."""
     q4, k4, v4 = Q[None, None], K[None, None], V[None, None]
     for kwargs in (
         {},
@@ -207,7 +207,7 @@ def test_low_precision_dtype_and_accuracy(dtype, tol):
 
 
 def test_gqa_equals_repeated_kv_mha():
-    """GQA: query head h reads K/V head h // G; equals MHA on K/V repeated G times (rules.py, Ainslie 2023)."""
+    """GQA: query head h reads K/V head h // G; equals MHA on K/V repeated G times (oracle.rules, Ainslie 2023)."""
     rng = np.random.default_rng(5)
     q = rng.standard_normal((2, 6, 4, 3))
     k = rng.standard_normal((2, 2, 4, 3))

@@ -70,7 +70,7 @@ def test_decode_last_query_offset_seed000():
     lab.DECODE.assert_matches(right[0])
     assert_array_equal(wrong, [lab.OFFSET_ZERO_DECODE.value])
     lab.OFFSET_ZERO_MAX_ERROR.assert_matches(np.abs(right - wrong).max())
-    # query_start=None means Tk - Tq = 2 (the KV-cache convention, rules.py)
+    # query_start=None means Tk - Tq = 2 (the KV-cache convention, oracle.rules)
     assert_array_equal(oracle.attention(Q[2:3], K, V, is_causal=True).value, right)
 
 
@@ -98,7 +98,7 @@ def test_two_token_quick_reference_seed003():
 
 
 def test_two_d_equals_four_d_slice():
-    """2-D inputs give 2-D results equal to the 4-D result's [0, 0] (rules.py: 2-D inputs)."""
+    """2-D inputs give 2-D results equal to the 4-D result's [0, 0] (oracle.rules: 2-D inputs)."""
     four = oracle.attention(Q[None, None], K[None, None], V[None, None], is_causal=True)
     two = oracle.attention(Q, K, V, is_causal=True)
     assert two.value.shape == (3, 2) and four.value.shape == (1, 1, 3, 2)
@@ -106,7 +106,7 @@ def test_two_d_equals_four_d_slice():
 
 
 def test_fully_masked_rows_zeros_convention():
-    """fully_masked_rows="zeros": an empty row gives zero weights and output (rules.py, PyTorch >= 2.5)."""
+    """fully_masked_rows="zeros": an empty row gives zero weights and output (oracle.rules, PyTorch >= 2.5)."""
     mask = np.ones((3, 3), dtype=bool)
     mask[1] = False
     weights = oracle.attention_weights(Q, K, attn_mask=mask, fully_masked_rows="zeros").value

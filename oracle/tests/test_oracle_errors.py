@@ -1,4 +1,4 @@
-"""The oracle enforces every rule of oracle/rules.py with the prescribed error class."""
+"""The oracle enforces every rule of oracle/rules/ with the prescribed error class."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from attnprops.oracle.violations import EXAMPLE_IDS, example
 @pytest.mark.parametrize("example_id", EXAMPLE_IDS)
 def test_oracle_rejects_with_exact_class_and_keeps_inputs(example_id):
     """Each rule violation of the registry (oracle/violations.py) raises its exact rulebook
-    class naming the argument; inputs untouched (rules.py)."""
+    class naming the argument; inputs untouched (oracle.rules)."""
     fixed = example(example_id)
     before = {k: a.copy() for k, a in fixed.call.arrays().items()}
     with pytest.raises(fixed.error) as info:
@@ -34,7 +34,7 @@ def test_oracle_rejects_with_exact_class_and_keeps_inputs(example_id):
 
 
 def test_oracle_scores_apply_the_same_rules():
-    """oracle.attention_scores validates like attention (query_start and scale) (rules.py)."""
+    """oracle.attention_scores validates like attention (query_start and scale) (oracle.rules)."""
     q = np.ones((1, 4))
     k = np.ones((3, 4))
     with pytest.raises(oracle.AttentionInputError, match="query_start"):
@@ -44,7 +44,7 @@ def test_oracle_scores_apply_the_same_rules():
 
 
 def test_oracle_fully_masked_rows_convention_is_validated():
-    """fully_masked_rows must be "raise" or "zeros" (rules.py FULLY_MASKED_ROW_CONVENTIONS)."""
+    """fully_masked_rows must be "raise" or "zeros" (oracle.rules FULLY_MASKED_ROW_CONVENTIONS)."""
     q = np.ones((2, 2))
     with pytest.raises(AttentionInputError, match="fully_masked_rows"):
         oracle.attention(q, q, q, fully_masked_rows="nan")

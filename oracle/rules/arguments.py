@@ -1,0 +1,177 @@
+"""The rules on one argument at a time: float arrays (dtype, size, finiteness), ``scale``,
+``query_start``, ``block_size``, ``is_causal``, ``attn_mask``, positive ints; and the dtype a
+dtype is computed in (:mod:`oracle.rules`)."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from attnprops.oracle.rules.errors import (
+    AttentionInputError,
+    DtypeError,
+    NonFiniteInputError,
+    QueryStartError,
+    ScaleError,
+    ShapeError,
+)
+
+__all__ = [
+    "FLOAT_DTYPES",
+    "check_block_size",
+    "check_float_array",
+    "check_is_causal",
+    "check_mask",
+    "check_positive_int",
+    "check_query_start",
+    "check_scale",
+    "compute_dtype",
+]
+
+
+FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+
+
+def compute_dtype(dtype: np.dtype) -> np.dtype:
+    """Dtype in which an input dtype is computed: float16 is computed in float32."""
+    return np.dtype(np.float32) if np.dtype(dtype) == np.float16 else np.dtype(dtype)
+
+
+def _as_array(x, name: str) -> np.ndarray:
+    """``x`` as a plain ndarray: an ndarray as is, a subclass (``np.matrix``) viewed as a plain
+    ndarray, anything else through ``np.asarray``. Masked arrays are refused: dropping their
+    mask would silently attend to entries the caller meant to hide."""
+    if type(x) is np.ndarray:
+        return x
+    if isinstance(x, np.ma.MaskedArray):
+        raise DtypeError(
+            f"{name}: masked arrays are not supported (their mask would be ignored); pass a "
+            "plain array and hide keys with attn_mask"
+        )
+    if isinstance(x, np.ndarray):
+        return x.view(np.ndarray)
+    try:
+        return np.asarray(x)
+    except Exception as exc:  # ragged lists and the like
+        raise ShapeError(f"{name}: cannot be read as an array ({exc})") from None
+
+
+def check_float_array(x, name: str, *, scan: bool = True) -> np.ndarray:
+    """``x`` as a float16/32/64 array of non-zero size whose entries are all finite.
+
+    ``scan=False`` skips the NaN/infinity pass for an ndarray already of a float dtype and
+    non-zero size (returned as is): for implementations that scan their inputs block by block
+    as they read them, and must then call this again with ``scan=True`` before raising.
+    Raises :class:`DtypeError`, :class:`ShapeError` (zero-size axis, unreadable input) or
+    :class:`NonFiniteInputError`, each naming ``name``.
+    """
+    if not scan and type(x) is np.ndarray and x.dtype in FLOAT_DTYPES and x.size:
+        return x
+    x = _as_array(x, name)
+    if x.dtype not in FLOAT_DTYPES:
+        raise DtypeError(
+            f"{name}: dtype {x.dtype} is not supported; use float16, float32 or float64"
+        )
+    if x.size == 0:
+        raise ShapeError(f"{name}: shape {x.shape} has a zero-size axis; every axis must be >= 1")
+    with np.errstate(all="ignore"):
+        finite = np.isfinite(x).all()
+    if not finite:
+        raise NonFiniteInputError(f"{name}: contains NaN or infinity; every entry must be finite")
+    return x
+
+
+def _is_int(x) -> bool:
+    """An integer (Python or NumPy) that is not a bool: what the count and position rules
+    accept."""
+    return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def check_scale(scale) -> float | None:
+    """``None`` (meaning ``1/sqrt(D)``) or a finite real number > 0, returned as a float."""
+    if scale is None:
+        return None
+    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, numbers.Real):
+        raise ScaleError(f"scale: {scale!r} is not a real number; pass None or a finite float > 0")
+    value = float(scale)
+    if not np.isfinite(value) or value <= 0:
+        raise ScaleError(f"scale: {scale!r} must be finite and > 0 (None means 1/sqrt(head_dim))")
+    return value
+
+
+def check_query_start(query_start, query_len: int, key_len: int) -> int | None:
+    """``None`` or an int in ``[0, key_len - query_len]`` (positions, not bytes)."""
+    if query_start is None:
+        return None
+    if not _is_int(query_start):
+        raise QueryStartError(
+            f"query_start: {query_start!r} is not an int; it is the absolute position of the "
+            "first query"
+        )
+    start = int(query_start)
+    if not 0 <= start <= key_len - query_len:
+        raise QueryStartError(
+            f"query_start: {start} is outside [0, Tk - Tq] = [0, {key_len - query_len}] "
+            f"(Tq={query_len}, Tk={key_len}); the last query's position must be < Tk"
+        )
+    return start
+
+
+def check_block_size(block_size) -> int | None:
+    """``None`` (the implementation's default path) or an ``int`` (not bool) >= 1: keys per block.
+
+    Used by implementations with a blocked (online-softmax) path; the result does not depend
+    on it beyond rounding. Raises :class:`ShapeError` (a size, like :func:`check_positive_int`).
+    """
+    if block_size is None:
+        return None
+    if not _is_int(block_size):
+        raise ShapeError(
+            f"block_size: {block_size!r} is not an int; it is the number of keys per block "
+            "(an int >= 1, or None for the default path)"
+        )
+    if block_size < 1:
+        raise ShapeError(f"block_size: {int(block_size)} must be >= 1 (keys per block)")
+    return int(block_size)
+
+
+def check_is_causal(is_causal) -> bool:
+    if not isinstance(is_causal, (bool, np.bool_)):
+        raise AttentionInputError(f"is_causal: {is_causal!r} must be True or False")
+    return bool(is_causal)
+
+
+def check_mask(attn_mask, target: tuple[int, ...]) -> np.ndarray | None:
+    """Validate ``attn_mask`` against the score shape ``target``; return it as an array."""
+    if attn_mask is None:
+        return None
+    mask = _as_array(attn_mask, "attn_mask")
+    if mask.dtype != np.bool_ and mask.dtype not in FLOAT_DTYPES:
+        raise DtypeError(
+            f"attn_mask: dtype {mask.dtype} is ambiguous; use bool (True = may attend) or a "
+            "float additive mask (0 = attend, -inf = hide)"
+        )
+    try:
+        shape = np.broadcast_shapes(mask.shape, target)
+    except ValueError:
+        shape = None
+    if shape != target:
+        raise ShapeError(
+            f"attn_mask: shape {mask.shape} does not broadcast to the score shape {target}"
+        )
+    if mask.dtype != np.bool_:
+        if np.isnan(mask).any() or np.isposinf(mask).any():
+            raise NonFiniteInputError(
+                "attn_mask: float masks may hold finite values or -inf only, found NaN or +inf"
+            )
+    return mask
+
+
+def check_positive_int(value, name: str) -> int:
+    """An ``int`` (not bool) >= 1, as used for sizes (counts, not bytes)."""
+    if not _is_int(value):
+        raise ShapeError(f"{name}: {value!r} must be an int >= 1")
+    if value < 1:
+        raise ShapeError(f"{name}: {value} must be >= 1")
+    return int(value)

@@ -1,0 +1,277 @@
+"""The rules on a whole attention call, in the rulebook's order: :func:`check_attention_call`
+(every rule but the fully-masked-row rule, array-free) and :func:`check_attention_inputs` (all
+of them, with the dense visibility), and what they return (:mod:`oracle.rules`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from attnprops.oracle.rules.arguments import (
+    check_float_array,
+    check_is_causal,
+    check_mask,
+    check_query_start,
+    check_scale,
+    compute_dtype,
+)
+from attnprops.oracle.rules.errors import (
+    AttentionInputError,
+    DtypeError,
+    FullyMaskedRowError,
+    QueryStartError,
+    ScoreOverflowError,
+    ShapeError,
+)
+
+__all__ = [
+    "AttentionCall",
+    "AttentionProblem",
+    "FULLY_MASKED_ROW_CONVENTIONS",
+    "check_attention_call",
+    "check_attention_inputs",
+    "raise_score_overflow",
+]
+
+
+FULLY_MASKED_ROW_CONVENTIONS = ("raise", "zeros")
+
+
+@dataclass(frozen=True)
+class AttentionProblem:
+    """A validated attention call, every array as a 4-D view of the caller's data.
+
+    ``visible`` is a read-only bool array broadcast to ``(B, Hq, Tq, Tk)``: True where the
+    query may attend (mask AND causality). ``bias`` is the float mask broadcast likewise
+    (``None`` when there is no float mask); it is ``-inf`` exactly where a float mask hides.
+    ``scale`` is ``None`` for the default ``1/sqrt(D)`` so each implementation computes it in
+    its own precision. ``two_d`` records that results must be returned as 2-D.
+    """
+
+    query: np.ndarray
+    key: np.ndarray
+    value: np.ndarray | None
+    visible: np.ndarray
+    bias: np.ndarray | None
+    scale: float | None
+    query_start: int
+    is_causal: bool
+    two_d: bool
+    dtype: np.dtype
+
+    @property
+    def batch(self) -> int:
+        return self.query.shape[0]
+
+    @property
+    def num_heads(self) -> int:
+        return self.query.shape[1]
+
+    @property
+    def num_kv_heads(self) -> int:
+        return self.key.shape[1]
+
+    @property
+    def group(self) -> int:
+        return self.num_heads // self.num_kv_heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.query.shape[3]
+
+
+class AttentionCall(NamedTuple):
+    """A call that passed every rule except the fully-masked-row rule (which needs the
+    visibility of every row; see :func:`check_attention_inputs`).
+
+    Arrays are 4-D *views* of the caller's data (2-D inputs get two leading axes of length 1),
+    never copies. ``mask`` is the caller's ``attn_mask`` as a 4-D view (leading axes of length
+    1 added), NOT broadcast to ``(B, Hq, Tq, Tk)``; ``None`` without a mask. ``query_start`` is
+    the absolute position of the first query (``Tk - Tq`` when the caller passed None).
+    ``scale`` is None for the default ``1/sqrt(D)``.
+    """
+
+    query: np.ndarray  # (B, Hq, Tq, D)
+    key: np.ndarray  # (B, Hkv, Tk, D)
+    value: np.ndarray | None  # (B, Hkv, Tk, Dv); None when the call needs no value
+    mask: np.ndarray | None  # 4-D, broadcastable to (B, Hq, Tq, Tk)
+    scale: float | None
+    query_start: int
+    is_causal: bool
+    two_d: bool
+    dtype: np.dtype
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """The score shape ``(B, Hq, Tq, Tk)``."""
+        B, Hq, Tq, _ = self.query.shape
+        return B, Hq, Tq, self.key.shape[2]
+
+    @property
+    def float_mask(self) -> bool:
+        return self.mask is not None and self.mask.dtype != np.bool_
+
+
+def check_attention_call(
+    query,
+    key,
+    value=None,
+    *,
+    attn_mask=None,
+    is_causal=False,
+    query_start=None,
+    scale=None,
+    needs_value: bool = True,
+    scan: bool = True,
+) -> AttentionCall:
+    """Every rule except the fully-masked-row rule, in the order below, without building any
+    ``(B, Hq, Tq, Tk)`` array (how it differs from :func:`check_attention_inputs`, which also
+    builds the dense visibility and applies that rule: this one costs ``O(inputs)``, and impl
+    calls it, then checks the rows one key block at a time): ``is_causal``,
+    ``scale``, then dtype/size/finiteness of query,
+    key (and value), ndim and dtype agreement, batch/head_dim/head grouping/length agreement,
+    ``query_start``, then ``attn_mask`` (dtype, broadcast shape, entries).
+
+    ``scan=False``: query, key and value are not scanned for NaN/infinity here (see
+    :func:`check_float_array`); the caller must scan them before using their values.
+    Raises a subclass of :class:`AttentionInputError` naming the argument and the rule.
+    Reads its inputs only.
+    """
+    is_causal = check_is_causal(is_causal)
+    scale = check_scale(scale)
+    named = [("query", query), ("key", key)] + ([("value", value)] if needs_value else [])
+    arrays = {name: check_float_array(x, name, scan=scan) for name, x in named}
+    q, k = arrays["query"], arrays["key"]
+    v = arrays.get("value")
+    if q.ndim not in (2, 4):
+        raise ShapeError(
+            f"query: ndim {q.ndim} (shape {q.shape}); expected (B, Hq, Tq, D) or (T, D)"
+        )
+    for name, x in arrays.items():
+        if x.ndim != q.ndim:
+            raise ShapeError(
+                f"{name}: ndim {x.ndim} (shape {x.shape}) differs from query's ndim {q.ndim}"
+            )
+        if x.dtype != q.dtype:
+            raise DtypeError(
+                f"{name}: dtype {x.dtype} differs from query's {q.dtype}; cast them to one dtype"
+            )
+    two_d = q.ndim == 2
+    if two_d:
+        q, k = q[None, None], k[None, None]
+        v = None if v is None else v[None, None]
+    B, Hq, Tq, D = q.shape
+    _, Hkv, Tk, _ = k.shape
+    if k.shape[0] != B:
+        raise ShapeError(f"key: batch {k.shape[0]} differs from query's batch {B}")
+    if k.shape[3] != D:
+        raise ShapeError(f"key: head_dim {k.shape[3]} differs from query's head_dim {D}")
+    if Hq % Hkv:
+        raise ShapeError(
+            f"key: num_kv_heads={Hkv} must divide num_heads={Hq} (query head h reads K/V "
+            "head h // (Hq // Hkv))"
+        )
+    if v is not None:
+        if v.shape[0] != B:
+            raise ShapeError(f"value: batch {v.shape[0]} differs from query's batch {B}")
+        if v.shape[1] != Hkv:
+            raise ShapeError(f"value: num_kv_heads {v.shape[1]} differs from key's {Hkv}")
+        if v.shape[2] != Tk:
+            raise ShapeError(f"value: length {v.shape[2]} differs from key's length {Tk}")
+    start = check_query_start(query_start, Tq, Tk)
+    if start is None:
+        start = Tk - Tq
+        if is_causal and start < 0:
+            raise QueryStartError(
+                f"query_start: None means Tk - Tq = {start} < 0 (Tq={Tq} > Tk={Tk}); with "
+                "is_causal=True the first queries would see no key"
+            )
+    mask = check_mask(attn_mask, (Tq, Tk) if two_d else (B, Hq, Tq, Tk))
+    if mask is not None:
+        mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)  # a view: never copied
+    return AttentionCall(q, k, v, mask, scale, start, is_causal, two_d, q.dtype)
+
+
+def check_attention_inputs(
+    query,
+    key,
+    value=None,
+    *,
+    attn_mask=None,
+    is_causal=False,
+    query_start=None,
+    scale=None,
+    fully_masked_rows: str = "raise",
+    needs_value: bool = True,
+) -> AttentionProblem:
+    """Apply every rule to one attention call and return the validated problem, with its
+    dense ``(B, Hq, Tq, Tk)`` visibility (``O(B Hq Tq Tk)`` memory: the dense paths and the
+    oracle; :func:`check_attention_call` is the same without the visibility).
+
+    The rules of :func:`check_attention_call`, then the fully-masked-row rule on the dense
+    visibility (mask AND causality) under ``fully_masked_rows="raise"``.
+    Raises a subclass of :class:`AttentionInputError` naming the argument and the rule.
+    Reads its inputs only.
+    """
+    if fully_masked_rows not in FULLY_MASKED_ROW_CONVENTIONS:
+        raise AttentionInputError(
+            f"fully_masked_rows: {fully_masked_rows!r} must be one of "
+            f"{FULLY_MASKED_ROW_CONVENTIONS}"
+        )
+    call = check_attention_call(
+        query,
+        key,
+        value,
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        query_start=query_start,
+        scale=scale,
+        needs_value=needs_value,
+    )
+    target = call.shape  # (B, Hq, Tq, Tk)
+    Tq, Tk = target[2], target[3]
+    visible = np.ones(target, dtype=bool)
+    bias = None
+    if call.mask is not None:
+        if call.mask.dtype == np.bool_:
+            visible = visible & call.mask
+        else:
+            bias = np.broadcast_to(call.mask, target)  # (B, Hq, Tq, Tk)
+            visible = visible & ~np.isneginf(bias)
+    if call.is_causal:
+        i = np.arange(Tq)[:, None]
+        j = np.arange(Tk)[None, :]
+        visible = visible & (j <= call.query_start + i)
+    if fully_masked_rows == "raise":
+        empty = ~visible.any(axis=-1)
+        if empty.any():
+            b, h, i = (int(n) for n in np.argwhere(empty)[0])
+            raise FullyMaskedRowError(
+                f"attn_mask/is_causal: query row (batch={b}, head={h}, query={i}) has no "
+                f"visible key ({int(empty.sum())} such rows); every query must see at least "
+                "one key"
+            )
+    visible.setflags(write=False)
+    return AttentionProblem(
+        query=call.query,
+        key=call.key,
+        value=call.value,
+        visible=visible,
+        bias=bias,
+        scale=call.scale,
+        query_start=call.query_start,
+        is_causal=call.is_causal,
+        two_d=call.two_d,
+        dtype=call.dtype,
+    )
+
+
+def raise_score_overflow(problem: AttentionProblem) -> None:
+    """Raise the overflow error for ``problem`` (called by implementations that detect it)."""
+    raise ScoreOverflowError(
+        f"query/key/scale/attn_mask: a visible scaled score overflows "
+        f"{compute_dtype(problem.dtype)} (dtype of the inputs: {problem.dtype}); rescale the "
+        "inputs or pass a smaller scale"
+    )

@@ -1,0 +1,135 @@
+"""The rules of the KV cache (configuration, appends, the cached query) and its size in bytes
+(:mod:`oracle.rules`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnprops.oracle.rules.arguments import (
+    FLOAT_DTYPES,
+    _as_array,
+    check_float_array,
+    check_positive_int,
+)
+from attnprops.oracle.rules.errors import AttentionInputError, DtypeError, ShapeError
+
+__all__ = [
+    "DTYPE_BYTES",
+    "check_cache_append",
+    "check_cache_config",
+    "check_cache_instance",
+    "check_cached_query",
+    "kv_cache_bytes",
+]
+
+
+def check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype):
+    """Validate a KV cache's sizes (counts) and dtype; return them normalized."""
+    batch = check_positive_int(batch, "batch")
+    num_kv_heads = check_positive_int(num_kv_heads, "num_kv_heads")
+    head_dim = check_positive_int(head_dim, "head_dim")
+    value_dim = head_dim if value_dim is None else check_positive_int(value_dim, "value_dim")
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise DtypeError(f"dtype: {dtype!r} is not a NumPy dtype") from None
+    if dtype not in FLOAT_DTYPES:
+        raise DtypeError(f"dtype: {dtype} is not supported; use float16, float32 or float64")
+    return batch, num_kv_heads, head_dim, value_dim, dtype
+
+
+def check_cache_append(cache, key, value) -> tuple[np.ndarray, np.ndarray]:
+    """Validate ``key`` ``(B, Hkv, Tnew, D)`` and ``value`` ``(B, Hkv, Tnew, Dv)`` for ``cache``.
+
+    ``cache`` provides ``batch``, ``num_kv_heads``, ``head_dim``, ``value_dim`` and ``dtype``.
+    """
+    key = check_float_array(key, "key")
+    value = check_float_array(value, "value")
+    B, Hkv = cache.batch, cache.num_kv_heads
+    for name, x, last in (("key", key, cache.head_dim), ("value", value, cache.value_dim)):
+        if x.ndim != 4 or x.shape[:2] != (B, Hkv) or x.shape[3] != last:
+            raise ShapeError(
+                f"{name}: shape {x.shape} does not fit the cache; expected "
+                f"(batch={B}, num_kv_heads={Hkv}, Tnew, {last})"
+            )
+        if x.dtype != cache.dtype:
+            raise DtypeError(f"{name}: dtype {x.dtype} differs from the cache's {cache.dtype}")
+    if key.shape[2] != value.shape[2]:
+        raise ShapeError(f"value: length {value.shape[2]} differs from key's length {key.shape[2]}")
+    return key, value
+
+
+def check_cache_instance(cache, cache_class: type) -> None:
+    """``cached_attention``'s ``cache`` must be the implementation's own ``KVCache`` (or a
+    subclass): another object has none of its internals to append to or roll back.
+    Raises :class:`AttentionInputError` naming ``cache``."""
+    if not isinstance(cache, cache_class):
+        raise AttentionInputError(
+            f"cache: {type(cache).__name__} is not a {cache_class.__module__}."
+            f"{cache_class.__qualname__}; create one with KVCache(batch, num_kv_heads, head_dim)"
+        )
+
+
+def check_cached_query(query, key, cache=None) -> None:
+    """``cached_attention``: the query block must be 4-D with one query per new key and, when
+    ``cache`` (anything with a ``dtype``) is given, of the cache's dtype (else the error would
+    blame the cached keys)."""
+    q = _as_array(query, "query")
+    k = _as_array(key, "key")
+    if q.ndim != 4:
+        raise ShapeError(f"query: ndim {q.ndim} (shape {q.shape}); expected (B, Hq, Tnew, D)")
+    if cache is not None and q.dtype in FLOAT_DTYPES and q.dtype != cache.dtype:
+        raise DtypeError(f"query: dtype {q.dtype} differs from the cache's {cache.dtype}")
+    if k.ndim == 4 and q.shape[2] != k.shape[2]:
+        raise ShapeError(
+            f"query: {q.shape[2]} positions but {k.shape[2]} new keys; cached_attention "
+            "takes one query per appended token"
+        )
+
+
+DTYPE_BYTES = {
+    "float16": 2,
+    "bfloat16": 2,
+    "float32": 4,
+    "float64": 8,
+    "int8": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+}
+
+
+def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) -> int:
+    """Raw K/V cache payload in bytes.
+
+    ``2 * num_layers * batch * tokens * num_kv_heads * head_dim * itemsize`` (the 2 counts K
+    and V). All sizes are counts (ints >= 1); ``dtype`` is a NumPy dtype or one of
+    ``DTYPE_BYTES``'s names (e.g. ``"bfloat16"``). Excludes allocator slack, metadata and
+    paging. Source: the source lab's KV byte formula; Pope et al. 2022, "Efficiently Scaling
+    Transformer Inference". Raises :class:`ShapeError` / :class:`DtypeError`.
+    """
+    sizes = [
+        check_positive_int(v, n)
+        for n, v in (
+            ("num_layers", num_layers),
+            ("batch", batch),
+            ("tokens", tokens),
+            ("num_kv_heads", num_kv_heads),
+            ("head_dim", head_dim),
+        )
+    ]
+    name = dtype if isinstance(dtype, str) else None
+    if dtype is None:
+        raise DtypeError(f"dtype: None is not a KV cache dtype; use one of {sorted(DTYPE_BYTES)}")
+    if name not in DTYPE_BYTES:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            raise DtypeError(
+                f"dtype: {dtype!r} is unknown; use one of {sorted(DTYPE_BYTES)}"
+            ) from None
+    if name not in DTYPE_BYTES:
+        raise DtypeError(f"dtype: {name} is not a KV cache dtype; use one of {sorted(DTYPE_BYTES)}")
+    total = 2 * DTYPE_BYTES[name]
+    for s in sizes:
+        total *= s
+    return total

@@ -1,0 +1,48 @@
+"""The rulebook's errors: every rule violation raises a subclass of
+:class:`AttentionInputError` (a ``ValueError``) whose message names the argument and the
+rule (:mod:`oracle.rules`)."""
+
+from __future__ import annotations
+
+__all__ = [
+    "AttentionInputError",
+    "DtypeError",
+    "FullyMaskedRowError",
+    "NonFiniteInputError",
+    "QueryStartError",
+    "ScaleError",
+    "ScoreOverflowError",
+    "ShapeError",
+]
+
+
+class AttentionInputError(ValueError):
+    """An input breaks one of the rules of :mod:`oracle.rules`. Subclasses say which kind."""
+
+
+class ShapeError(AttentionInputError):
+    """Wrong ndim, mismatched or zero-size axes, or a mask that does not broadcast."""
+
+
+class DtypeError(AttentionInputError):
+    """Unsupported or mismatched dtypes (inputs, masks, cache)."""
+
+
+class NonFiniteInputError(AttentionInputError):
+    """NaN or infinity in query/key/value, NaN or +inf in a float mask."""
+
+
+class QueryStartError(AttentionInputError):
+    """``query_start`` is not an int in ``[0, Tk - Tq]``."""
+
+
+class ScaleError(AttentionInputError):
+    """``scale`` is not a finite number > 0."""
+
+
+class ScoreOverflowError(AttentionInputError):
+    """A visible scaled score (plus its float mask entry) overflows the computation dtype."""
+
+
+class FullyMaskedRowError(AttentionInputError):
+    """A query row has no visible key (under ``fully_masked_rows="raise"``)."""

@@ -1,7 +1,7 @@
 """``python -m attnprops.benchmarks.default_path``: the measurement behind impl.attention's default path.
 
 ``impl.attention(..., block_size=None)`` takes the dense path or the blocked path with
-``n = 128`` by the call's size (``impl.attention._default_block_size``). This script times
+``n = 128`` by the call's size (``impl.default_path.default_block_size``). This script times
 both paths on shapes on either side of each condition of that rule, in one process with the
 same BLAS threads (``--threads``, default 1), best of ``--repeat`` runs, and prints for each
 shape the dense time, blocked time / dense time, the default's pick and the default's time /
@@ -53,14 +53,14 @@ SHAPES = [
 
 def measure(shape, dtype, repeat: int) -> dict:
     from attnprops import impl
-    from attnprops.impl.attention import _default_block_size
+    from attnprops.impl.default_path import default_block_size
 
     Hq, Hkv, Tq, Tk, D, causal, what = shape
     rng = np.random.default_rng(7)
     q = rng.standard_normal((1, Hq, Tq, D)).astype(dtype)
     k = rng.standard_normal((1, Hkv, Tk, D)).astype(dtype)
     v = rng.standard_normal((1, Hkv, Tk, D)).astype(dtype)
-    pick = _default_block_size(q.shape, k.shape, v.shape, causal)
+    pick = default_block_size(q.shape, k.shape, v.shape, causal)
     times = {
         path: best_of(
             lambda: impl.attention(q, k, v, is_causal=causal, block_size=path), repeat=repeat

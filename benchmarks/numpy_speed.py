@@ -8,7 +8,7 @@ threads for NumPy's BLAS and PyTorch (``--threads``), float32 and float64:
 - decode (B, H, Tq, Tk, D) = (1, 32, 1, 8192, 128): one query over 8192 cached keys, no mask.
 
 Each is timed for impl's default call (``block_size=None``: the path impl picks by size, see
-``impl.attention._default_block_size``; the ``<= 1.5x torch`` target is the default's), impl's
+``impl.default_path.default_block_size``; the ``<= 1.5x torch`` target is the default's), impl's
 dense path (``block_size="dense"``), impl's blocked path (``--block-size``, default 128, for the
 causal case; ``--decode-block-size``, default 128, for decode; not timed again when it is the
 call the default makes) and PyTorch; the figure is the best of several runs (other processes
@@ -58,13 +58,13 @@ def _path_name(block_size: int | None) -> str:
 
 def measure(case: dict, dtype, block_size: int, repeat: int) -> dict:
     from attnprops import impl
-    from attnprops.impl.attention import _default_block_size
+    from attnprops.impl.default_path import default_block_size
 
     q, k, v = _inputs(case, dtype)
     causal = case["is_causal"]
     B, H, Tq, Tk, D = (case[k] for k in ("B", "H", "Tq", "Tk", "D"))
     flops = 4.0 * B * H * Tq * Tk * D
-    default_block = _default_block_size(q.shape, k.shape, v.shape, causal)
+    default_block = default_block_size(q.shape, k.shape, v.shape, causal)
     result = {
         "flops": flops,
         "block_size": block_size,

@@ -17,11 +17,12 @@ extra memory O(B Hq n (n + Dv)) instead of O(B Hq Tq Tk)); ``ATTNPROPS_CAPABILIT
 it so the property suite draws block sizes too. ``block_size="dense"`` is the dense path (one
 ``(B, Hq, Tq, Tk)`` score array); the default ``block_size=None`` picks one of the two by size
 (dense for small calls, blocked with ``n = 128`` for large causal calls, decode with many
-heads and huge score arrays; see :mod:`impl.attention`).
+heads and huge score arrays; see :mod:`impl.default_path`). ``Attention`` is the computation
+as overridable steps (:mod:`impl.attention`), the class every mutant subclasses.
 """
 
-from attnprops.impl.attention import attention, attention_weights
-from attnprops.impl.kv_cache import KVCache, cached_attention, kv_cache_bytes
+from attnprops.impl.attention import Attention, attention, attention_weights, cached_attention
+from attnprops.impl.kv_cache import KVCache, kv_cache_bytes
 from attnprops.oracle.rules import AttentionInputError
 
 __version__ = "0.1.0"
@@ -33,6 +34,7 @@ ATTNPROPS_CAPABILITIES = {
 }
 
 __all__ = [
+    "Attention",
     "AttentionInputError",
     "KVCache",
     "attention",

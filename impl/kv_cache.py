@@ -1,4 +1,5 @@
-"""A key/value cache for incremental (autoregressive) decoding, and attention over it.
+"""A key/value cache for incremental (autoregressive) decoding, and attention over it
+(:class:`CachedAttention`, a mixin of :class:`impl.attention.Attention`).
 
 The cache holds ``num_kv_heads`` heads (never repeated to the query heads), so GQA/MQA shrink
 it by ``Hkv / Hq`` (Shazeer 2019; Ainslie et al. 2023). Storage is preallocated and its
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnprops.impl.attention import attention
 from attnprops.oracle.rules import (
     check_cache_append,
     check_cache_config,
@@ -20,7 +20,7 @@ from attnprops.oracle.rules import (
     kv_cache_bytes,
 )
 
-__all__ = ["KVCache", "cached_attention", "kv_cache_bytes"]
+__all__ = ["CachedAttention", "KVCache", "kv_cache_bytes"]
 
 
 class KVCache:
@@ -107,38 +107,45 @@ class KVCache:
         self._keys, self._values, self._length = snapshot
 
 
-def cached_attention(query, key, value, cache: KVCache, *, attn_mask=None, scale=None):
-    """Append ``key``/``value`` to ``cache``, then attend causally over everything cached.
+class CachedAttention:
+    """Attention over a :class:`KVCache` (``cache_type``), as a step of
+    :class:`impl.attention.Attention` (it calls ``self.attention``)."""
 
-    Args:
-        query: ``(B, Hq, Tnew, D)``, one query per appended token.
-        key: ``(B, Hkv, Tnew, D)``; value: ``(B, Hkv, Tnew, Dv)``; the cache's dtype.
-        cache: a :class:`KVCache`, modified in place (Tnew positions appended).
-        attn_mask: ``None`` or a mask broadcastable to ``(B, Hq, Tnew, T_total)``.
-        scale: as in :func:`impl.attention`.
+    cache_type: type = KVCache
 
-    Returns:
-        ``(B, Hq, Tnew, Dv)``: causal attention with ``query_start`` = the cache length before
-        the append, so query ``i`` sees positions ``0 .. start + i``.
+    def cached_attention(self, query, key, value, cache, *, attn_mask=None, scale=None):
+        """Append ``key``/``value`` to ``cache``, then attend causally over everything cached.
 
-    Raises:
-        oracle.rules.AttentionInputError; the append is rolled back and the cache is exactly
-        as before the call.
-    """
-    check_cache_instance(cache, KVCache)
-    check_cached_query(query, key, cache)
-    snapshot = cache._snapshot()
-    start = cache.append(key, value)
-    try:
-        return attention(
-            query,
-            cache.keys,
-            cache.values,
-            attn_mask=attn_mask,
-            is_causal=True,
-            query_start=start,
-            scale=scale,
-        )
-    except BaseException:
-        cache._restore(snapshot)
-        raise
+        Args:
+            query: ``(B, Hq, Tnew, D)``, one query per appended token.
+            key: ``(B, Hkv, Tnew, D)``; value: ``(B, Hkv, Tnew, Dv)``; the cache's dtype.
+            cache: a ``cache_type`` (:class:`KVCache`), modified in place (Tnew positions
+                appended).
+            attn_mask: ``None`` or a mask broadcastable to ``(B, Hq, Tnew, T_total)``.
+            scale: as in :func:`impl.attention`.
+
+        Returns:
+            ``(B, Hq, Tnew, Dv)``: causal attention with ``query_start`` = the cache length
+            before the append, so query ``i`` sees positions ``0 .. start + i``.
+
+        Raises:
+            oracle.rules.AttentionInputError; the append is rolled back and the cache is
+            exactly as before the call.
+        """
+        check_cache_instance(cache, self.cache_type)
+        check_cached_query(query, key, cache)
+        snapshot = cache._snapshot()
+        start = cache.append(key, value)
+        try:
+            return self.attention(
+                query,
+                cache.keys,
+                cache.values,
+                attn_mask=attn_mask,
+                is_causal=True,
+                query_start=start,
+                scale=scale,
+            )
+        except BaseException:
+            cache._restore(snapshot)
+            raise

@@ -5,13 +5,35 @@ Each module is a complete subject (the API of :mod:`impl`: ``attention``,
 :mod:`impl` everywhere except its one fault, and declares itself with a module-level
 ``MUTANT = Mutant(...)``. The property suite must kill every one of them, each by one of the
 properties named in ``Mutant.killed_by`` (the reason it was built to show).
+
+One mechanism couples a mutant to impl: it subclasses :class:`impl.Attention` (the
+computation as steps, one method each; or :class:`mutants._tiled.TiledKernel`, itself an
+``impl.Attention``) and/or :class:`impl.KVCache`, overrides the one step that holds its fault,
+names the classes in its ``MUTANT`` record, and takes its public API from the record::
+
+    MUTANT = Mutant(name=..., description=..., models=..., killed_by=(...), steps=_Steps)
+    attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
+
+from attnprops import impl
+
+
+class API(NamedTuple):
+    """A subject's public API, in the order a mutant module unpacks it."""
+
+    attention: Callable
+    attention_weights: Callable
+    KVCache: type
+    cached_attention: Callable
+    kv_cache_bytes: Callable
 
 
 @dataclass(frozen=True)
@@ -24,12 +46,32 @@ class Mutant:
         models: the real-world mistake it models (where people make it).
         killed_by: names of the property test functions (``test_...``) expected to fail on it;
             a failure of any other property alone does not count as a kill.
+        steps: the :class:`impl.Attention` subclass that holds the fault (None: impl's).
+        cache: the :class:`impl.KVCache` subclass that holds the fault (None: impl's).
+        kv_cache_bytes: the faulty ``kv_cache_bytes`` (None: impl's).
     """
 
     name: str
     description: str
     models: str
     killed_by: tuple[str, ...]
+    steps: type | None = None
+    cache: type | None = None
+    kv_cache_bytes: Callable | None = None
+
+    def api(self) -> API:
+        """The mutant's public API: impl's, with the record's steps, cache and
+        ``kv_cache_bytes`` in place of impl's (``cached_attention`` takes the mutant's cache
+        class and calls the mutant's ``attention``)."""
+        cache = self.cache or impl.KVCache
+        steps = (self.steps or impl.Attention)(cache_type=cache)
+        return API(
+            steps.attention,
+            steps.attention_weights,
+            cache,
+            steps.cached_attention,
+            self.kv_cache_bytes or impl.kv_cache_bytes,
+        )
 
     def __post_init__(self):
         if not self.description or not self.models or not self.killed_by:

@@ -1,9 +1,11 @@
 """A tiled, FlashAttention-style attention kernel in NumPy, for the mutants of the kernel kind.
 
 Real kernels are right on small inputs and wrong past a tile, a split or a capacity. The
-mutants that model them take :class:`TiledKernel`, override the one step that holds the fault
-and set the sizes past which the kernel runs (below them, impl runs: a mutant is exactly impl
-on every small case). The correct kernel (no override) agrees with impl within the suite's
+mutants that model them take :class:`TiledKernel` (an :class:`impl.Attention` whose
+``attention`` runs this kernel past a size), override the one step that holds the fault and
+set the sizes past which the kernel runs (below them, impl runs: a mutant is exactly impl on
+every small case; ``attention_weights`` and ``cached_attention`` are impl's, the latter calling
+the kernel). The correct kernel (no override) agrees with impl within the suite's
 bounds (``ci/tests/test_tiled_kernel.py``). Shape legend as in :mod:`impl`; ``G = Hq // Hkv``.
 
 The kernel (Dao et al. 2022, alg. 1; Milakov & Gimelshein 2018)::
@@ -37,7 +39,7 @@ __all__ = ["TILED_CAPABILITIES", "TiledKernel"]
 TILED_CAPABILITIES = {"compute_dtypes": {"float16": "float32"}}
 
 
-class TiledKernel:
+class TiledKernel(impl.Attention):
     """impl's attention, computed in tiles once the call is large enough (see the module doc).
 
     Attributes (a mutant's thresholds): ``q_tile``/``k_tile`` rows and keys per tile;
@@ -135,7 +137,7 @@ class TiledKernel:
         s[~visible] = -np.inf
         return s
 
-    def output(self, problem: AttentionProblem) -> np.ndarray:
+    def tiled_output(self, problem: AttentionProblem) -> np.ndarray:
         compute = compute_dtype(problem.dtype)
         B, Hq, Tq, D = problem.query.shape
         Hkv, Tk = problem.key.shape[1], problem.key.shape[2]
@@ -177,7 +179,7 @@ class TiledKernel:
         )
         problem = check_attention_inputs(query, key, value, **options)
         if not self.runs(problem):
-            return impl.attention(query, key, value, **options)
+            return super().attention(query, key, value, **options)
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-            output = self.output(problem).astype(problem.dtype)
+            output = self.tiled_output(problem).astype(problem.dtype)
         return output[0, 0] if problem.two_d else output

@@ -13,7 +13,6 @@ buffer). The source lab (000, section 5) checks that the history K/V are not cha
 """
 
 from attnprops import impl
-from attnprops.impl import attention, attention_weights, cached_attention, kv_cache_bytes
 from attnprops.mutants import Mutant
 from attnprops.oracle.rules import check_cache_append
 
@@ -30,8 +29,6 @@ class KVCache(impl.KVCache):
         return 0
 
 
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
-
 MUTANT = Mutant(
     name="cache_aliases_caller",
     description="the first append to an empty KVCache stores the caller's key/value arrays "
@@ -39,4 +36,8 @@ MUTANT = Mutant(
     models="a zero-copy prefill / `self.k = k` without .copy(): a cache holding references to "
     "buffers the caller reuses",
     killed_by=("test_cache_copies_caller_arrays",),
+    cache=KVCache,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

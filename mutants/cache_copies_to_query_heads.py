@@ -15,7 +15,6 @@ K/V 物理复制到 Hq"; its shape reference: "缓存前不应无意义地物理
 import numpy as np
 
 from attnprops import impl
-from attnprops.impl import attention, attention_weights, kv_cache_bytes
 from attnprops.mutants import Mutant
 from attnprops.oracle.rules import check_cache_append, check_cached_query
 
@@ -61,31 +60,30 @@ class KVCache(impl.KVCache):
         super()._restore(inner)
 
 
-def cached_attention(query, key, value, cache, *, attn_mask=None, scale=None):
-    """impl's cached_attention, except that K/V are stored once per query head."""
-    check_cached_query(query, key)
-    snapshot = cache._snapshot()
-    try:
-        heads = np.shape(query)[1]
-        if heads % cache.num_kv_heads == 0:
-            # FAULT: repeat_kv BEFORE the cache update: the cache holds Hq heads.
-            cache._repeat_heads(heads // cache.num_kv_heads)
-        start = cache.append(key, value)
-        return attention(
-            query,
-            cache.keys,
-            cache.values,
-            attn_mask=attn_mask,
-            is_causal=True,
-            query_start=start,
-            scale=scale,
-        )
-    except BaseException:
-        cache._restore(snapshot)
-        raise
+class _Steps(impl.Attention):
+    def cached_attention(self, query, key, value, cache, *, attn_mask=None, scale=None):
+        """impl's cached_attention, except that K/V are stored once per query head."""
+        check_cached_query(query, key)
+        snapshot = cache._snapshot()
+        try:
+            heads = np.shape(query)[1]
+            if heads % cache.num_kv_heads == 0:
+                # FAULT: repeat_kv BEFORE the cache update: the cache holds Hq heads.
+                cache._repeat_heads(heads // cache.num_kv_heads)
+            start = cache.append(key, value)
+            return self.attention(
+                query,
+                cache.keys,
+                cache.values,
+                attn_mask=attn_mask,
+                is_causal=True,
+                query_start=start,
+                scale=scale,
+            )
+        except BaseException:
+            cache._restore(snapshot)
+            raise
 
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="cache_copies_to_query_heads",
@@ -94,4 +92,9 @@ MUTANT = Mutant(
     models="repeat_kv before past_key_value.update in a GQA/MQA port (003 fault table: GQA "
     "cache not smaller -> K/V physically copied to Hq before caching)",
     killed_by=("test_cache_holds_kv_heads",),
+    steps=_Steps,
+    cache=KVCache,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

@@ -13,10 +13,7 @@ growth, hundreds of tokens into a generation.
 import numpy as np
 
 from attnprops import impl
-from attnprops.impl import attention, attention_weights, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import rebind
 from attnprops.oracle.rules import check_cache_append
 
 
@@ -52,14 +49,14 @@ class KVCache(impl.KVCache):
         return start
 
 
-cached_attention = rebind(_impl_cached_attention, KVCache=KVCache)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
-
 MUTANT = Mutant(
     name="cache_growth_drops_last_position",
     description="KV cache with 256 preallocated slots whose growth copies one position too "
     "few (the last one before growing reads as zeros)",
     models="an off-by-one in the reallocation of a preallocated KV cache, seen on its first growth",
     killed_by=("test_kernel_sized_cache_growth_equals_full_causal",),
+    cache=KVCache,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

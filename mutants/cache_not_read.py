@@ -10,25 +10,26 @@ of the ones returned by ``past_key_value.update(...)`` (or discarding the concat
 the source lab's opening lists "缓存里明明有历史信息却没有读取" among the right-shaped wrong results.
 """
 
-from attnprops.impl import KVCache, attention, attention_weights, kv_cache_bytes
+from attnprops import impl
 from attnprops.mutants import Mutant
 from attnprops.oracle.rules import check_cached_query
 
 
-def cached_attention(query, key, value, cache, *, attn_mask=None, scale=None):
-    """impl's cached_attention, except that the history in ``cache`` is not read."""
-    check_cached_query(query, key)
-    snapshot = cache._snapshot()
-    cache.append(key, value)
-    try:
-        # FAULT: the step's own key/value, not cache.keys/cache.values.
-        return attention(query, key, value, attn_mask=attn_mask, is_causal=True, scale=scale)
-    except BaseException:
-        cache._restore(snapshot)
-        raise
+class _CacheNotRead(impl.Attention):
+    def cached_attention(self, query, key, value, cache, *, attn_mask=None, scale=None):
+        """impl's cached_attention, except that the history in ``cache`` is not read."""
+        check_cached_query(query, key)
+        snapshot = cache._snapshot()
+        cache.append(key, value)
+        try:
+            # FAULT: the step's own key/value, not cache.keys/cache.values.
+            return self.attention(
+                query, key, value, attn_mask=attn_mask, is_causal=True, scale=scale
+            )
+        except BaseException:
+            cache._restore(snapshot)
+            raise
 
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="cache_not_read",
@@ -37,4 +38,8 @@ MUTANT = Mutant(
     models="attention called with the step's key_states/value_states instead of the tensors "
     "returned by the cache update",
     killed_by=("test_cached_decode_equals_full_causal",),
+    steps=_CacheNotRead,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

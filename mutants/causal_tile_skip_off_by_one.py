@@ -12,10 +12,7 @@ computed from ``m_block * BLOCK_M + BLOCK_M - 1`` without the ``+ 1``), invisibl
 ``query_start`` and the sequence length are multiples of the tile.
 """
 
-from attnprops.impl import KVCache, attention_weights, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import rebind
 from attnprops.mutants._tiled import TILED_CAPABILITIES, TiledKernel
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
@@ -30,11 +27,6 @@ class _Kernel(TiledKernel):
         return j0 >= last_row_position  # FAULT: >= (the last row sees key j0 == its position)
 
 
-attention = _Kernel().attention
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
-
 MUTANT = Mutant(
     name="causal_tile_skip_off_by_one",
     description="causal tiled kernel (64 x 64 tiles, from 65 queries on) skips the key tile "
@@ -46,4 +38,8 @@ MUTANT = Mutant(
         "test_kernel_sized_chunk_matches_reference",
         "test_kernel_sized_prefill_matches_reference",
     ),
+    steps=_Kernel,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

@@ -11,28 +11,18 @@ non-square problem: its causal mask is top-left aligned (the source lab, 000 sec
 … SDPA … 非方形因果掩码采用左上对齐"), whereas the KV-cache convention is bottom-right.
 """
 
-from attnprops.impl import KVCache, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import Pipeline, rebind
 
 
-class _TopLeft(Pipeline):
-    def validate(self, query, key, value, needs_value, options, fully_masked_rows="raise"):
-        problem = super().validate(query, key, value, needs_value, options, fully_masked_rows)
-        if not options["is_causal"] or options["query_start"] is not None:
-            return problem
+class _TopLeft(impl.Attention):
+    def validate(self, query, key, value, options, **checks):
+        call = super().validate(query, key, value, options, **checks)
+        if not call.is_causal or options["query_start"] is not None:
+            return call
         # FAULT: default start 0 (PyTorch's top-left is_causal) instead of Tk - Tq.
-        options = {**options, "query_start": 0}
-        return super().validate(query, key, value, needs_value, options, "zeros")
+        return super().validate(query, key, value, {**options, "query_start": 0}, **checks)
 
-
-_PIPELINE = _TopLeft()
-attention = _PIPELINE.attention
-attention_weights = _PIPELINE.attention_weights
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="causal_top_left",
@@ -41,4 +31,8 @@ MUTANT = Mutant(
     models="PyTorch SDPA is_causal=True used for Tq < Tk (its mask is top-left aligned), where "
     "the KV-cache convention is bottom-right",
     killed_by=("test_is_causal_equals_explicit_mask", "test_output_matches_oracle"),
+    steps=_TopLeft,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

@@ -12,29 +12,21 @@ causal example.
 
 import numpy as np
 
-from attnprops.impl import KVCache, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import Pipeline, rebind
 
 
-class _ColumnSoftmax(Pipeline):
-    def softmax(self, scores, visible):
-        # FAULT: axis=-2 (queries) in every line where impl's _softmax uses axis=-1 (keys).
-        has_key = visible.any(axis=-2, keepdims=True)
+class _ColumnSoftmax(impl.Attention):
+    def softmax(self, scores):
+        # FAULT: axis=-2 (queries) in every line where impl's softmax uses axis=-1 (keys);
+        # a column with no visible score gets weight 0.
+        has_key = (scores > -np.inf).any(axis=-2, keepdims=True)
         col_max = np.where(has_key, scores.max(axis=-2, keepdims=True), 0)
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", under="ignore"):
             exp = np.exp(scores - col_max)
         total = exp.sum(axis=-2, keepdims=True)
         return exp / np.where(has_key, total, 1)
 
-
-_PIPELINE = _ColumnSoftmax()
-attention = _PIPELINE.attention
-attention_weights = _PIPELINE.attention_weights
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="column_softmax",
@@ -42,4 +34,8 @@ MUTANT = Mutant(
     models="softmax(scores, axis=-2) / dim=-2 (or axis=0 in 2-D code): the wrong softmax axis; "
     "the source lab's column-normalization counterexample (max row-sum error 0.596413)",
     killed_by=("test_weight_rows_sum_to_one", "test_seed_examples"),
+    steps=_ColumnSoftmax,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

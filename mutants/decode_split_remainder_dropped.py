@@ -9,10 +9,7 @@ Real-world mistake: ``split_size = seqlen_k // num_splits`` instead of
 ``cdiv(seqlen_k, num_splits)`` in a split-KV decode kernel's launch parameters.
 """
 
-from attnprops.impl import KVCache, attention_weights, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import rebind
 from attnprops.mutants._tiled import TILED_CAPABILITIES, TiledKernel
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
@@ -32,15 +29,14 @@ class _Kernel(TiledKernel):
         return [(n * size, (n + 1) * size) for n in range(_NUM_SPLITS)]
 
 
-attention = _Kernel().attention
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
-
 MUTANT = Mutant(
     name="decode_split_remainder_dropped",
     description="decode kernel (<= 4 queries, >= 2048 keys) splits keys in 8 parts of Tk // 8 "
     "and drops the last Tk % 8 keys",
     models="`split_size = seqlen_k // num_splits` in a split-KV decode kernel",
     killed_by=("test_kernel_sized_decode_matches_reference",),
+    steps=_Kernel,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

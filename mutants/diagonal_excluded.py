@@ -10,30 +10,22 @@ mask where ``k=1`` is meant (or ``j < i`` for ``j <= i``), often combined with t
 the first token through" patch against NaN rows. 003 fault table: "causal mask 方向、对角线".
 """
 
-from attnprops.impl import KVCache, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+import numpy as np
+
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import Pipeline, causal_positions, rebind, replace_visible
 
 
-class _DiagonalExcluded(Pipeline):
-    def validate(self, query, key, value, needs_value, options, fully_masked_rows="raise"):
-        problem = super().validate(query, key, value, needs_value, options, fully_masked_rows)
-        if not problem.is_causal:
-            return problem
-        i, j = causal_positions(problem)
-        mask_only = self.mask_visibility(query, key, value, needs_value, options)
-        # FAULT: "<" where the rule says "<=" (the diagonal is hidden); key 0 patched visible.
-        causal = (j < problem.query_start + i) | (j == 0)
-        return replace_visible(problem, mask_only & causal)
+class _DiagonalExcluded(impl.Attention):
+    def causal_hidden(self, call, rows, keys):
+        if not call.is_causal:
+            return None
+        i = np.arange(rows.start, rows.stop)[:, None]
+        j = np.arange(keys.start, keys.stop)[None, :]
+        # FAULT: hidden where "j >= query_start + i", so the diagonal too (the rule hides
+        # only j > query_start + i); key 0 stays visible.
+        return (j >= call.query_start + i) & (j != 0)
 
-
-_PIPELINE = _DiagonalExcluded()
-attention = _PIPELINE.attention
-attention_weights = _PIPELINE.attention_weights
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="diagonal_excluded",
@@ -42,4 +34,8 @@ MUTANT = Mutant(
     models="off-by-one causal mask: np.triu(ones, k=0) as the hide mask instead of k=1, plus "
     "the usual 'always attend to the first token' patch against NaN rows",
     killed_by=("test_output_matches_oracle", "test_weights_match_oracle"),
+    steps=_DiagonalExcluded,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

@@ -14,10 +14,7 @@ instead of ``accum_t``) picked for the QK^T product of long sequences.
 
 import numpy as np
 
-from attnprops.impl import KVCache, attention_weights, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import rebind
 from attnprops.mutants._tiled import TILED_CAPABILITIES, TiledKernel
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
@@ -39,11 +36,6 @@ class _Kernel(TiledKernel):
         return s.astype(q.dtype)
 
 
-attention = _Kernel().attention
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
-
 MUTANT = Mutant(
     name="float16_scores_accumulated_in_float16",
     description="kernel (float16, from 256 keys on) accumulates q . k in float16: every "
@@ -55,4 +47,8 @@ MUTANT = Mutant(
         "test_kernel_sized_cross_matches_reference",
         "test_kernel_sized_chunk_matches_reference",
     ),
+    steps=_Kernel,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

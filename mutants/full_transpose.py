@@ -12,25 +12,16 @@ then "fixed" with a reshape when the matmul complained. The source lab (000, sec
 first row is "K 是否转置最后两轴".
 """
 
-from attnprops.impl import KVCache, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import Pipeline, rebind
 
 
-class _FullTranspose(Pipeline):
-    def key_transposed(self, problem, compute):
-        B, Hkv, Tk, D = problem.key.shape
+class _FullTranspose(impl.Attention):
+    def key_transposed(self, call, compute):
+        B, Hkv, Tk, D = call.key.shape
         # FAULT: .T reverses all four axes -> (D, Tk, Hkv, B); the reshape does not undo that.
-        return problem.key.astype(compute, copy=False).T.reshape(B, Hkv, D, Tk)[:, :, None]
+        return call.key.astype(compute, copy=False).T.reshape(B, Hkv, D, Tk)[:, :, None]
 
-
-_PIPELINE = _FullTranspose()
-attention = _PIPELINE.attention
-attention_weights = _PIPELINE.attention_weights
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="full_transpose",
@@ -39,4 +30,8 @@ MUTANT = Mutant(
     models="2-D prototype `Q @ K.T` carried over to (B, H, T, D) tensors and patched with a "
     "reshape (source lab section 2: use K.swapaxes(-1, -2), not K.T)",
     killed_by=("test_output_matches_oracle", "test_batch_and_heads_independent"),
+    steps=_FullTranspose,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

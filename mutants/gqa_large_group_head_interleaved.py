@@ -13,10 +13,7 @@ import dataclasses
 
 import numpy as np
 
-from attnprops.impl import KVCache, attention_weights, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import rebind
 from attnprops.mutants._tiled import TILED_CAPABILITIES, TiledKernel
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
@@ -26,17 +23,12 @@ class _Kernel(TiledKernel):
     def runs(self, problem):
         return problem.num_kv_heads >= 2 and problem.group >= 4
 
-    def output(self, problem):
+    def tiled_output(self, problem):
         heads = np.arange(problem.num_heads) % problem.num_kv_heads  # FAULT: h % Hkv, not h // G
-        return super().output(
+        return super().tiled_output(
             dataclasses.replace(problem, key=problem.key[:, heads], value=problem.value[:, heads])
         )
 
-
-attention = _Kernel().attention
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="gqa_large_group_head_interleaved",
@@ -47,4 +39,8 @@ MUTANT = Mutant(
         "test_kernel_sized_gqa_equals_repeated_kv",
         "test_kernel_sized_prefill_matches_reference",
     ),
+    steps=_Kernel,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

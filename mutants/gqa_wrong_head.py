@@ -12,33 +12,22 @@ Real-world mistake: ``key.repeat(1, G, 1, 1)`` (PyTorch's ``repeat`` tiles) wher
 ``jnp.repeat``. 003 cheat sheet: query head h reads K/V head g(h).
 """
 
-import dataclasses
-
 import numpy as np
 
-from attnprops.impl import KVCache, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import Pipeline, rebind
 
 
-class _TiledKV(Pipeline):
-    def validate(self, query, key, value, needs_value, options, fully_masked_rows="raise"):
-        problem = super().validate(query, key, value, needs_value, options, fully_masked_rows)
-        reps = (1, problem.group, 1, 1)
+class _TiledKV(impl.Attention):
+    def validate(self, query, key, value, options, **checks):
+        call = super().validate(query, key, value, options, **checks)
+        reps = (1, call.query.shape[1] // call.key.shape[1], 1, 1)
         # FAULT: np.tile (h % Hkv) where np.repeat(..., G, axis=1) (h // G) is meant.
-        expanded = {"key": np.tile(problem.key, reps)}
-        if problem.value is not None:
-            expanded["value"] = np.tile(problem.value, reps)
-        return dataclasses.replace(problem, **expanded)
+        expanded = {"key": np.tile(call.key, reps)}
+        if call.value is not None:
+            expanded["value"] = np.tile(call.value, reps)
+        return call._replace(**expanded)
 
-
-_PIPELINE = _TiledKV()
-attention = _PIPELINE.attention
-attention_weights = _PIPELINE.attention_weights
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="gqa_wrong_head",
@@ -46,4 +35,8 @@ MUTANT = Mutant(
     "(K/V repeated)",
     models="tensor.repeat(1, G, 1, 1) (tiles) where repeat_interleave / repeat_kv is meant",
     killed_by=("test_gqa_equals_repeated_kv", "test_output_matches_oracle"),
+    steps=_TiledKV,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

@@ -9,10 +9,7 @@ Real-world mistake: a kernel specialized for head dims 64/128 reused for an odd 
 (FlashAttention tests head dims 59 and 111 for this reason; models ship 80 and 96).
 """
 
-from attnprops.impl import KVCache, attention_weights, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import rebind
 from attnprops.mutants._tiled import TILED_CAPABILITIES, TiledKernel
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
@@ -27,11 +24,6 @@ class _Kernel(TiledKernel):
         return [(n * self.d_chunk, (n + 1) * self.d_chunk) for n in range(full)]
 
 
-attention = _Kernel().attention
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
-
 MUTANT = Mutant(
     name="head_dim_tail_chunk_dropped",
     description="kernel scores (from head dim 65 on) sum only the D // 32 full head-dim "
@@ -41,4 +33,8 @@ MUTANT = Mutant(
         "test_kernel_sized_prefill_matches_reference",
         "test_kernel_sized_decode_matches_reference",
     ),
+    steps=_Kernel,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

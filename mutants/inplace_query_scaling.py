@@ -14,27 +14,22 @@ returning ``self``, fairseq-style ``q *= self.scaling`` on a tensor the function
 the rulebook: "Nothing is ever modified".
 """
 
-from attnprops.impl import KVCache, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import Pipeline, rebind
 
 
-class _InplaceQueryScaling(Pipeline):
-    def scaled_query(self, problem, compute, scale):
-        query = problem.query.astype(compute, copy=False)  # float32/64: the caller's array itself
+class _InplaceQueryScaling(impl.Attention):
+    def scaled_query(self, call, compute):
+        query = call.query.astype(compute, copy=False)  # float32/64: the caller's array itself
         if not query.flags.writeable:
-            return super().scaled_query(problem, compute, scale)
-        query *= compute.type(scale)  # FAULT: in place, on what may be the caller's array
-        return query
+            return super().scaled_query(call, compute)
+        query *= compute.type(
+            self.scale(call)
+        )  # FAULT: in place, on what may be the caller's array
+        B, Hq, Tq, D = query.shape
+        Hkv = call.key.shape[1]
+        return query.reshape(B, Hkv, Hq // Hkv, Tq, D)
 
-
-_PIPELINE = _InplaceQueryScaling()
-attention = _PIPELINE.attention
-attention_weights = _PIPELINE.attention_weights
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="inplace_query_scaling",
@@ -43,4 +38,8 @@ MUTANT = Mutant(
     models="in-place op on an alias of an input (astype(copy=False), fairseq-style "
     "`q *= self.scaling` on a tensor the function does not own)",
     killed_by=("test_valid_inputs_not_modified",),
+    steps=_InplaceQueryScaling,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

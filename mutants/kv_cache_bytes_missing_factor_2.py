@@ -11,12 +11,10 @@ head_dim * bytes_per_element"; 003: "Ncache = 2 × B × Hkv × T × D").
 """
 
 from attnprops import impl
-from attnprops.impl import KVCache, attention, attention_weights, cached_attention
 from attnprops.mutants import Mutant
 
 
-def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) -> int:
-    """impl's kv_cache_bytes (same validation), without the factor 2 for K and V."""
+def _kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) -> int:
     both = impl.kv_cache_bytes(
         num_layers=num_layers,
         batch=batch,
@@ -28,11 +26,13 @@ def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) 
     return both // 2  # FAULT: K only (or V only)
 
 
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
-
 MUTANT = Mutant(
     name="kv_cache_bytes_missing_factor_2",
     description="kv_cache_bytes omits the factor 2 (K and V): half the real payload",
     models="KV-cache memory estimates counting only K (or only V)",
     killed_by=("test_kv_cache_bytes_formula", "test_cache_holds_kv_heads"),
+    kv_cache_bytes=_kv_cache_bytes,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

@@ -16,35 +16,27 @@ them up when ``N == L``. 003 cheat sheet: key padding ``[B,Tk]`` must be arrange
 
 import numpy as np
 
-from attnprops.impl import KVCache, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import Pipeline, rebind
 
 
-class _MaskReadAsPadding(Pipeline):
-    def validate(self, query, key, value, needs_value, options, fully_masked_rows="raise"):
-        problem = super().validate(query, key, value, needs_value, options, fully_masked_rows)
+class _MaskReadAsPadding(impl.Attention):
+    def validate(self, query, key, value, options, **checks):
+        call = super().validate(query, key, value, options, **checks)
         mask = options["attn_mask"]
+        batch = call.query.shape[0]
         if (
-            problem.two_d
+            call.two_d
             or not isinstance(mask, np.ndarray)
             or mask.ndim != 2
-            or problem.batch == 1
-            or mask.shape[0] != problem.batch
+            or batch == 1
+            or mask.shape[0] != batch
         ):
-            return problem
+            return call
         # FAULT: (B, Tk) key-padding layout assumed: row b -> batch b, all queries.
-        options = {**options, "attn_mask": mask[:, None, None, :]}
-        return super().validate(query, key, value, needs_value, options, "zeros")
+        padding = {**options, "attn_mask": mask[:, None, None, :]}
+        return super().validate(query, key, value, padding, **checks)
 
-
-_PIPELINE = _MaskReadAsPadding()
-attention = _PIPELINE.attention
-attention_weights = _PIPELINE.attention_weights
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="mask_2d_read_as_key_padding",
@@ -56,4 +48,8 @@ MUTANT = Mutant(
         "test_two_d_mask_applies_to_every_batch_element",
         "test_broadcast_mask_equals_expanded",
     ),
+    steps=_MaskReadAsPadding,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

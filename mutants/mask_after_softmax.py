@@ -13,26 +13,21 @@ softmax) in hand-written attention and "masked mean" code; the 003 fault table's
 
 import numpy as np
 
-from attnprops.impl import KVCache, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import Pipeline, rebind
 
 
-class _MaskAfterSoftmax(Pipeline):
-    def probabilities(self, scores, visible, compute):
-        everything = np.ones_like(visible)
-        # FAULT: softmax over all keys, then zero the hidden ones (no renormalization).
-        with np.errstate(invalid="ignore", over="ignore"):
-            return self.softmax(scores, everything) * visible
+class _MaskAfterSoftmax(impl.Attention):
+    def dense_weights(self, call, compute):
+        B, Hq, Tq, Tk = call.shape
+        query, key_t = self.scaled_query(call, compute), self.key_transposed(call, compute)
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            scores = np.matmul(query, key_t).reshape(B, Hq, Tq, Tk)
+            if call.float_mask:
+                scores = scores + call.mask.astype(compute, copy=False)
+            # FAULT: softmax over all keys, then zero the hidden ones (no renormalization).
+            return self.softmax(scores) * self.visible_block(call, slice(0, Tq), slice(0, Tk))
 
-
-_PIPELINE = _MaskAfterSoftmax()
-attention = _PIPELINE.attention
-attention_weights = _PIPELINE.attention_weights
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="mask_after_softmax",
@@ -41,4 +36,8 @@ MUTANT = Mutant(
     models="`softmax(scores) * mask` (masking by multiplication after the softmax); 003 fault "
     "table: row sums != 1 -> is the mask applied before the softmax?",
     killed_by=("test_weight_rows_sum_to_one", "test_hidden_keys_do_not_change_output"),
+    steps=_MaskAfterSoftmax,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

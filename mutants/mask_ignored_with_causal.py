@@ -11,28 +11,18 @@ Rulebook: "Causal visibility is AND-ed with the mask"; the source lab (000, sect
 "因果可见性与 padding 可见性应按逻辑条件组合".
 """
 
-from attnprops.impl import KVCache, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import Pipeline, rebind
 
 
-class _MaskIgnoredWithCausal(Pipeline):
-    def validate(self, query, key, value, needs_value, options, fully_masked_rows="raise"):
-        problem = super().validate(query, key, value, needs_value, options, fully_masked_rows)
-        if not options["is_causal"] or options["attn_mask"] is None:
-            return problem
+class _MaskIgnoredWithCausal(impl.Attention):
+    def validate(self, query, key, value, options, **checks):
+        call = super().validate(query, key, value, options, **checks)
+        if not call.is_causal or options["attn_mask"] is None:
+            return call
         # FAULT: causal mask INSTEAD of the attn_mask, not AND-ed with it.
-        options = {**options, "attn_mask": None}
-        return super().validate(query, key, value, needs_value, options, fully_masked_rows)
+        return super().validate(query, key, value, {**options, "attn_mask": None}, **checks)
 
-
-_PIPELINE = _MaskIgnoredWithCausal()
-attention = _PIPELINE.attention
-attention_weights = _PIPELINE.attention_weights
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="mask_ignored_with_causal",
@@ -41,4 +31,8 @@ MUTANT = Mutant(
     models="`mask = causal_mask if is_causal else attn_mask` in a decoder: padding of "
     "left-padded batches is read",
     killed_by=("test_hidden_keys_get_zero_weight", "test_is_causal_equals_explicit_mask"),
+    steps=_MaskIgnoredWithCausal,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

@@ -13,24 +13,16 @@ Real-world mistake: BERT-style ``(1.0 - mask) * -10000.0`` extended attention ma
 
 import numpy as np
 
-from attnprops.impl import KVCache, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import Pipeline, rebind
 
 
-class _Minus1e4(Pipeline):
-    def hide(self, scores, visible, compute):
+class _Minus1e4(impl.Attention):
+    def mask_scores(self, scores, call, compute, rows, keys, in_range=False):
+        super().mask_scores(scores, call, compute, rows, keys, in_range)
         # FAULT: a finite "large negative" constant instead of -inf.
-        return np.where(visible, scores, compute.type(-1e4))
+        np.copyto(scores, compute.type(-1e4), where=np.isneginf(scores))
 
-
-_PIPELINE = _Minus1e4()
-attention = _PIPELINE.attention
-attention_weights = _PIPELINE.attention_weights
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="minus_1e4_mask",
@@ -38,4 +30,8 @@ MUTANT = Mutant(
     "are very negative",
     models="BERT-style additive mask (1 - mask) * -10000.0 / 'dtype-safe minimum' instead of -inf",
     killed_by=("test_hidden_keys_get_zero_weight", "test_row_constant_shift_invariance"),
+    steps=_Minus1e4,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

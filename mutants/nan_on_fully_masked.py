@@ -12,30 +12,20 @@ padding mask) in hand-written softmax attention and in PyTorch before 2.5; the s
 
 import numpy as np
 
-from attnprops.impl import KVCache, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import Pipeline, rebind
 
 
-class _NanOnFullyMasked(Pipeline):
-    def validate(self, query, key, value, needs_value, options, fully_masked_rows="raise"):
+class _NanOnFullyMasked(impl.Attention):
+    def check_rows(self, call, block_size=None):
         # FAULT (1/2): fully masked rows are not rejected ...
-        return super().validate(query, key, value, needs_value, options, "zeros")
+        return None
 
-    def softmax(self, scores, visible):
-        # FAULT (2/2): ... and the softmax has no empty-row guard: -inf - -inf = NaN.
+    def softmax(self, scores):
+        # FAULT (2/2): ... and the softmax has no empty-row guard: -inf - -inf = NaN, silently.
         with np.errstate(invalid="ignore"):
-            exp = np.exp(scores - scores.max(axis=-1, keepdims=True))
-            return exp / exp.sum(axis=-1, keepdims=True)
+            return super().softmax(scores)
 
-
-_PIPELINE = _NanOnFullyMasked()
-attention = _PIPELINE.attention
-attention_weights = _PIPELINE.attention_weights
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="nan_on_fully_masked",
@@ -44,4 +34,8 @@ MUTANT = Mutant(
     models="unguarded softmax on a fully padded row (-inf - -inf = NaN), as in hand-written "
     "attention and PyTorch SDPA before 2.5; the source lab rejects such rows",
     killed_by=("test_fully_masked_rows_follow_declared_convention",),
+    steps=_NanOnFullyMasked,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

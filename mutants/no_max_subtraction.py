@@ -14,27 +14,16 @@ exactly this reason. Typical trigger: a float mask/bias that adds a large consta
 
 import numpy as np
 
-from attnprops.impl import KVCache, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import Pipeline, rebind
 
 
-class _NoMaxSubtraction(Pipeline):
-    def softmax(self, scores, visible):
-        has_key = visible.any(axis=-1, keepdims=True)
+class _NoMaxSubtraction(impl.Attention):
+    def softmax(self, scores):
         with np.errstate(over="ignore", invalid="ignore"):
             exp = np.exp(scores)  # FAULT: no "- row max"; exp(-inf) == 0 for hidden keys
-            total = exp.sum(axis=-1, keepdims=True)
-            return exp / np.where(has_key, total, 1)
+            return exp / exp.sum(axis=-1, keepdims=True)
 
-
-_PIPELINE = _NoMaxSubtraction()
-attention = _PIPELINE.attention
-attention_weights = _PIPELINE.attention_weights
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="no_max_subtraction",
@@ -43,4 +32,8 @@ MUTANT = Mutant(
     models="textbook softmax exp(s)/sum(exp(s)) in hand-written attention, without the "
     "max-subtraction trick",
     killed_by=("test_row_constant_shift_invariance",),
+    steps=_NoMaxSubtraction,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

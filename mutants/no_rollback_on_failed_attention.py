@@ -11,28 +11,17 @@ kernel, with no undo on failure (a retried request then decodes against a corrup
 The source lab (000, section 5): after a failed append the existing K/V must stay unchanged.
 """
 
-from attnprops.impl import KVCache, attention, attention_weights, kv_cache_bytes
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.oracle.rules import check_cached_query
 
 
-def cached_attention(query, key, value, cache, *, attn_mask=None, scale=None):
-    """impl's cached_attention without the try/except that restores the cache."""
-    check_cached_query(query, key)
-    start = cache.append(key, value)
-    # FAULT: no snapshot/restore around the attention step.
-    return attention(
-        query,
-        cache.keys,
-        cache.values,
-        attn_mask=attn_mask,
-        is_causal=True,
-        query_start=start,
-        scale=scale,
-    )
+class KVCache(impl.KVCache):
+    """impl's cache that cannot be rolled back."""
 
+    def _restore(self, snapshot) -> None:
+        # FAULT: no restore: a cached_attention that fails after its append keeps the append.
+        return None
 
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="no_rollback_on_failed_attention",
@@ -41,4 +30,8 @@ MUTANT = Mutant(
     models="cache update before the attention kernel with no undo on failure (HF-style "
     "past_key_value.update then attention)",
     killed_by=("test_failed_cached_attention_rolls_back",),
+    cache=KVCache,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

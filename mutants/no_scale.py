@@ -8,24 +8,15 @@ al. 2017, eq. 1), e.g. when porting to a kernel whose ``scale`` argument default
 the scaling was supposed to be folded into the query projection but was not.
 """
 
-from attnprops.impl import KVCache, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import Pipeline, rebind
 
 
-class _NoScale(Pipeline):
-    def default_scale(self, problem):
+class _NoScale(impl.Attention):
+    def default_scale(self, call):
         # FAULT: no 1/sqrt(D).
         return 1.0
 
-
-_PIPELINE = _NoScale()
-attention = _PIPELINE.attention
-attention_weights = _PIPELINE.attention_weights
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="no_scale",
@@ -37,4 +28,8 @@ MUTANT = Mutant(
         "test_output_matches_oracle",
         "test_seed_examples",
     ),
+    steps=_NoScale,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

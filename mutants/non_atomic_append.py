@@ -15,7 +15,6 @@ import types
 import numpy as np
 
 from attnprops import impl
-from attnprops.impl import attention, attention_weights, cached_attention, kv_cache_bytes
 from attnprops.mutants import Mutant
 from attnprops.oracle.rules import check_cache_append
 
@@ -42,8 +41,6 @@ class KVCache(impl.KVCache):
         return start
 
 
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
-
 MUTANT = Mutant(
     name="non_atomic_append",
     description="KVCache.append stores the key and advances the length before validating the "
@@ -51,4 +48,8 @@ MUTANT = Mutant(
     models="`self.k = concat(self.k, k); self.v = concat(self.v, v)` with the second step "
     "failing: state updated before every input is checked",
     killed_by=("test_failed_append_changes_nothing",),
+    cache=KVCache,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

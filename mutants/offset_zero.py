@@ -12,28 +12,18 @@ lower-triangular mask; its output is V0 = [1, 0], max error 1.439015. In serving
 ``causal_mask(q_len, kv_len)`` helper that ignores the ``past_key_values_length`` offset.
 """
 
-from attnprops.impl import KVCache, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import Pipeline, rebind
 
 
-class _OffsetZero(Pipeline):
-    def validate(self, query, key, value, needs_value, options, fully_masked_rows="raise"):
-        problem = super().validate(query, key, value, needs_value, options, fully_masked_rows)
+class _OffsetZero(impl.Attention):
+    def validate(self, query, key, value, options, **checks):
+        call = super().validate(query, key, value, options, **checks)
         if options["query_start"] is None:
-            return problem
+            return call
         # FAULT: the offset is dropped; the mask is the position-0 lower triangle j <= i.
-        options = {**options, "query_start": 0}
-        return super().validate(query, key, value, needs_value, options, "zeros")
+        return super().validate(query, key, value, {**options, "query_start": 0}, **checks)
 
-
-_PIPELINE = _OffsetZero()
-attention = _PIPELINE.attention
-attention_weights = _PIPELINE.attention_weights
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="offset_zero",
@@ -46,4 +36,8 @@ MUTANT = Mutant(
         "test_cached_decode_equals_full_causal",
         "test_query_chunk_equals_rows_of_full_causal",
     ),
+    steps=_OffsetZero,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

@@ -11,25 +11,16 @@ Real-world mistake: ``num_blocks = seq_len // BLOCK_N`` instead of ``cdiv(seq_le
 in a tiled attention kernel, tested only with sequence lengths that are multiples of the tile.
 """
 
-from attnprops.impl import KVCache, attention_weights, kv_cache_bytes
-from attnprops.impl.attention import _blocked_output as _impl_blocked_output
-from attnprops.impl.attention import attention as _impl_attention
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import rebind
 
 ATTNPROPS_CAPABILITIES = {"block_size": True}
 
 
-def _key_block_starts(stop, block_size):
-    return range(0, stop // block_size * block_size, block_size)  # FAULT: floor(stop / n) blocks
+class _LastPartialBlockDropped(impl.Attention):
+    def key_block_starts(self, stop, block_size):
+        return range(0, stop // block_size * block_size, block_size)  # FAULT: floor(stop / n)
 
-
-_blocked_output = rebind(_impl_blocked_output, _key_block_starts=_key_block_starts)
-attention = rebind(_impl_attention, _blocked_output=_blocked_output)
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="online_softmax_last_partial_block_dropped",
@@ -42,4 +33,8 @@ MUTANT = Mutant(
         "test_output_matches_oracle",
         "test_key_permutation_invariance",
     ),
+    steps=_LastPartialBlockDropped,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

@@ -14,32 +14,23 @@ alg. 3, line "d_j = d_{j-1} e^{m_{j-1} - m_j} + e^{x_j - m_j}").
 
 import numpy as np
 
-from attnprops.impl import KVCache, attention_weights, kv_cache_bytes
-from attnprops.impl.attention import _blocked_output as _impl_blocked_output
-from attnprops.impl.attention import attention as _impl_attention
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import rebind
 
 ATTNPROPS_CAPABILITIES = {"block_size": True}
 
 
-def _online_softmax_step(m, l, acc, s, value):
-    m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
-    shift = np.where(m_new == -np.inf, s.dtype.type(0), m_new)
-    alpha = np.exp(m - shift)
-    p = np.exp(np.subtract(s, shift, out=s), out=s)
-    l += p.sum(axis=-1, keepdims=True)  # FAULT: l is not multiplied by alpha first
-    acc *= alpha
-    acc += np.matmul(p, value)
-    m[...] = m_new
+class _SumNotRescaled(impl.Attention):
+    def online_softmax_step(self, m, l, acc, s, value):
+        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
+        shift = np.where(m_new == -np.inf, s.dtype.type(0), m_new)
+        alpha = np.exp(m - shift)
+        p = np.exp(np.subtract(s, shift, out=s), out=s)
+        l += p.sum(axis=-1, keepdims=True)  # FAULT: l is not multiplied by alpha first
+        acc *= alpha
+        acc += np.matmul(p, value)
+        m[...] = m_new
 
-
-_blocked_output = rebind(_impl_blocked_output, _online_softmax_step=_online_softmax_step)
-attention = rebind(_impl_attention, _blocked_output=_blocked_output)
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="online_softmax_sum_not_rescaled",
@@ -48,4 +39,8 @@ MUTANT = Mutant(
     models="`l += rowsum(p)` instead of `l = l * exp(m_old - m_new) + rowsum(p)` in a "
     "FlashAttention-style kernel",
     killed_by=("test_output_matches_oracle", "test_key_permutation_invariance"),
+    steps=_SumNotRescaled,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

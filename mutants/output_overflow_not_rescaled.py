@@ -1,7 +1,7 @@
 """Mutant: values near the dtype's maximum make the output inf or NaN.
 
 What is broken: impl recomputes an output that came out non-finite with the values scaled by a
-power of two (``impl.attention._rescaled_output``); this subject returns it as computed. The
+power of two (``impl.Attention.rescaled_output``); this subject returns it as computed. The
 blocked path sums ``exp(s - m) * v`` over the key blocks before dividing by the row sum, so two
 keys whose values are near the maximum overflow the running sum (inf, or NaN from
 ``inf - inf`` when their signs differ); the dense path overflows when the rounded weights sum
@@ -14,29 +14,17 @@ float32-weight softmax both return inf for such values (docs/findings.md, F3). T
 (000) asks that no valid input give NaN.
 """
 
-from attnprops.impl import KVCache, attention_weights, kv_cache_bytes
-from attnprops.impl.attention import _blocked_output, _dense_output
-from attnprops.impl.attention import attention as _impl_attention
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import rebind
 
 ATTNPROPS_CAPABILITIES = {"block_size": True}
 
 
-def _output_as_computed(call, compute, block_size):
-    # FAULT: the overflowed output is recomputed as it was, values not scaled down first
-    return (
-        _dense_output(call, compute)
-        if block_size is None
-        else _blocked_output(call, compute, block_size)
-    )
+class _OverflowNotRescaled(impl.Attention):
+    def rescaled_output(self, call, compute, block_size):
+        # FAULT: the overflowed output is recomputed as it was, values not scaled down first
+        return self.output(call, compute, block_size)
 
-
-attention = rebind(_impl_attention, _rescaled_output=_output_as_computed)
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="output_overflow_not_rescaled",
@@ -45,4 +33,8 @@ MUTANT = Mutant(
     models="an online-softmax accumulator of exp(s - m) * v divided only at the end, without "
     "guarding its range (PyTorch SDPA's CPU kernel does this, finding F3)",
     killed_by=("test_values_near_the_dtype_maximum_give_a_finite_output",),
+    steps=_OverflowNotRescaled,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

@@ -14,29 +14,19 @@ expected. The source lab (000, section 4): "不要默认其他接口的 padding 
 
 import numpy as np
 
-from attnprops.impl import KVCache, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import Pipeline, rebind
 
 
-class _InvertedBoolMask(Pipeline):
-    def validate(self, query, key, value, needs_value, options, fully_masked_rows="raise"):
-        problem = super().validate(query, key, value, needs_value, options, fully_masked_rows)
+class _InvertedBoolMask(impl.Attention):
+    def validate(self, query, key, value, options, **checks):
+        call = super().validate(query, key, value, options, **checks)
         mask = options["attn_mask"]
         if not (isinstance(mask, np.ndarray) and mask.dtype == np.bool_):
-            return problem
+            return call
         # FAULT: True read as "hide" (nn.MultiheadAttention's convention), not "may attend".
-        options = {**options, "attn_mask": ~mask}
-        return super().validate(query, key, value, needs_value, options, "zeros")
+        return super().validate(query, key, value, {**options, "attn_mask": ~mask}, **checks)
 
-
-_PIPELINE = _InvertedBoolMask()
-attention = _PIPELINE.attention
-attention_weights = _PIPELINE.attention_weights
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="padding_mask_inverted",
@@ -44,4 +34,8 @@ MUTANT = Mutant(
     models="PyTorch nn.MultiheadAttention key_padding_mask (True = ignore) vs SDPA attn_mask "
     "(True = attend), or an HF attention_mask (1 = keep) passed as a padding mask",
     killed_by=("test_bool_mask_equals_additive_mask", "test_hidden_keys_get_zero_weight"),
+    steps=_InvertedBoolMask,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

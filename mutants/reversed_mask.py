@@ -11,29 +11,22 @@ low, generation collapses". The source lab (000) builds exactly this counterexam
 3-token example the weights on forbidden (future) positions total 0.872569.
 """
 
-from attnprops.impl import KVCache, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+import numpy as np
+
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import Pipeline, causal_positions, rebind, replace_visible
 
 
-class _ReversedMask(Pipeline):
-    def validate(self, query, key, value, needs_value, options, fully_masked_rows="raise"):
-        problem = super().validate(query, key, value, needs_value, options, fully_masked_rows)
-        if not problem.is_causal:
-            return problem
-        i, j = causal_positions(problem)
-        mask_only = self.mask_visibility(query, key, value, needs_value, options)
-        # FAULT: ">=" where the rule says "<=": the query sees the future, not the past.
-        return replace_visible(problem, mask_only & (j >= problem.query_start + i))
+class _ReversedMask(impl.Attention):
+    def causal_hidden(self, call, rows, keys):
+        if not call.is_causal:
+            return None
+        i = np.arange(rows.start, rows.stop)[:, None]
+        j = np.arange(keys.start, keys.stop)[None, :]
+        # FAULT: visible where "j >= query_start + i" (the rule: "j <= query_start + i"): the
+        # query sees the future, not the past.
+        return j < call.query_start + i
 
-
-_PIPELINE = _ReversedMask()
-attention = _PIPELINE.attention
-attention_weights = _PIPELINE.attention_weights
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="reversed_mask",
@@ -41,4 +34,8 @@ MUTANT = Mutant(
     models="np.triu instead of np.tril (keep-mask vs hide-mask confusion) in a causal decoder; "
     "the source lab's reversed-mask counterexample (forbidden weight 0.872569)",
     killed_by=("test_hidden_keys_get_zero_weight", "test_seed_examples"),
+    steps=_ReversedMask,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

@@ -12,24 +12,15 @@ where ``d_k = d_model / h`` is meant. The source lab (000, section 1) says it in
 
 import numpy as np
 
-from attnprops.impl import KVCache, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import Pipeline, rebind
 
 
-class _ModelWidthScale(Pipeline):
-    def default_scale(self, problem):
+class _ModelWidthScale(impl.Attention):
+    def default_scale(self, call):
         # FAULT: sqrt of the model width Hq * D, not of the head dim D.
-        return 1.0 / np.sqrt(problem.num_heads * problem.head_dim)
+        return 1.0 / np.sqrt(call.query.shape[1] * call.query.shape[3])
 
-
-_PIPELINE = _ModelWidthScale()
-attention = _PIPELINE.attention
-attention_weights = _PIPELINE.attention_weights
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="scale_by_model_width",
@@ -41,4 +32,8 @@ MUTANT = Mutant(
         "test_output_matches_oracle",
         "test_weights_match_oracle",
     ),
+    steps=_ModelWidthScale,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

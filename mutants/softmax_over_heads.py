@@ -12,29 +12,20 @@ the heads axis (``dim=-1`` is the robust spelling); 003 fault table: "行权重�
 
 import numpy as np
 
-from attnprops.impl import KVCache, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import Pipeline, rebind
 
 
-class _SoftmaxOverHeads(Pipeline):
-    def softmax(self, scores, visible):
-        # FAULT: axis=1 (heads) in every line where impl's _softmax uses axis=-1 (keys).
-        has_key = visible.any(axis=1, keepdims=True)
+class _SoftmaxOverHeads(impl.Attention):
+    def softmax(self, scores):
+        # FAULT: axis=1 (heads) in every line where impl's softmax uses axis=-1 (keys).
+        has_key = (scores > -np.inf).any(axis=1, keepdims=True)
         head_max = np.where(has_key, scores.max(axis=1, keepdims=True), 0)
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", under="ignore"):
             exp = np.exp(scores - head_max)
         total = exp.sum(axis=1, keepdims=True)
         return exp / np.where(has_key, total, 1)
 
-
-_PIPELINE = _SoftmaxOverHeads()
-attention = _PIPELINE.attention
-attention_weights = _PIPELINE.attention_weights
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="softmax_over_heads",
@@ -43,4 +34,8 @@ MUTANT = Mutant(
     models="F.softmax(scores, dim=1) carried over from 2-D (Tq, Tk) code, where axis 1 is the "
     "key axis, to 4-D (B, H, Tq, Tk) scores",
     killed_by=("test_weight_rows_sum_to_one", "test_batch_and_heads_independent"),
+    steps=_SoftmaxOverHeads,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

@@ -13,10 +13,7 @@ the per-split log-sum-exp is then dropped.
 
 import numpy as np
 
-from attnprops.impl import KVCache, attention_weights, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import rebind
 from attnprops.mutants._tiled import TILED_CAPABILITIES, TiledKernel
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
@@ -35,11 +32,6 @@ class _Kernel(TiledKernel):
         m[...] = np.maximum(m, m_i)
 
 
-attention = _Kernel().attention
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
-
 MUTANT = Mutant(
     name="split_kv_merge_not_rescaled",
     description="split-KV kernel (splits of 256 keys from 512 keys on) merges partial "
@@ -50,4 +42,8 @@ MUTANT = Mutant(
         "test_kernel_sized_prefill_matches_reference",
         "test_kernel_sized_chunk_equals_rows_of_full_causal",
     ),
+    steps=_Kernel,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

@@ -10,10 +10,7 @@ BLOCK_N)`` in a tiled kernel, tested only at sequence lengths that are multiples
 (FlashAttention tests seqlens 113, 203, 239 for this reason).
 """
 
-from attnprops.impl import KVCache, attention_weights, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import rebind
 from attnprops.mutants._tiled import TILED_CAPABILITIES, TiledKernel
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
@@ -28,11 +25,6 @@ class _Kernel(TiledKernel):
         return [(start + n * self.k_tile, start + (n + 1) * self.k_tile) for n in range(full)]
 
 
-attention = _Kernel().attention
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
-
 MUTANT = Mutant(
     name="tiled_last_key_tile_dropped",
     description="tiled kernel (64-key tiles, from 129 keys on) drops the last partial key tile",
@@ -42,4 +34,8 @@ MUTANT = Mutant(
         "test_kernel_sized_cross_matches_reference",
         "test_kernel_sized_chunk_equals_rows_of_full_causal",
     ),
+    steps=_Kernel,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

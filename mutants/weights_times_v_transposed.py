@@ -14,32 +14,22 @@ complains). With a causal mask a query then reads FUTURE values.
 
 import numpy as np
 
-from attnprops.impl import KVCache, kv_cache_bytes
-from attnprops.impl.kv_cache import cached_attention as _impl_cached_attention
+from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.mutants._common import Pipeline, rebind
 
 
-class _WeightsTransposed(Pipeline):
-    def weighted_values(self, weights, problem, compute):
-        Tq, Tk = weights.shape[-2:]
+class _WeightsTransposed(impl.Attention):
+    def weighted_values(self, weights, call, compute):
+        B, Hq, Tq, Tk = call.shape
         if Tq != Tk:
-            return super().weighted_values(weights, problem, compute)
-        B, Hq = weights.shape[:2]
-        Hkv, G, Dv = problem.num_kv_heads, problem.group, problem.value.shape[3]
-        grouped = weights.reshape(B, Hkv, G, Tq, Tk)
-        value = problem.value.astype(compute, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, Dv)
+            return super().weighted_values(weights, call, compute)
+        Hkv, Dv = call.key.shape[1], call.value.shape[3]
+        grouped = weights.reshape(B, Hkv, Hq // Hkv, Tq, Tk)
+        value = call.value.astype(compute, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, Dv)
         # FAULT: indices of the weights swapped: out[i] = sum_j w[j, i] v[j].
         output = np.einsum("...ji,...jd->...id", grouped, value)
         return output.reshape(B, Hq, Tq, Dv)
 
-
-_PIPELINE = _WeightsTransposed()
-attention = _PIPELINE.attention
-attention_weights = _PIPELINE.attention_weights
-cached_attention = rebind(_impl_cached_attention, attention=attention)
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
 MUTANT = Mutant(
     name="weights_times_v_transposed",
@@ -48,4 +38,8 @@ MUTANT = Mutant(
     models="wrong multiplication direction of weights and V (003 fault table: 'output token "
     "count becomes Tk'); invisible in self-attention where Tq == Tk",
     killed_by=("test_output_matches_oracle", "test_single_visible_key_returns_its_value"),
+    steps=_WeightsTransposed,
 )
+attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+
+__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

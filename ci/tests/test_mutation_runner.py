@@ -100,14 +100,6 @@ def test_every_mutant_declares_itself():
             assert f"def {prop}(" in suite, f"{name}: killed_by names unknown property {prop}"
 
 
-def test_mutant_pipeline_equals_impl():
-    """mutants._common.Pipeline (impl's dense steps, copied so mutants survive impl's
-    refactorings) is bitwise equal to impl: every mutant differs from impl only by its fault."""
-    from attnprops.mutants._common import _self_check
-
-    _self_check(trials=60)
-
-
 def test_properties_report_without_bare_asserts():
     """The runner starts pytest with --assert=plain (ci.suite_runner), so a bare ``assert`` in
     a property module would fail without saying why; the properties raise PropertyViolation

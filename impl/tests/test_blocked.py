@@ -5,8 +5,8 @@ block size, follow every rule of oracle/rules/ with the same errors, give hidden
 zero weight, and never allocate a ``(Tq, Tk)``-sized array. The dense path (``block_size="dense"``,
 and the default ``block_size=None`` on calls this small) must stay bitwise equal to the
 reference formula it replaced (rules.check_attention_inputs,
-masked scores, max-subtracted softmax, ``weights @ value``), kept step by step in
-``mutants._common.Pipeline``.
+masked scores, max-subtracted softmax, ``weights @ value``), written out in
+``impl/tests/formula.py``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from attnprops import impl, oracle
-from attnprops.mutants._common import Pipeline
+from attnprops.impl.tests import formula
 from attnprops.oracle.rules import (
     AttentionInputError,
     ScoreOverflowError,
@@ -69,9 +69,8 @@ def _random_call(rng, n):
 
 def _reference(q, k, v, **kw):
     """The dense formula as it was written before the fast path: the rulebook's dense
-    visibility, then scores, softmax and weights @ value (``mutants._common.Pipeline``, the
-    step-by-step copy the mutants are built from)."""
-    return Pipeline().attention(q, k, v, **kw)
+    visibility, then scores, softmax and weights @ value (``impl/tests/formula.py``)."""
+    return formula.attention(q, k, v, **kw)
 
 
 def _outcome(fn):
@@ -108,7 +107,7 @@ def test_dense_path_is_bitwise_the_reference_formula(block_size):
         assert got[0] == "ok" and got[1].dtype == want[1].dtype, n
         np.testing.assert_array_equal(got[1], want[1])
         weights = impl.attention_weights(q, k, **kw)
-        np.testing.assert_array_equal(weights, Pipeline().attention_weights(q, k, **kw))
+        np.testing.assert_array_equal(weights, formula.attention_weights(q, k, **kw))
         checked += 1
     assert checked > 300
 
@@ -392,7 +391,7 @@ def test_values_near_the_dtype_maximum_give_the_finite_oracle_output(dtype, bloc
     """Every output is a convex combination of values, so it fits the dtype; values near the
     maximum used to overflow on the way (blocked: the running sum before dividing gave inf,
     and inf - inf gave NaN; dense: weights summing to 1 + ulp times max gave inf). Found by a
-    newcomer's attack; now the output is recomputed with scaled values (_rescaled_output)."""
+    newcomer's attack; now the output is recomputed with scaled values (Attention.rescaled_output)."""
     big = float(np.finfo(dtype).max)
     q = np.zeros((1, 1, 2, 1), dtype)
     cases = [

@@ -1,11 +1,11 @@
 """The default ``block_size=None`` of impl.attention: the faster path for the call's size.
 
-The rule (:func:`impl.attention._default_block_size`, reasons and measurements in
-impl/attention.py's docstring): dense when ``Tk <= 128`` or ``B * Hq * Tq * Tk < 2**15``; else
+The rule (:func:`impl.default_path.default_block_size`, reasons and measurements in
+its module docstring): dense when ``Tk <= 128`` or ``B * Hq * Tq * Tk < 2**15``; else
 blocked with ``n = 128`` for causal calls whose query tiles see at most 3/4 of the keys, for
 ``B * Hq * 128 * (D + Dv) >= 2**19`` and for ``B * Hq * Tq * Tk >= 2**24``; else dense. The
 default is *bitwise* the path it picks (so small calls, every one the value properties draw,
-are bitwise the dense formula ``mutants._common.Pipeline`` mirrors), and the name ``"dense"``
+are bitwise the dense formula of ``impl/tests/formula.py``), and the name ``"dense"``
 keeps the dense path reachable at every size. Speed is measured by ``python -m attnprops.benchmarks``
 (section 3) and ``python -m attnprops.benchmarks.default_path``, never asserted here.
 """
@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 
 from attnprops import impl, oracle
-from attnprops.impl.attention import _default_block_size
-from attnprops.mutants._common import Pipeline
+from attnprops.impl.default_path import default_block_size
+from attnprops.impl.tests import formula
 from attnprops.oracle.rules import FullyMaskedRowError, NonFiniteInputError, ScoreOverflowError
 
 
 def _pick(B, Hq, Hkv, Tq, Tk, D, Dv, is_causal=False, query_start=None):
-    return _default_block_size(
+    return default_block_size(
         (B, Hq, Tq, D), (B, Hkv, Tk, D), (B, Hkv, Tk, Dv), is_causal, query_start
     )
 
@@ -74,7 +74,7 @@ def _inputs(rng, B, Hq, Hkv, Tq, Tk, D, Dv, dtype):
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_small_calls_are_bitwise_the_dense_path(dtype):
     """T <= 6 (what the property suite draws), masks, causality, 2-D: the default result is
-    bitwise block_size="dense" and mutants._common.Pipeline."""
+    bitwise block_size="dense" and the formula (impl/tests/formula.py)."""
     rng = np.random.default_rng(31)
     for n in range(60):
         B, Hkv, G, Tq, D, Dv = (int(x) for x in rng.integers(1, 4, size=6))
@@ -87,7 +87,7 @@ def test_small_calls_are_bitwise_the_dense_path(dtype):
             q, k, v = q[0, 0], k[0, 0], v[0, 0]
         default = impl.attention(q, k, v, **kw)
         np.testing.assert_array_equal(default, impl.attention(q, k, v, block_size="dense", **kw))
-        np.testing.assert_array_equal(default, Pipeline().attention(q, k, v, **kw))
+        np.testing.assert_array_equal(default, formula.attention(q, k, v, **kw))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

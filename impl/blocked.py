@@ -1,0 +1,113 @@
+"""impl's blocked path (``block_size=n``): tiles of ``n`` queries by ``n`` keys with an online
+softmax (Milakov & Gimelshein 2018, "Online normalizer calculation for softmax"; Dao et al.
+2022, "FlashAttention").
+
+A running row maximum ``m`` and running sum ``l``; the running output is rescaled by
+``exp(m_old - m_new)`` whenever the maximum grows. Peak extra memory is O(B Hq n (n + Dv))
+instead of O(B Hq Tq Tk), and each tile's scores stay in cache. Key blocks that no query of a
+tile may see (causal) are skipped, and query rows that see nothing of a key block are left out
+of it. Masks are read one block at a time (:class:`impl.scores.Scores`). Results agree with the
+dense path up to rounding (within the suite's error bounds). :class:`BlockedPath` is a mixin
+of :class:`impl.attention.Attention`, one method per step. Shape legend as in :mod:`impl`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnprops.oracle.rules import AttentionCall
+
+__all__ = ["BlockedPath"]
+
+
+class BlockedPath:
+    """The blocked path, one method per step."""
+
+    def key_block_starts(self, stop: int, block_size: int) -> range:
+        """First key of each block: ``0, n, 2n, ...`` below ``stop``; the last block may be
+        short."""
+        return range(0, stop, block_size)
+
+    def online_softmax_step(
+        self, m: np.ndarray, l: np.ndarray, acc: np.ndarray, s: np.ndarray, value: np.ndarray
+    ) -> None:
+        """Fold one key block into the running state, in place.
+
+        ``m``, ``l`` ``(..., n, 1)``: running max and running sum of ``exp(s - m)``; ``acc``
+        ``(..., n, Dv)``: running sum of ``exp(s - m) * v``; ``s`` ``(..., n, nk)``: the
+        block's masked scores (``-inf`` where hidden; overwritten); ``value`` ``(..., nk,
+        Dv)``. When the maximum grows from ``m`` to ``m_new``, what was summed under ``m`` is
+        rescaled by ``exp(m - m_new)`` (Milakov & Gimelshein 2018, alg. 3; Dao et al. 2022,
+        alg. 1).
+        """
+        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
+        # A row that has seen no visible key yet keeps m = -inf; subtract 0 there (-inf stays).
+        shift = np.where(m_new == -np.inf, s.dtype.type(0), m_new)
+        alpha = np.exp(m - shift)  # <= 1; 0 while the row had seen nothing
+        p = np.exp(np.subtract(s, shift, out=s), out=s)  # exp(-inf) == 0 for hidden keys
+        l *= alpha
+        l += p.sum(axis=-1, keepdims=True)
+        acc *= alpha
+        acc += np.matmul(p, value)
+        m[...] = m_new
+
+    def blocked_output(self, call: AttentionCall, compute: np.dtype, block_size: int) -> np.ndarray:
+        """``softmax(scores) @ value`` ``(B, Hq, Tq, Dv)`` in the compute dtype, in tiles of
+        ``block_size`` queries by ``block_size`` keys with an online softmax (running max
+        ``m``, running sum ``l`` per query row). Peak extra memory O(B Hq (block_size**2 + Tq
+        Dv)).
+
+        Also applies the finiteness rule to query, key and value, which ``call`` was
+        validated without (:meth:`Attention.check_finite`): each key/value block is scanned
+        when it is first used (while it is in cache), the keys no query sees at the end.
+        Raises NonFiniteInputError on the first bad block (the caller then reruns the full
+        validation for the rulebook's first error)."""
+        B, Hq, Tq, Tk = call.shape
+        Hkv, Dv = call.key.shape[1], call.value.shape[3]
+        G = Hq // Hkv
+        start = call.query_start
+        self.check_finite(call.query, "query")
+        query = self.scaled_query(call, compute)  # (B, Hkv, G, Tq, D)
+        key = call.key.astype(compute, copy=False)  # (B, Hkv, Tk, D)
+        value = call.value.astype(compute, copy=False)  # (B, Hkv, Tk, Dv)
+        out = np.empty((B, Hkv, G, Tq, Dv), dtype=compute)
+        in_range = self.scores_in_range(call, compute)
+        scanned = 0  # keys/values [0, scanned) are known to be finite
+
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            for t0 in range(0, Tq, block_size):  # one tile of query rows at a time
+                t1 = min(Tq, t0 + block_size)
+                m = np.full((B, Hkv, G, t1 - t0, 1), -np.inf, dtype=compute)  # running max
+                l = np.zeros((B, Hkv, G, t1 - t0, 1), dtype=compute)  # running sum of exp(s - m)
+                acc = np.zeros((B, Hkv, G, t1 - t0, Dv), dtype=compute)  # ... of exp(s - m) v
+                # Causal: keys after the tile's last query position are seen by none of its rows.
+                last = min(Tk, start + t1) if call.is_causal else Tk
+                for j0 in self.key_block_starts(last, block_size):
+                    keys = slice(j0, min(j0 + block_size, last))
+                    fresh = slice(scanned, keys.stop)  # first use of these keys: scan them
+                    if fresh.stop > fresh.start:  # (each block right before its product reads it)
+                        self.check_finite(call.key[:, :, fresh], "key")
+                    # Causal: query i sees key j0 iff j0 <= start + i; earlier rows skip it.
+                    i0 = min(t1, max(t0, j0 - start)) if call.is_causal else t0
+                    rows, local = slice(i0, t1), slice(i0 - t0, t1 - t0)
+                    k_t = key[:, :, None, keys].swapaxes(-1, -2)  # (B, Hkv, 1, D, nk)
+                    s = np.matmul(query[:, :, :, rows], k_t)  # (B, Hkv, G, n, nk)
+                    self.mask_scores(
+                        s.reshape(B, Hq, t1 - i0, -1), call, compute, rows, keys, in_range
+                    )
+                    if fresh.stop > fresh.start:
+                        self.check_finite(call.value[:, :, fresh], "value")
+                        scanned = fresh.stop
+                    self.online_softmax_step(
+                        m[:, :, :, local],
+                        l[:, :, :, local],
+                        acc[:, :, :, local],
+                        s,
+                        value[:, :, None, keys],
+                    )
+                # every row has a visible key (checked), so l >= 1
+                np.divide(acc, l, out=out[:, :, :, t0:t1])
+        if scanned < Tk:  # keys that no query sees are inputs too: the rule covers them
+            self.check_finite(call.key[:, :, scanned:], "key")
+            self.check_finite(call.value[:, :, scanned:], "value")
+        return out.reshape(B, Hq, Tq, Dv)

@@ -1,0 +1,74 @@
+"""impl's dense path (``block_size="dense"``): the whole ``(B, Hq, Tq, Tk)`` score array,
+masked in place and normalized in place.
+
+Its results are bitwise those of the straightforward formula (Vaswani et al. 2017, eq. 1:
+``softmax(scale * q @ k^T + mask) @ v`` with the row maximum subtracted;
+``impl/tests/test_blocked.py`` checks this). :class:`DensePath` is a mixin of
+:class:`impl.attention.Attention`: each step is a method, and the steps it shares with the
+blocked path (scaling, masking) are :class:`impl.scores.Scores`'. Shape legend as in
+:mod:`impl`; ``G = Hq // Hkv``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnprops.oracle.rules import AttentionCall
+
+__all__ = ["DensePath"]
+
+
+class DensePath:
+    """The dense path, one method per step."""
+
+    def key_transposed(self, call: AttentionCall, compute: np.dtype) -> np.ndarray:
+        """``key^T`` ``(B, Hkv, 1, D, Tk)`` in the compute dtype: the last two axes swapped, a
+        group axis added (query head ``h`` reads K/V head ``h // G``)."""
+        return call.key.astype(compute, copy=False)[:, :, None].swapaxes(-1, -2)
+
+    def dense_scores(self, call: AttentionCall, compute: np.dtype) -> np.ndarray:
+        """Scaled scores plus float mask, ``-inf`` where a key is hidden: ``(B, Hq, Tq, Tk)``
+        in the compute dtype (before the softmax). Raises ScoreOverflowError when a visible
+        score overflows."""
+        B, Hq, Tq, Tk = call.shape
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            scores = np.matmul(
+                self.scaled_query(call, compute), self.key_transposed(call, compute)
+            )  # (B, Hkv, G, Tq, Tk)
+        scores = scores.reshape(B, Hq, Tq, Tk)
+        in_range = self.scores_in_range(call, compute)
+        self.mask_scores(scores, call, compute, slice(0, Tq), slice(0, Tk), in_range)
+        return scores
+
+    def softmax(self, scores: np.ndarray) -> np.ndarray:
+        """Softmax along keys of masked scores ``(B, Hq, Tq, Tk)``, in place (returned):
+        every row has a visible (finite) score, so the row max is finite and
+        ``exp(-inf - max) == 0`` for hidden keys."""
+        with np.errstate(under="ignore"):
+            row_max = scores.max(axis=-1, keepdims=True)
+            np.subtract(scores, row_max, out=scores)
+            np.exp(scores, out=scores)
+            total = scores.sum(axis=-1, keepdims=True)
+            np.divide(scores, total, out=scores)
+        return scores
+
+    def dense_weights(self, call: AttentionCall, compute: np.dtype) -> np.ndarray:
+        """Attention weights ``(B, Hq, Tq, Tk)`` in the compute dtype."""
+        return self.softmax(self.dense_scores(call, compute))
+
+    def weighted_values(
+        self, weights: np.ndarray, call: AttentionCall, compute: np.dtype
+    ) -> np.ndarray:
+        """``weights @ value`` ``(B, Hq, Tq, Dv)`` in the compute dtype; query heads grouped
+        by a reshape (never repeated)."""
+        B, Hq, Tq, Tk = call.shape
+        Hkv, Dv = call.key.shape[1], call.value.shape[3]
+        grouped = weights.reshape(B, Hkv, Hq // Hkv, Tq, Tk)  # (B, Hkv, G, Tq, Tk)
+        value = call.value.astype(compute, copy=False)[:, :, None]  # (B, Hkv, 1, Tk, Dv)
+        with np.errstate(over="ignore", invalid="ignore"):  # non-finite: Attention.rescaled_output
+            return np.matmul(grouped, value).reshape(B, Hq, Tq, Dv)
+
+    def dense_output(self, call: AttentionCall, compute: np.dtype) -> np.ndarray:
+        """``softmax(scores) @ value`` ``(B, Hq, Tq, Dv)`` in the compute dtype, from the
+        whole ``(B, Hq, Tq, Tk)`` weight array."""
+        return self.weighted_values(self.dense_weights(call, compute), call, compute)

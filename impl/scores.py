@@ -1,0 +1,176 @@
+"""The steps both of impl's paths share: the scaled scores and what hides a key from a query.
+
+:class:`Scores` is a mixin of :class:`impl.attention.Attention` (its methods call the other
+steps through ``self``, so a subclass that overrides one step changes every path that takes
+it). Visibility is read one block of ``rows`` by ``keys`` at a time, never broadcast to
+``(B, Hq, Tq, Tk)``: the mask's block (:meth:`Scores.mask_block`) AND causality
+(:meth:`Scores.causal_hidden`: key ``j`` is hidden from local query ``i`` iff
+``j > query_start + i``). The "fully masked row" rule is checked the same way
+(:meth:`Scores.check_rows`). Shape legend as in :mod:`impl`; ``G = Hq // Hkv``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnprops.oracle.rules import AttentionCall, FullyMaskedRowError, raise_score_overflow
+
+__all__ = ["Scores"]
+
+# Keys per chunk for the fully-masked-row check when the call itself is not blocked.
+_ROW_CHECK_ELEMENTS = 1 << 22
+
+
+class Scores:
+    """Scaling, masking and the fully-masked-row rule, one method per step."""
+
+    # -- the scale ------------------------------------------------------------------------
+    def default_scale(self, call: AttentionCall) -> float:
+        """``1/sqrt(D)`` (Vaswani et al. 2017, eq. 1), what ``scale=None`` stands for."""
+        return 1.0 / np.sqrt(call.query.shape[3])
+
+    def scale(self, call: AttentionCall) -> float:
+        """The call's scale, or :meth:`default_scale` when it has none."""
+        return self.default_scale(call) if call.scale is None else call.scale
+
+    def scaled_query(self, call: AttentionCall, compute: np.dtype) -> np.ndarray:
+        """``query * scale`` in the compute dtype, grouped ``(B, Hkv, G, Tq, D)``.
+
+        The query is scaled before the product, so a dot product that only the scale brings
+        back into range does not overflow (left: partial sums beyond the range)."""
+        B, Hq, Tq, D = call.query.shape
+        Hkv = call.key.shape[1]
+        scale = self.scale(call)
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            query = call.query.astype(compute, copy=False) * compute.type(scale)  # (B, Hq, Tq, D)
+        return query.reshape(B, Hkv, Hq // Hkv, Tq, D)
+
+    def scores_in_range(self, call: AttentionCall, compute: np.dtype) -> bool:
+        """True when no visible scaled score plus mask entry can overflow ``compute``, so the
+        per-block overflow scan can be skipped: ``|s_ij| <= scale * D * max|q| * max|k|``, plus
+        the largest ``|mask|``, stays below half the dtype's maximum. Costs a few reductions
+        over query and key, so it is only tried when the scores are much larger than the
+        inputs; NaN, infinity or a ``-inf`` mask entry give False (the scan then runs)."""
+        B, Hq, Tq, Tk = call.shape
+        if B * Hq * Tq * Tk < 4 * (call.query.size + call.key.size):
+            return False
+        D = call.query.shape[3]
+        scale = self.scale(call)
+        with np.errstate(all="ignore"):
+            bound = (
+                scale
+                * D
+                * max(float(call.query.max()), -float(call.query.min()))
+                * max(float(call.key.max()), -float(call.key.min()))
+            )
+            if call.float_mask:
+                bound += max(abs(float(call.mask.min())), abs(float(call.mask.max())))
+        return bool(bound < 0.5 * float(np.finfo(compute).max))  # NaN compares False
+
+    # -- visibility -----------------------------------------------------------------------
+    def mask_block(self, call: AttentionCall, rows: slice, keys: slice) -> np.ndarray | None:
+        """The mask entries of query rows ``rows`` and keys ``keys``: a view of the caller's
+        mask, still broadcastable (axes of length 1 stay 1). ``None`` without a mask."""
+        mask = call.mask
+        if mask is None:
+            return None
+        return mask[
+            :,
+            :,
+            rows if mask.shape[2] > 1 else slice(None),
+            keys if mask.shape[3] > 1 else slice(None),
+        ]
+
+    def causal_hidden(self, call: AttentionCall, rows: slice, keys: slice) -> np.ndarray | None:
+        """Bool ``(r, keys)`` for the first ``r <= len(rows)`` rows of the block: True where
+        causality hides key ``j`` from local query ``i`` (``j > query_start + i``). The rows
+        after the first ``r`` see every key of the block. ``None`` when nothing in the block
+        is hidden."""
+        if not call.is_causal:
+            return None
+        # Query i sees the whole block iff keys.stop - 1 <= query_start + i.
+        stop = min(rows.stop, max(rows.start, keys.stop - 1 - call.query_start))
+        if stop == rows.start:
+            return None
+        i = np.arange(rows.start, stop)[:, None]
+        j = np.arange(keys.start, keys.stop)[None, :]
+        return j > call.query_start + i
+
+    def visible_block(self, call: AttentionCall, rows: slice, keys: slice) -> np.ndarray | bool:
+        """Visibility of a block (mask AND causality), broadcastable to the block's shape."""
+        visible = True
+        mask = self.mask_block(call, rows, keys)
+        if mask is not None:
+            visible = mask if mask.dtype == np.bool_ else ~np.isneginf(mask)
+        hidden = self.causal_hidden(call, rows, keys)
+        if hidden is not None:
+            below = np.zeros((rows.stop - rows.start - hidden.shape[0], hidden.shape[1]), bool)
+            visible = visible & ~np.concatenate([hidden, below])
+        return visible
+
+    def check_rows(self, call: AttentionCall, block_size: int | None = None) -> None:
+        """The rulebook's "fully masked row" rule (same message), one key block at a time.
+
+        Without a mask every row sees a key: key 0 is causally visible to every query because
+        ``query_start >= 0`` whenever ``is_causal``.
+
+        Raises:
+            oracle.rules.FullyMaskedRowError naming the first such row and their count.
+        """
+        if call.mask is None:
+            return
+        B, Hq, Tq, Tk = call.shape
+        mb, mh = call.mask.shape[:2]
+        if block_size is None:
+            block_size = max(1, _ROW_CHECK_ELEMENTS // (mb * mh * Tq))
+        seen = np.zeros((mb, mh, Tq if call.is_causal else call.mask.shape[2]), dtype=bool)
+        last = min(Tk, call.query_start + Tq) if call.is_causal else Tk
+        span = Tk if call.mask.shape[3] == 1 and not call.is_causal else block_size
+        all_rows = slice(0, Tq)
+        for j0 in range(0, last, span):
+            keys = slice(j0, min(j0 + span, last))
+            seen |= np.any(self.visible_block(call, all_rows, keys), axis=-1)
+            if seen.all():
+                return
+        empty = ~np.broadcast_to(seen, (B, Hq, Tq))
+        if empty.any():
+            b, h, i = (int(n) for n in np.argwhere(empty)[0])
+            raise FullyMaskedRowError(
+                f"attn_mask/is_causal: query row (batch={b}, head={h}, query={i}) has no "
+                f"visible key ({int(empty.sum())} such rows); every query must see at least "
+                "one key"
+            )
+
+    def mask_scores(
+        self,
+        scores: np.ndarray,
+        call: AttentionCall,
+        compute: np.dtype,
+        rows: slice,
+        keys: slice,
+        in_range: bool = False,
+    ) -> None:
+        """In place on ``scores`` ``(B, Hq, len(rows), len(keys))``: add the float mask, raise
+        on a visible score that overflows (not scanned when ``in_range``, see
+        :meth:`scores_in_range`), set hidden keys to ``-inf``. Visible entries get exactly
+        ``scores + mask.astype(compute)``.
+
+        Raises:
+            oracle.rules.ScoreOverflowError for a visible score that is not finite.
+        """
+        mask = self.mask_block(call, rows, keys)
+        with np.errstate(over="ignore", invalid="ignore"):
+            if mask is not None and mask.dtype != np.bool_:
+                np.add(scores, mask.astype(compute, copy=False), out=scores)
+            if not in_range:
+                finite = np.isfinite(scores)
+                if not finite.all():
+                    if np.any(~finite & self.visible_block(call, rows, keys)):
+                        raise_score_overflow(call)
+                    np.copyto(scores, compute.type(-np.inf), where=~finite)  # only hidden keys
+        # A float mask's -inf entries are -inf in the scores already (finite + -inf).
+        if mask is not None and mask.dtype == np.bool_:
+            np.copyto(scores, compute.type(-np.inf), where=~mask)
+        hidden = self.causal_hidden(call, rows, keys)
+        if hidden is not None:
+            np.copyto(scores[:, :, : hidden.shape[0]], compute.type(-np.inf), where=hidden)

@@ -35,13 +35,9 @@ from pathlib import Path
 import pytest
 
 from attnprops.ci.suite_runner import run_suite
-from attnprops.properties.plugin import (
-    ROBUSTNESS_ENV_VAR,
-    ROBUSTNESS_MODES,
-    ROBUSTNESS_REASON,
-    parse_shard,
-)
+from attnprops.properties.options import ROBUSTNESS_ENV_VAR, ROBUSTNESS_MODES, ROBUSTNESS_REASON
 from attnprops.properties.profiles import PROFILES
+from attnprops.properties.selection import parse_shard
 
 
 def add_arguments(parser) -> None:

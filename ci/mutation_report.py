@@ -55,7 +55,8 @@ from pathlib import Path
 from attnprops.ci.check import validate_profiles
 from attnprops.ci.reproduction import first_property, reproduction, rerun_command
 from attnprops.ci.suite_runner import PropertyFailure, RunResult, run_suite
-from attnprops.properties.plugin import one_thread_per_process, parse_shard, shard_of
+from attnprops.properties.selection import parse_shard, shard_of
+from attnprops.properties.threads import one_thread_per_process
 
 SCHEMA_VERSION = 3  # 2: mutant_profile; per mutant profile and shrunk; 3: per mutant nodeid,
 #                     reproduction, reproduction_exact and rerun_command
@@ -170,7 +171,7 @@ def select(names: list[str], only: list[str] | None, shard: str | None) -> list[
 
 
 # What the "examples" column counts: MutantResult.examples_tried, the result record's
-# "examples" of the first failing property (properties.plugin._count_examples counts them;
+# "examples" of the first failing property (properties.example_counts counts them;
 # ci.suite_runner reads them).
 EXAMPLES_NOTE = (
     "*examples*: the inputs the first failing property (the one whose counterexample is "

@@ -108,7 +108,7 @@ def test_robustness_tier_failures_are_reported_apart(tmp_path):
     import json
 
     from attnprops.ci.suite_runner import _read_results
-    from attnprops.properties.plugin import ROBUSTNESS_REASON
+    from attnprops.properties.options import ROBUSTNESS_REASON
 
     failure = {
         "type": "PropertyViolation",

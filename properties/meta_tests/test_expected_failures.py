@@ -21,7 +21,8 @@ except ImportError:  # a vendored copy of properties/ has no ci/: plain subproce
     run_pytest = None
 
 from attnprops import properties
-from attnprops.properties.plugin import FAST_START, ExpectedFailure, read_expected_failures
+from attnprops.properties.expected_failures import ExpectedFailure, read_expected_failures
+from attnprops.properties.plugin import FAST_START
 
 pytest_plugins = ["pytester"]
 

@@ -196,7 +196,7 @@ def test_jax_declarations():
     """The JAX subject declares float32/float64, no validation, and an expected-failures
     file that exists and parses."""
     module = _module("jax_dot_product_attention", "jax")
-    from attnprops.properties.plugin import read_expected_failures
+    from attnprops.properties.expected_failures import read_expected_failures
 
     declared = load_subject("attnprops.properties.subjects.jax_dot_product_attention")
     assert (

@@ -1,21 +1,20 @@
 """attnprops' oracle: attention at 50 significant digits, and the rulebook all subjects share.
 
-``oracle.reference`` holds the loops (the specification); ``oracle.rules`` the input rules and
-errors; ``oracle.ball`` the same formula in ball arithmetic for kernel-sized calls (imported on
-demand: ``from oracle import ball``). The package depends on NumPy and mpmath, and
+``oracle.reference`` holds the loops (the specification), ``oracle.cache`` the KV cache over
+them; ``oracle.rules`` the input rules and errors; ``oracle.ball`` the same formula in ball
+arithmetic for kernel-sized calls (imported on demand: ``from oracle import ball``). The package depends on NumPy and mpmath, and
 ``oracle.ball`` on python-flint, so it can be copied into another test tree on its own.
 """
 
+from attnprops.oracle.cache import KVCache, cached_attention
 from attnprops.oracle.reference import (
     DIGITS,
-    KVCache,
     OracleParts,
     OracleResult,
     attention,
     attention_parts,
     attention_scores,
     attention_weights,
-    cached_attention,
     kv_cache_bytes,
     to_float,
 )

@@ -33,10 +33,6 @@ import numpy as np
 from attnprops.oracle.rules import (
     AttentionProblem,
     check_attention_inputs,
-    check_cache_append,
-    check_cache_config,
-    check_cache_instance,
-    check_cached_query,
     compute_dtype,
     kv_cache_bytes,
     raise_score_overflow,
@@ -46,14 +42,12 @@ DIGITS = 50
 
 __all__ = [
     "DIGITS",
-    "KVCache",
     "OracleResult",
     "OracleParts",
     "attention",
     "attention_parts",
     "attention_scores",
     "attention_weights",
-    "cached_attention",
     "kv_cache_bytes",
     "to_float",
 ]
@@ -421,82 +415,3 @@ def attention_parts(
             weights=_result(weights, problem.two_d),
             output=_result(output, problem.two_d),
         )
-
-
-class KVCache:
-    """The oracle's cache: a plain list of appended blocks, concatenated on read.
-
-    Same constructor, ``append``, ``keys``, ``values`` and ``len`` as ``impl.KVCache`` and the
-    same rules (:func:`oracle.rules.check_cache_append`); deliberately simple, not fast.
-    """
-
-    def __init__(self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64):
-        (self.batch, self.num_kv_heads, self.head_dim, self.value_dim, self.dtype) = (
-            check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype)
-        )
-        self._blocks: list[tuple[np.ndarray, np.ndarray]] = []
-
-    def __len__(self) -> int:
-        return sum(k.shape[2] for k, _ in self._blocks)
-
-    def _read(self, index: int, last: int) -> np.ndarray:
-        if not self._blocks:
-            out = np.zeros((self.batch, self.num_kv_heads, 0, last), self.dtype)
-        else:
-            out = np.concatenate([block[index] for block in self._blocks], axis=2)
-        out.flags.writeable = False
-        return out
-
-    @property
-    def keys(self) -> np.ndarray:
-        return self._read(0, self.head_dim)
-
-    @property
-    def values(self) -> np.ndarray:
-        return self._read(1, self.value_dim)
-
-    def append(self, key, value) -> int:
-        """Store copies of ``key``/``value``; return the length before the append."""
-        key, value = check_cache_append(self, key, value)
-        start = len(self)
-        self._blocks.append((key.copy(), value.copy()))
-        return start
-
-
-def cached_attention(
-    query,
-    key,
-    value,
-    cache: KVCache,
-    *,
-    attn_mask=None,
-    scale=None,
-    fully_masked_rows="raise",
-    attend=None,
-) -> OracleResult:
-    """Append to ``cache``, then causal attention with ``query_start`` = previous length.
-
-    Shapes as ``impl.cached_attention``. On any error the append is undone. ``attend``: the
-    attention to run over the cache (default :func:`attention`; e.g. ``lambda *a, **k:
-    oracle.ball.attention_parts(*a, **k).output`` for long caches), called with the
-    cache's keys and values and ``is_causal=True, query_start=start``.
-    """
-    check_cache_instance(cache, KVCache)
-    check_cached_query(query, key, cache)
-    attend = attention if attend is None else attend
-    blocks = list(cache._blocks)
-    start = cache.append(key, value)
-    try:
-        return attend(
-            query,
-            cache.keys,
-            cache.values,
-            attn_mask=attn_mask,
-            is_causal=True,
-            query_start=start,
-            scale=scale,
-            fully_masked_rows=fully_masked_rows,
-        )
-    except BaseException:
-        cache._blocks = blocks
-        raise

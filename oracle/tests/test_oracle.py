@@ -152,7 +152,7 @@ def test_kv_cache_bytes_rejects_unknown_dtype(dtype):
 
 
 def test_oracle_cache_append_copies_and_is_read_only():
-    """oracle.KVCache.append returns the previous length, stores copies; keys are read-only (reference.KVCache)."""
+    """oracle.KVCache.append returns the previous length, stores copies; keys are read-only (oracle/cache.py)."""
     cache = oracle.KVCache(1, 1, 2)
     key = np.ones((1, 1, 2, 2))
     value = np.full((1, 1, 2, 2), 3.0)

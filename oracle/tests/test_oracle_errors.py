@@ -114,7 +114,7 @@ BAD_CACHED_CALLS = [
     "name,exc,arg,override", BAD_CACHED_CALLS, ids=[b[0] for b in BAD_CACHED_CALLS]
 )
 def test_oracle_cached_attention_rolls_back(name, exc, arg, override):
-    """A failing cached_attention (bad mask/query/scale) raises and undoes its append (reference.cached_attention)."""
+    """A failing cached_attention (bad mask/query/scale) raises and undoes its append (oracle/cache.py)."""
     cache, state = _cache_and_state()
     kwargs = dict(override)
     query = kwargs.pop("query", np.zeros((1, 4, 1, 4)))

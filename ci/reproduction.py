@@ -18,7 +18,7 @@ from attnprops.ci.suite_runner import PROPERTIES
 from attnprops.properties.plugin import WARNINGS_POLICY
 
 if TYPE_CHECKING:
-    from attnprops.ci.mutation_report import MutantResult
+    from attnprops.ci.mutation_results import MutantResult
 
 _HEADING = re.compile(r"^(?:Falsifying|Failing)(?: explicit)? (?:example|test case): ")
 _DRAW = re.compile(r"^Draw \d+(?: \(.*\))?: ", re.M)

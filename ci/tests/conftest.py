@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import io
 import json
 from dataclasses import dataclass
@@ -39,6 +40,12 @@ def run_cli(argv: list[str], folder: Path) -> CliRun:
         except SystemExit as exc:
             rc = exc.code if isinstance(exc.code, int) else 1
     return CliRun(rc, out.getvalue(), err.getvalue(), folder)
+
+
+def read_csv(path) -> list[list[str]]:
+    """All rows of a CSV file (header first)."""
+    with open(path, encoding="utf-8", newline="") as f:
+        return list(csv.reader(f))
 
 
 @pytest.fixture(scope="session")

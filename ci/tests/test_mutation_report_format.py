@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from attnprops.ci.mutation_report import (
+from attnprops.ci.mutation_report import run_mutant
+from attnprops.ci.mutation_results import (
     EXAMPLES_NOTE,
     MutantResult,
     Outcome,
-    _markdown,
     console_table,
-    run_mutant,
+    markdown_report,
 )
 from attnprops.ci.reproduction import rerun_command
 from attnprops.mutants import all_mutants
@@ -65,7 +65,7 @@ def test_rendered_counterexample_reproduces_the_failure(tmp_path):
     name = "non_atomic_append"
     result = run_mutant(name, tmp_path / "runs", profile="ci")
     assert result.outcome is Outcome.KILLED and result.falsifying_example, result
-    section = _section(_markdown(None, None, [result], "ci", 0.0), name)
+    section = _section(markdown_report(None, None, [result], "ci", 0.0), name)
     script = _block(section, "python")
     test = next(t for t in result.failed_properties if f" {t}(" in result.falsifying_example)
     assert f"{test}.hypothesis.inner_test" in script
@@ -132,7 +132,7 @@ def test_markdown_has_descriptions_and_the_examples_note():
     results.append(
         _result("survivor", "s", Outcome.SURVIVED, examples_tried=None, failed_properties=[])
     )
-    markdown = _markdown(None, None, results, "ci", 0.0)
+    markdown = markdown_report(None, None, results, "ci", 0.0)
     rows = _table_rows(markdown)
     header = next(line for line in markdown.splitlines() if line.startswith("| mutant"))
     columns = [c.strip() for c in header.strip("|").split("|")]
@@ -165,7 +165,7 @@ def test_unrenderable_counterexample_is_shown_as_text():
         failed_properties=["test_output_matches_oracle"],
         falsifying_example=example,
     )
-    section = _section(_markdown(None, None, [result], "ci", 0.0), "no_scale")
+    section = _section(markdown_report(None, None, [result], "ci", 0.0), "no_scale")
     assert "```python" not in section
     assert _block(section, "text").strip() == example
     assert "--attn-tests test_output_matches_oracle" in _block(section, "bash")

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from attnprops.ci.mutation_report import Outcome, _classify, run_mutant, select
+from attnprops.ci.mutation_report import _classify, run_mutant, select
+from attnprops.ci.mutation_results import Outcome
 from attnprops.ci.suite_runner import PropertyFailure, RunResult
 from attnprops.mutants import all_mutants
 from attnprops.properties.results import failure_record
@@ -121,7 +122,7 @@ def test_properties_report_without_bare_asserts():
 def test_a_kill_without_a_shrunk_counterexample_fails_the_run():
     """attnprops mutants exits 1 unless every mutant is killed with a generated, shrunk
     counterexample: a kill by an explicit example only is not a kill of the suite."""
-    from attnprops.ci.mutation_report import MutantResult, verdict
+    from attnprops.ci.mutation_results import MutantResult, verdict
 
     def result(name, outcome, shrunk):
         return MutantResult(

@@ -137,6 +137,16 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "e2e: an end-to-end test of the suite itself (install, vendoring, replay)"
     )
+    config.addinivalue_line(
+        "markers",
+        "oracle_backed: a property that runs the 50-digit oracle on every example; it runs "
+        "a share of the profile's examples (properties.profiles.COSTLY_MARKERS)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "kernel_sized: a property on kernel-sized cases; it runs a share of the profile's "
+        "examples (properties.profiles.COSTLY_MARKERS)",
+    )
     _STATE.clear()
     _STATE["active"] = uses_suite(config)
     if not _STATE["active"]:
@@ -328,6 +338,7 @@ def pytest_collection_modifyitems(session, config, items):
     if not _STATE.get("active"):
         return
     mark_expected_failures(config, items, _STATE.get("xfail_entries") or [], current_subject().name)
+    _scale_costly(items)
     if _STATE.get("count_examples"):
         example_counts.count_examples(items)
     if _STATE.get("robustness", "report") == "report":
@@ -345,6 +356,24 @@ def pytest_collection_modifyitems(session, config, items):
         keep = named_tests(items, names)
         config.hook.pytest_deselected(items=[item for item in items if item not in keep])
         items[:] = keep
+
+
+def _scale_costly(items) -> None:
+    """Give each test marked with a key of :data:`properties.profiles.COSTLY_MARKERS` its
+    share of the loaded profile's examples (``@settings`` applied to its ``@given`` test,
+    once per function: every parametrization shares it)."""
+    from hypothesis import settings
+
+    from attnprops.properties.profiles import COSTLY_MARKERS, costly_examples
+
+    for item in items:
+        function = getattr(item, "function", None)
+        marked = [name for name in COSTLY_MARKERS if item.get_closest_marker(name)]
+        if not marked or getattr(function, "_attnprops_scaled", False):
+            continue
+        count = costly_examples(marked[0], settings.default.max_examples)
+        settings(max_examples=count)(function)
+        function._attnprops_scaled = True
 
 
 # after -k/-m and --attn-tests (the hook above): shards split what would run

@@ -22,11 +22,13 @@ artifacts that a workflow uploads, read-only, in front of the local ``.hypothesi
 needs ``GITHUB_TOKEN``), ``redis:URL`` (``pip install hypothesis[redis]``). See
 :func:`database_from` and the nightly recipe in ``docs/use-in-your-codebase.md``.
 
-Oracle-backed properties run :func:`oracle_examples` examples: the profile's count scaled down
-(the 50-digit oracle costs milliseconds per case), never below 10. Kernel-sized properties
-(``properties/test_kernel_sizes.py``) run :func:`kernel_examples`: a twelfth, never below 3
-(8 in ci; each case costs tenths of a second; their sizes, not their number, are what they
-spend, and the first two examples Hypothesis tries are the tiny minimal ones).
+Costly properties carry a marker and run a share of the profile's examples
+(:data:`COSTLY_MARKERS`, :func:`costly_examples`; the plugin applies it to every marked test
+at collection): ``@pytest.mark.oracle_backed`` (the 50-digit oracle costs milliseconds per
+case) half, never below 10; ``@pytest.mark.kernel_sized`` (``properties/test_kernel_sizes.py``)
+a twelfth, never below 3 (8 in ci; each case costs tenths of a second; their sizes, not their
+number, are what they spend, and the first two examples Hypothesis tries are the tiny minimal
+ones).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ DATABASE_ENV_VAR = "ATTNPROPS_DATABASE"
 PROFILES = ("dev", "ci", "mutation", "thorough")
 ORACLE_FRACTION = 2  # oracle-backed properties run 1/ORACLE_FRACTION of the examples
 KERNEL_FRACTION = 12  # kernel-sized properties run 1/KERNEL_FRACTION of the examples
+# marker -> (fraction of the profile's examples, the fewest examples): see costly_examples
+COSTLY_MARKERS = {"oracle_backed": (ORACLE_FRACTION, 10), "kernel_sized": (KERNEL_FRACTION, 3)}
 
 # Hypothesis's own "default" profile is the parent: a bare register_profile inherits the
 # profile loaded at the time, which is Hypothesis's "ci" (derandomized, no database) wherever
@@ -140,20 +144,11 @@ def database_from(spec: str):
     raise ValueError(f"{DATABASE_ENV_VAR}={spec!r}: use dir:PATH, github:OWNER/REPO or redis:URL")
 
 
-def oracle_examples() -> settings:
-    """Settings for an oracle-backed property: the current profile's count, scaled down."""
-    return settings(max_examples=max(10, settings.default.max_examples // ORACLE_FRACTION))
-
-
-def kernel_example_count(max_examples: int) -> int:
-    """Examples of a kernel-sized property under a profile of ``max_examples``."""
-    return max(3, max_examples // KERNEL_FRACTION)
-
-
-def kernel_examples() -> settings:
-    """Settings for a kernel-sized property: :func:`kernel_example_count` of the current
-    profile's count."""
-    return settings(max_examples=kernel_example_count(settings.default.max_examples))
+def costly_examples(marker: str, max_examples: int) -> int:
+    """Examples of a property marked ``marker`` (a key of :data:`COSTLY_MARKERS`) under a
+    profile of ``max_examples``: that share of them, never fewer than the marker's floor."""
+    fraction, fewest = COSTLY_MARKERS[marker]
+    return max(fewest, max_examples // fraction)
 
 
 def ignore_local_constants() -> bool:

@@ -37,7 +37,6 @@ from attnprops.properties.checks import (
 )
 from attnprops.properties.kernel_cases import boundary_rows, subject_kernel_specs
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.profiles import kernel_examples
 from attnprops.properties.sizes import TILES, boundary_sizes, limits
 
 SUBJECT = current_subject()
@@ -155,14 +154,14 @@ def _matches_reference(subject, spec):
 
 # One test per shape kind, so that each kernel regime gets its own examples (and a mutant can
 # name the one that shows its fault).
-@kernel_examples()
+@pytest.mark.kernel_sized
 @given(spec=subject_kernel_specs(SUBJECT, shapes=("prefill",)))
 def test_kernel_sized_prefill_matches_reference(subject, spec):
     """Self-attention (``Tq = Tk``, causal or not) at kernel sizes: see _matches_reference."""
     _matches_reference(subject, spec)
 
 
-@kernel_examples()
+@pytest.mark.kernel_sized
 @given(spec=subject_kernel_specs(SUBJECT, shapes=("decode",)))
 def test_kernel_sized_decode_matches_reference(subject, spec):
     """Decode (1-4 queries) against up to the profile's decode length of keys (the split-KV
@@ -194,7 +193,7 @@ def test_kernel_sized_decode_matches_reference(subject, spec):
         )
 
 
-@kernel_examples()
+@pytest.mark.kernel_sized
 @given(spec=subject_kernel_specs(SUBJECT, shapes=("chunk",)))
 def test_kernel_sized_chunk_matches_reference(subject, spec):
     """Chunked prefill (``Tq < Tk``, causal, ``query_start`` on or off the tile grid): see
@@ -202,14 +201,14 @@ def test_kernel_sized_chunk_matches_reference(subject, spec):
     _matches_reference(subject, spec)
 
 
-@kernel_examples()
+@pytest.mark.kernel_sized
 @given(spec=subject_kernel_specs(SUBJECT, shapes=("cross",)))
 def test_kernel_sized_cross_matches_reference(subject, spec):
     """Cross-attention (``Tq != Tk`` either way, not causal): see _matches_reference."""
     _matches_reference(subject, spec)
 
 
-@kernel_examples()
+@pytest.mark.kernel_sized
 @given(spec=subject_kernel_specs(SUBJECT, shapes=("prefill",), masks=False), data=st.data())
 def test_kernel_sized_chunk_equals_rows_of_full_causal(subject, spec, data):
     """Chunks of ``n`` queries at ``query_start = s`` (chunked prefill; a speculative-decoding
@@ -247,7 +246,7 @@ def test_kernel_sized_chunk_equals_rows_of_full_causal(subject, spec, data):
             )
 
 
-@kernel_examples()
+@pytest.mark.kernel_sized
 @given(spec=subject_kernel_specs(SUBJECT))
 def test_kernel_sized_gqa_equals_repeated_kv(subject, spec):
     """Grouped K/V (up to 8 query heads per K/V head) equals K/V repeated to the query heads,
@@ -265,7 +264,7 @@ def test_kernel_sized_gqa_equals_repeated_kv(subject, spec):
     )
 
 
-@kernel_examples()
+@pytest.mark.kernel_sized
 @given(spec=subject_kernel_specs(SUBJECT))
 def test_kernel_sized_batch_and_heads_independent(subject, spec):
     """Each (batch element, query head) computed alone, with its own K/V head and its slice
@@ -297,7 +296,7 @@ def test_kernel_sized_batch_and_heads_independent(subject, spec):
 
 
 @pytest.mark.requires("float_masks")
-@kernel_examples()
+@pytest.mark.kernel_sized
 @given(spec=subject_kernel_specs(SUBJECT))
 def test_kernel_sized_bool_mask_equals_additive_mask(subject, spec):
     """A bool mask (key padding, random) equals the additive mask ``0`` / ``-inf``: a kernel
@@ -314,7 +313,7 @@ def test_kernel_sized_bool_mask_equals_additive_mask(subject, spec):
     )
 
 
-@kernel_examples()
+@pytest.mark.kernel_sized
 @given(spec=subject_kernel_specs(SUBJECT), data=st.data())
 def test_kernel_sized_hidden_keys_do_not_change_output(subject, spec, data):
     """Changing K/V at every position no query may see (past the causal limit, past a key
@@ -367,7 +366,7 @@ def _chunks(T: int, pattern: list[int]) -> list[int]:
 
 
 @pytest.mark.requires("kv_cache")
-@kernel_examples()
+@pytest.mark.kernel_sized
 @given(run=_cache_runs())
 def test_kernel_sized_cache_growth_equals_full_causal(subject, run):
     """Hundreds of ``cached_attention`` appends of mixed sizes, growing the cache past any

@@ -31,7 +31,6 @@ from attnprops.properties.checks import (
 )
 from attnprops.properties.invalid import Draws
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.profiles import oracle_examples
 from attnprops.properties.strategies import dims, values
 
 SUBJECT = current_subject()
@@ -99,7 +98,7 @@ LAB_CACHE_RUN = (
 
 
 @pytest.mark.requires("kv_cache")
-@oracle_examples()
+@pytest.mark.oracle_backed
 @given(run=cache_runs())
 @example(run=LAB_CACHE_RUN)
 def test_cached_decode_equals_full_causal(subject, run):
@@ -128,7 +127,6 @@ def test_cached_decode_equals_full_causal(subject, run):
 
 
 @pytest.mark.requires("kv_cache")
-@oracle_examples()
 @given(run=cache_runs())
 def test_cache_holds_kv_heads(subject, run):
     """After decoding with Hq query heads the cache still holds Hkv heads (K/V are never

@@ -19,7 +19,6 @@ from attnprops.properties.checks import (
 )
 from attnprops.properties.invalid import INVALID_KINDS, fully_masked_cases, invalid_cases
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.profiles import oracle_examples
 from attnprops.properties.strategies import subject_cases
 
 SUBJECT = current_subject()
@@ -99,7 +98,7 @@ def test_valid_inputs_not_modified(subject, case):
             assert_equal(out=new, expected=old, what=f"{name} after a valid call", case=case)
 
 
-@oracle_examples()
+@pytest.mark.oracle_backed
 @given(
     case=fully_masked_cases(
         dtypes=SUBJECT.capabilities.dtypes, float_masks=SUBJECT.capabilities.float_masks

@@ -7,6 +7,7 @@ MQA). Batch elements and heads never interact.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
@@ -14,7 +15,6 @@ from attnprops.properties._support import oracle_with_bounds, repeat_kv
 from attnprops.properties.bounds import two_computations
 from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.profiles import oracle_examples
 from attnprops.properties.strategies import subject_cases
 
 SUBJECT = current_subject()
@@ -27,7 +27,7 @@ def _attend(subject, case, what):
     return assert_shape_dtype(out=out, shape=np.shape(out), dtype=case.dtype, what=what)
 
 
-@oracle_examples()
+@pytest.mark.oracle_backed
 @given(case=subject_cases(SUBJECT, two_d=False, max_kv_heads=3))
 def test_gqa_equals_repeated_kv(subject, case):
     """Grouped K/V equals attention with K/V explicitly repeated to Hq heads, query head
@@ -49,7 +49,7 @@ def test_gqa_equals_repeated_kv(subject, case):
     )
 
 
-@oracle_examples()
+@pytest.mark.oracle_backed
 @given(case=subject_cases(SUBJECT, causal=False), data=st.data())
 def test_key_permutation_invariance(subject, case, data):
     """Without causality, permuting keys, values and the mask's key axis jointly changes
@@ -73,7 +73,7 @@ def test_key_permutation_invariance(subject, case, data):
     )
 
 
-@oracle_examples()
+@pytest.mark.oracle_backed
 @given(case=subject_cases(SUBJECT, two_d=False))
 def test_batch_and_heads_independent(subject, case):
     """Each (batch element, query head) computed alone — one batch, one head, its own K/V

@@ -34,7 +34,6 @@ from attnprops.properties.checks import (
     fail,
 )
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.profiles import oracle_examples
 from attnprops.properties.strategies import AttentionCase, subject_cases
 
 SUBJECT = current_subject()
@@ -45,7 +44,7 @@ def _cases(**kwargs):
     return two_d.flatmap(lambda t: subject_cases(SUBJECT, two_d=t, **kwargs))
 
 
-@oracle_examples()
+@pytest.mark.oracle_backed
 @given(case=_cases())
 @example(case=LAB_CAUSAL)
 @example(case=LAB_DECODE)
@@ -100,7 +99,7 @@ def _scale_showing_cases(draw):
     )
 
 
-@oracle_examples()
+@pytest.mark.oracle_backed
 @given(case=_scale_showing_cases())
 def test_default_scale_is_inverse_sqrt_head_dim(subject, case):
     """``scale=None`` means ``1/sqrt(D)`` (Vaswani et al. 2017, eq. 1; PyTorch, JAX and
@@ -114,7 +113,7 @@ def test_default_scale_is_inverse_sqrt_head_dim(subject, case):
 
 
 @pytest.mark.requires("weights")
-@oracle_examples()
+@pytest.mark.oracle_backed
 @given(case=_cases())
 @example(case=LAB_CAUSAL)
 @example(case=QUICK_CAUSAL)
@@ -134,7 +133,7 @@ def test_weights_match_oracle(subject, case):
 
 
 @pytest.mark.requires("weights")
-@oracle_examples()
+@pytest.mark.oracle_backed
 @given(case=_cases())
 @example(case=LAB_CAUSAL)
 def test_weight_rows_sum_to_one(subject, case):
@@ -154,7 +153,6 @@ def test_weight_rows_sum_to_one(subject, case):
 
 
 @pytest.mark.requires("weights")
-@oracle_examples()
 @given(case=_cases())
 @example(case=LAB_CAUSAL)
 def test_hidden_keys_get_zero_weight(subject, case):
@@ -174,7 +172,7 @@ def test_hidden_keys_get_zero_weight(subject, case):
     )
 
 
-@oracle_examples()
+@pytest.mark.oracle_backed
 @given(case=_cases())
 def test_output_within_visible_value_range(subject, case):
     """Each output lies within [min, max] of the visible values, per channel (a convex

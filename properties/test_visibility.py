@@ -31,7 +31,6 @@ from attnprops.properties.checks import (
     fail,
 )
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.profiles import oracle_examples
 from attnprops.properties.strategies import MASK_LAYOUTS, subject_cases, values
 
 SUBJECT = current_subject()
@@ -72,7 +71,6 @@ def test_lab_future_value_does_not_change_earlier_outputs(subject):
     assert_equal(out=after, expected=before, what="outputs of earlier positions", case=case)
 
 
-@oracle_examples()
 @given(case=subject_cases(SUBJECT, causal=True), data=st.data())
 def test_hidden_keys_do_not_change_output(subject, case, data):
     """Changing K/V at positions that no query may see leaves every output bitwise
@@ -97,7 +95,7 @@ def test_hidden_keys_do_not_change_output(subject, case, data):
     assert_equal(out=after, expected=before, what="output after changing hidden K/V", case=case)
 
 
-@oracle_examples()
+@pytest.mark.oracle_backed
 @given(case=subject_cases(SUBJECT, causal=True, masks_allowed=False, two_d=False), data=st.data())
 def test_query_chunk_equals_rows_of_full_causal(subject, case, data):
     """A chunk of queries at ``query_start = s`` equals rows ``[s, s + n)`` of the full
@@ -137,7 +135,7 @@ def test_query_chunk_equals_rows_of_full_causal(subject, case, data):
     )
 
 
-@oracle_examples()
+@pytest.mark.oracle_backed
 @given(case=subject_cases(SUBJECT, masks_allowed=True))
 def test_is_causal_equals_explicit_mask(subject, case):
     """``is_causal=True`` with ``query_start`` equals the explicit bool mask
@@ -159,7 +157,7 @@ def test_is_causal_equals_explicit_mask(subject, case):
 
 
 @pytest.mark.requires("float_masks")
-@oracle_examples()
+@pytest.mark.oracle_backed
 @given(case=subject_cases(SUBJECT))
 def test_bool_mask_equals_additive_mask(subject, case):
     """A bool mask equals the additive mask ``0`` where True and ``-inf`` where False."""
@@ -175,7 +173,7 @@ _BROADCAST_LAYOUTS = tuple(n for n in MASK_LAYOUTS if n not in ("none", "per-hea
 
 
 @pytest.mark.parametrize("layout", _BROADCAST_LAYOUTS)
-@oracle_examples()
+@pytest.mark.oracle_backed
 @given(data=st.data())
 def test_broadcast_mask_equals_expanded(subject, layout, data):
     """A mask of any broadcastable shape equals its fully expanded ``(B, Hq, Tq, Tk)`` copy
@@ -225,7 +223,7 @@ def _padding_shaped_mask_cases(draw):
     )
 
 
-@oracle_examples()
+@pytest.mark.oracle_backed
 @given(case=_padding_shaped_mask_cases())
 def test_two_d_mask_applies_to_every_batch_element(subject, case):
     """A 2-D ``(Tq, Tk)`` mask broadcasts to every batch element and head, row ``i`` for
@@ -240,7 +238,7 @@ def test_two_d_mask_applies_to_every_batch_element(subject, case):
 
 
 @pytest.mark.requires("float_masks")
-@oracle_examples()
+@pytest.mark.oracle_backed
 @given(case=subject_cases(SUBJECT, two_d=False), data=st.data())
 def test_row_constant_shift_invariance(subject, case, data):
     """Adding one finite constant to every score of a row changes nothing (softmax is

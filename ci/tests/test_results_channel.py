@@ -158,7 +158,7 @@ def test_example_counts(tmp_path):
     """Each record carries the examples its property ran (the plugin wraps Hypothesis's
     inner test): a passing derandomized property without explicit examples (profile
     mutation) runs exactly its settings' max_examples (100; an oracle-backed one half of
-    that, profiles.oracle_examples); a failing one, the examples up to its first failure."""
+    that, profiles.COSTLY_MARKERS); a failing one, the examples up to its first failure."""
     from attnprops.properties.profiles import ORACLE_FRACTION
 
     result = run_suite(

@@ -118,12 +118,12 @@ def test_small_limit_still_draws(monkeypatch):
 
 def test_readme_size_table_states_the_limits():
     """The README's table of largest sizes per profile is LIMITS (one home: sizes.py) and
-    the kernel example counts (profiles.kernel_examples)."""
+    the kernel example counts (profiles.costly_examples)."""
     from pathlib import Path
 
     from hypothesis import settings as hsettings
 
-    from attnprops.properties.profiles import kernel_example_count
+    from attnprops.properties.profiles import costly_examples
 
     text = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     rows = {}
@@ -133,5 +133,5 @@ def test_readme_size_table_states_the_limits():
             rows[cells[0].split("`")[1]] = [int(c.replace(",", "")) for c in cells[1:]]
     assert set(rows) == {"dev", "ci", "thorough"}, rows
     for name, numbers in rows.items():
-        examples = kernel_example_count(hsettings.get_profile(name).max_examples)
+        examples = costly_examples("kernel_sized", hsettings.get_profile(name).max_examples)
         assert numbers == [*LIMITS[name], examples], (name, numbers, LIMITS[name])

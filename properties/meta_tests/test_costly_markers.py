@@ -1,0 +1,61 @@
+"""The costly-property markers tell the truth: a property is marked ``oracle_backed`` exactly
+when it calls the 50-digit oracle (itself, or through a helper of its module), and every
+property of ``test_kernel_sizes.py`` is ``kernel_sized``; the plugin gives each marked test
+its share of the profile's examples (properties.profiles.COSTLY_MARKERS; the counts are
+checked end to end by ci/tests/test_results_channel.py::test_example_counts)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SUITE = Path(__file__).resolve().parents[1]
+# Names that reach the oracle: its module, and the _support helpers that call it.
+ORACLE_NAMES = {"oracle", "oracle_with_bounds", "assert_output_matches_oracle"}
+
+
+def _marks(node: ast.FunctionDef) -> set[str]:
+    return {
+        d.attr
+        for d in node.decorator_list
+        if isinstance(d, ast.Attribute) and ast.unparse(d).startswith("pytest.mark.")
+    }
+
+
+def _reaches_oracle(name: str, functions: dict, seen: set) -> bool:
+    """Whether module function ``name`` names the oracle, itself or through the module's
+    other functions it names."""
+    if name in seen or name not in functions:
+        return False
+    seen.add(name)
+    names = {n.id for n in ast.walk(functions[name]) if isinstance(n, ast.Name)}
+    return bool(names & ORACLE_NAMES) or any(_reaches_oracle(n, functions, seen) for n in names)
+
+
+def _properties():
+    for path in sorted(SUITE.glob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+        for name, node in functions.items():
+            if name.startswith("test_") and any(
+                "given" in ast.unparse(d) for d in node.decorator_list
+            ):
+                yield path.name, name, _marks(node), _reaches_oracle(name, functions, set())
+
+
+PROPERTIES = list(_properties())
+
+
+def test_the_suite_has_marked_properties_of_both_kinds():
+    kinds = {mark for _, _, marks, _ in PROPERTIES for mark in marks}
+    assert {"oracle_backed", "kernel_sized"} <= kinds, kinds
+
+
+@pytest.mark.parametrize(("file", "name", "marks", "oracle"), PROPERTIES)
+def test_oracle_backed_marks_exactly_the_properties_that_call_the_oracle(file, name, marks, oracle):
+    if file == "test_kernel_sizes.py":
+        assert "kernel_sized" in marks and "oracle_backed" not in marks, (name, marks)
+    else:
+        assert ("oracle_backed" in marks) == oracle, (name, marks, oracle)

@@ -19,7 +19,7 @@ def widest_dtype(subject) -> np.dtype:
     return max((np.dtype(d) for d in subject.capabilities.dtypes), key=lambda d: d.itemsize)
 
 
-def for_subject(case, subject):
+def fit_to_subject(case, subject):
     """An explicit example (the seed documents' cases are float64) cast to the widest dtype
     the subject declares, when it does not declare the case's dtype; its ``block_size`` is
     dropped for a subject without a blocked path."""
@@ -99,6 +99,24 @@ def four_d(x):
 def repeat_kv(x: np.ndarray, group: int) -> np.ndarray:
     """K/V explicitly repeated to the query heads: head h gets K/V head h // group."""
     return np.repeat(x, group, axis=1)
+
+
+def one_head(case, b: int, h: int):
+    """``case`` cut to batch element ``b`` and query head ``h``: shapes ``(1, 1, Tq, D)``, its
+    K/V head ``h // G`` and its slice of the mask (broadcast to ``(B, Hq, Tq, Tk)`` first,
+    then copied)."""
+    B, Hq, Tq, _ = case.query.shape
+    Hkv, Tk = case.key.shape[1], case.key.shape[2]
+    g = h // (Hq // Hkv)
+    mask = case.attn_mask
+    if mask is not None:
+        mask = np.broadcast_to(mask, (B, Hq, Tq, Tk))[b : b + 1, h : h + 1].copy()
+    return case._replace(
+        query=case.query[b : b + 1, h : h + 1],
+        key=case.key[b : b + 1, g : g + 1],
+        value=case.value[b : b + 1, g : g + 1],
+        attn_mask=mask,
+    )
 
 
 def case_from(

@@ -19,7 +19,7 @@ from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
 from attnprops.oracle import ball
-from attnprops.properties._support import repeat_kv, visibility
+from attnprops.properties._support import one_head, repeat_kv, visibility
 from attnprops.properties.bounds import (
     Arithmetic,
     agreement_bounds,
@@ -273,19 +273,10 @@ def test_kernel_sized_batch_and_heads_independent(subject, spec):
     case = spec.build()
     B, Hq, Tq, _ = case.query.shape
     assume(B * Hq > 1)
-    group = Hq // case.key.shape[1]
     batched = _attend(subject, case, "batched")
-    mask = case.attn_mask
-    full = None if mask is None else np.broadcast_to(mask, (B, Hq, Tq, case.key.shape[2]))
     for b in range(B):
         for h in range(Hq):
-            g = h // group
-            one = case._replace(
-                query=case.query[b : b + 1, h : h + 1],
-                key=case.key[b : b + 1, g : g + 1],
-                value=case.value[b : b + 1, g : g + 1],
-                attn_mask=None if full is None else full[b : b + 1, h : h + 1].copy(),
-            )
+            one = one_head(case, b, h)
             _agree(
                 subject,
                 one,

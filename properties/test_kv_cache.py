@@ -19,7 +19,7 @@ from attnprops.properties._support import (
     LAB_QUERY,
     LAB_VALUE,
     case_from,
-    for_subject,
+    fit_to_subject,
     oracle_with_bounds,
 )
 from attnprops.properties.checks import (
@@ -106,7 +106,7 @@ def test_cached_decode_equals_full_causal(subject, run):
     (each query at its absolute position; the source lab's cache check), and the cache ends
     holding exactly the appended keys and values."""
     case, chunks = run
-    case = for_subject(case, subject)
+    case = fit_to_subject(case, subject)
     note(f"chunks: {chunks}")
     parts, bounds = oracle_with_bounds(case, subject)
     cache, decoded = _decode(subject, case, chunks)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
-from attnprops.properties._support import oracle_with_bounds, repeat_kv
+from attnprops.properties._support import one_head, oracle_with_bounds, repeat_kv
 from attnprops.properties.bounds import two_computations
 from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject
 from attnprops.properties.plugin import current_subject
@@ -78,22 +78,14 @@ def test_key_permutation_invariance(subject, case, data):
 def test_batch_and_heads_independent(subject, case):
     """Each (batch element, query head) computed alone — one batch, one head, its own K/V
     head and its slice of the mask — equals the same slice of the batched result."""
-    B, Hq, Tq, _ = case.query.shape
-    Hkv, Tk = case.key.shape[1], case.key.shape[2]
-    group = Hq // Hkv
+    B, Hq = case.query.shape[:2]
+    group = Hq // case.key.shape[1]
     _, bounds = oracle_with_bounds(case, subject)
     batched = _attend(subject, case, "batched")
-    mask = None if case.attn_mask is None else np.broadcast_to(case.attn_mask, (B, Hq, Tq, Tk))
     for b in range(B):
         for h in range(Hq):
-            g = h // group
-            one = case._replace(
-                query=case.query[b : b + 1, h : h + 1],
-                key=case.key[b : b + 1, g : g + 1],
-                value=case.value[b : b + 1, g : g + 1],
-                attn_mask=None if mask is None else mask[b : b + 1, h : h + 1].copy(),
-            )
-            note(f"batch {b}, head {h} (K/V head {g})")
+            one = one_head(case, b, h)
+            note(f"batch {b}, head {h} (K/V head {h // group})")
             assert_within(
                 out=_attend(subject, one, f"batch {b} head {h} alone"),
                 expected=batched[b : b + 1, h : h + 1],

@@ -17,7 +17,7 @@ from attnprops.properties._support import (
     LAB_DECODE,
     QUICK_CAUSAL,
     assert_output_matches_oracle,
-    for_subject,
+    fit_to_subject,
     four_d,
     oracle_with_bounds,
     repeat_kv,
@@ -58,7 +58,7 @@ def test_output_matches_oracle(subject, case):
     Law: o = softmax(scale q k^T + mask) v (Vaswani et al. 2017, eq. 1); bound from Higham
     ch. 3 and Blanchard, Higham & Higham 2021. The seed documents' examples run first.
     """
-    case = for_subject(case, subject)
+    case = fit_to_subject(case, subject)
     assert_output_matches_oracle(subject, case, what="output vs 50-digit oracle")
 
 
@@ -108,7 +108,7 @@ def test_default_scale_is_inverse_sqrt_head_dim(subject, case):
     same law on general draws, where many (zeros, ties, a single visible key, D = 1) do not
     depend on the scale: in 20 seeded runs of its 50 examples, 6 runs had no call on which a
     default of 1 changed the output."""
-    case = for_subject(case, subject)
+    case = fit_to_subject(case, subject)
     assert_output_matches_oracle(subject, case, what="default scale: output vs 50-digit oracle")
 
 
@@ -120,7 +120,7 @@ def test_default_scale_is_inverse_sqrt_head_dim(subject, case):
 def test_weights_match_oracle(subject, case):
     """|weights - oracle| <= the per-element bound; law: softmax of the scaled scores along
     the key axis (Vaswani et al. 2017), bound from Blanchard, Higham & Higham 2021."""
-    case = for_subject(case, subject)
+    case = fit_to_subject(case, subject)
     parts, bounds = oracle_with_bounds(case, subject)
     out = subject_weights(subject, case, parts)
     assert_within(
@@ -139,7 +139,7 @@ def test_weights_match_oracle(subject, case):
 def test_weight_rows_sum_to_one(subject, case):
     """Each weight row sums to 1 within the sum of its per-element bounds (softmax
     normalizes along keys; quick reference invariant 'softmax along Tk, rows sum to 1')."""
-    case = for_subject(case, subject)
+    case = fit_to_subject(case, subject)
     parts, bounds = oracle_with_bounds(case, subject)
     out = subject_weights(subject, case, parts)
     rows = out.astype(np.float64).sum(axis=-1)
@@ -158,7 +158,7 @@ def test_weight_rows_sum_to_one(subject, case):
 def test_hidden_keys_get_zero_weight(subject, case):
     """Keys hidden by the mask or by causality get weight exactly 0 (not 1e-30, not -0
     mixed with garbage): the softmax of -inf is 0."""
-    case = for_subject(case, subject)
+    case = fit_to_subject(case, subject)
     visible = visibility(case)
     out = call_subject(
         subject.attention_weights, case.query, case.key, **case.kwargs(), what="attention_weights"
@@ -217,7 +217,7 @@ def test_values_near_the_dtype_maximum_give_a_finite_output(subject, case, data)
     and returns inf, or NaN from ``inf - inf`` (the project rule: never NaN). Slack: the
     range widened by ``(Tk + 2) * eps * max|v|`` (a dot product of Tk terms, Higham 2002,
     ch. 3, plus the final rounding)."""
-    case = for_subject(case, subject)
+    case = fit_to_subject(case, subject)
     big = float(np.finfo(case.dtype).max)
     fractions = data.draw(
         hnp.arrays(np.float64, case.value.shape, elements=st.sampled_from(_NEAR_MAX)),

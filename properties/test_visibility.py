@@ -17,7 +17,7 @@ from attnprops.properties._support import (
     LAB_CAUSAL,
     assert_output_matches_oracle,
     case_from,
-    for_subject,
+    fit_to_subject,
     four_d,
     oracle_with_bounds,
     visibility,
@@ -63,7 +63,7 @@ def _agree(subject, case_a, case_b, *, what):
 def test_lab_future_value_does_not_change_earlier_outputs(subject):
     """The source lab's exercise (seed 000 §7): changing the last position's V leaves the
     causal outputs of the earlier positions bitwise unchanged."""
-    case = for_subject(LAB_CAUSAL, subject)
+    case = fit_to_subject(LAB_CAUSAL, subject)
     value = case.value.copy()
     value[..., -1, :] = -7.0
     before = _attend(subject, case)[..., :-1, :]
@@ -75,7 +75,7 @@ def test_lab_future_value_does_not_change_earlier_outputs(subject):
 def test_hidden_keys_do_not_change_output(subject, case, data):
     """Changing K/V at positions that no query may see leaves every output bitwise
     unchanged (no reading of future tokens or masked keys; source lab section 5)."""
-    case = for_subject(case, subject)
+    case = fit_to_subject(case, subject)
     visible = visibility(case)  # (B, Hq, Tq, Tk)
     B, Hkv, Tk, _ = four_d(case.key).shape
     seen_by_any = visible.reshape(B, Hkv, -1, Tk).any(axis=2)  # (B, Hkv, Tk)
@@ -181,7 +181,7 @@ def test_broadcast_mask_equals_expanded(subject, layout, data):
     each gets the profile's examples. A (Tq, Tk) mask when B == Tq, the shape of a (B, Tk)
     key-padding mask: test_two_d_mask_applies_to_every_batch_element."""
     case = data.draw(subject_cases(SUBJECT, two_d=False, mask_layouts=(layout,)), label="case")
-    case = for_subject(case, subject)
+    case = fit_to_subject(case, subject)
     B, Hq, Tq, _ = case.query.shape
     expanded = np.broadcast_to(case.attn_mask, (B, Hq, Tq, case.key.shape[2])).copy()
     assume(expanded.shape != case.attn_mask.shape)

@@ -1,7 +1,7 @@
 """The blocked (online-softmax) path of impl.attention and the dense path's fast validation.
 
 ``impl.attention(..., block_size=n)`` must agree with the dense path up to rounding for every
-block size, follow every rule of oracle/rules/ with the same errors, give hidden keys exactly
+block size (its rules and errors: test_path_rules.py), give hidden keys exactly
 zero weight, and never allocate a ``(Tq, Tk)``-sized array. The dense path (``block_size="dense"``,
 and the default ``block_size=None`` on calls this small) must stay bitwise equal to the
 reference formula it replaced (rules.check_attention_inputs,
@@ -18,14 +18,11 @@ import pytest
 
 from attnprops import impl, oracle
 from attnprops.impl.tests import formula
+from attnprops.impl.tests.paths import close, outcome
 from attnprops.oracle.rules import (
-    AttentionInputError,
     ScoreOverflowError,
-    ShapeError,
-    check_block_size,
     compute_dtype,
 )
-from attnprops.oracle.violations import example, examples
 
 DTYPES = (np.float16, np.float32, np.float64)
 
@@ -73,24 +70,6 @@ def _reference(q, k, v, **kw):
     return formula.attention(q, k, v, **kw)
 
 
-def _outcome(fn):
-    try:
-        return "ok", fn()
-    except AttentionInputError as exc:
-        return type(exc), str(exc)
-
-
-def _close(blocked, dense, value, dtype):
-    """|blocked - dense| <= a few dozen roundings of the compute dtype times max |v|, plus one
-    rounding of the output dtype (the two paths round differently)."""
-    eps_c = np.finfo(compute_dtype(dtype)).eps
-    eps_o = np.finfo(dtype).eps
-    vmax = float(np.abs(value.astype(np.float64)).max())
-    got, want = blocked.astype(np.float64), dense.astype(np.float64)
-    bound = 64 * eps_c * vmax + eps_o * np.abs(want) + np.finfo(dtype).smallest_subnormal
-    assert np.all(np.abs(got - want) <= bound), np.max(np.abs(got - want) - bound)
-
-
 @pytest.mark.parametrize("block_size", ["dense", None])
 def test_dense_path_is_bitwise_the_reference_formula(block_size):
     """block_size="dense", and the default on these small calls (Tk < 10): bitwise equal to
@@ -99,8 +78,8 @@ def test_dense_path_is_bitwise_the_reference_formula(block_size):
     checked = 0
     for n in range(600):
         q, k, v, kw = _random_call(rng, n)
-        want = _outcome(lambda: _reference(q, k, v, **kw))
-        got = _outcome(lambda: impl.attention(q, k, v, block_size=block_size, **kw))
+        want = outcome(lambda: _reference(q, k, v, **kw))
+        got = outcome(lambda: impl.attention(q, k, v, block_size=block_size, **kw))
         if want[0] != "ok":
             assert got == want, n
             continue
@@ -119,14 +98,14 @@ def test_blocked_equals_dense_within_rounding(block_size):
     rng = np.random.default_rng(int(block_size))
     for n in range(250):
         q, k, v, kw = _random_call(rng, n)
-        dense = _outcome(lambda: impl.attention(q, k, v, block_size="dense", **kw))
-        blocked = _outcome(lambda: impl.attention(q, k, v, block_size=block_size, **kw))
+        dense = outcome(lambda: impl.attention(q, k, v, block_size="dense", **kw))
+        blocked = outcome(lambda: impl.attention(q, k, v, block_size=block_size, **kw))
         if dense[0] != "ok":
             assert blocked == dense, n
             continue
         assert blocked[0] == "ok", (n, blocked)
         assert blocked[1].shape == dense[1].shape and blocked[1].dtype == dense[1].dtype
-        _close(blocked[1], dense[1], v, q.dtype)
+        close(blocked[1], dense[1], v, q.dtype)
 
 
 def test_blocked_matches_oracle_across_block_boundaries():
@@ -163,75 +142,6 @@ def test_blocked_float16_is_computed_in_float32(dtype):
         np.testing.assert_array_equal(got, upcast.astype(dtype))
 
 
-_ATTENTION_EXAMPLES = [e.id for e in examples() if e.call.func == "attention"]
-
-
-@pytest.mark.parametrize("example_id", _ATTENTION_EXAMPLES)
-@pytest.mark.parametrize("block_size", [1, 2, 100, "dense", None])
-def test_blocked_raises_the_rulebook_errors(example_id, block_size):
-    """Each rule violation of the registry (oracle/violations) on an attention call
-    raises the oracle's exact class and message on the blocked path too (and on the dense
-    path and the default), and leaves the inputs unchanged."""
-    fixed = example(example_id)
-    call = fixed.call
-    before = {k: a.copy() for k, a in call.arrays().items()}
-    with pytest.raises(AttentionInputError) as expected:
-        call.run(oracle)
-    with pytest.raises(AttentionInputError) as got:
-        impl.attention(call.query, call.key, call.value, block_size=block_size, **call.kwargs)
-    assert type(got.value) is type(expected.value) is fixed.error
-    assert str(got.value) == str(expected.value)
-    for name, array in call.arrays().items():
-        assert np.array_equal(array, before[name], equal_nan=True), name
-
-
-@pytest.mark.parametrize(
-    "bad",
-    [
-        0,
-        -3,
-        True,
-        np.bool_(True),
-        2.0,
-        "4",
-        np.float64(3.0),
-        "Dense",
-        "auto",
-        b"dense",
-        np.str_("blocked"),
-    ],
-)
-def test_block_size_rule(bad):
-    """block_size: an int >= 1 (not bool), else a ShapeError naming block_size (oracle.rules);
-    impl also takes the name "dense" (exactly that str), read before the rulebook's check."""
-    q = np.ones((2, 3))
-    with pytest.raises(ShapeError, match="block_size"):
-        impl.attention(q, q, q, block_size=bad)
-    with pytest.raises(ShapeError, match="block_size"):
-        check_block_size(bad)
-    assert check_block_size(None) is None
-    assert check_block_size(np.int32(3)) == 3 and type(check_block_size(np.int32(3))) is int
-
-
-def test_fully_masked_row_only_within_some_blocks_is_valid():
-    """A row hidden from every key of a block but not from all keys is valid; a row hidden
-    from every key raises the rulebook's FullyMaskedRowError with the dense path's message."""
-    rng = np.random.default_rng(9)
-    q, k, v = rng.normal(size=(4, 2)), rng.normal(size=(8, 2)), rng.normal(size=(8, 3))
-    mask = np.zeros((4, 8), dtype=bool)
-    mask[0, 7] = mask[1, 0] = mask[2, 3:5] = mask[3, :] = True
-    dense = impl.attention(q, k, v, attn_mask=mask, block_size="dense")
-    for block_size in (1, 2, 3, 8):
-        _close(impl.attention(q, k, v, attn_mask=mask, block_size=block_size), dense, v, np.float64)
-    mask[2] = False
-    want = _outcome(lambda: impl.attention(q, k, v, attn_mask=mask, block_size="dense"))
-    assert want[0].__name__ == "FullyMaskedRowError" and "query=2" in want[1]
-    for block_size in (1, 3, 8):
-        assert (
-            _outcome(lambda: impl.attention(q, k, v, attn_mask=mask, block_size=block_size)) == want
-        )
-
-
 def test_hidden_keys_contribute_exactly_zero():
     """Changing K/V at hidden positions (mask or causality) to huge values leaves the blocked
     output bitwise unchanged; a hidden key whose score overflows is not an error."""
@@ -251,22 +161,6 @@ def test_hidden_keys_contribute_exactly_zero():
         np.testing.assert_array_equal(impl.attention(q, k2, v2, **kw), base)
 
 
-def test_visible_score_overflow_raises_on_the_blocked_path():
-    """A visible scaled score beyond the compute dtype raises ScoreOverflowError in whichever
-    block it lies (rules.ScoreOverflowError), also behind a float mask."""
-    q = np.ones((2, 3), np.float32)
-    k = np.ones((6, 3), np.float32)
-    k[4] = 3e38
-    v = np.ones((6, 2), np.float32)
-    for block_size in (1, 2, 4, 6):
-        with pytest.raises(ScoreOverflowError):
-            impl.attention(q, k, v, block_size=block_size)
-        hide = np.zeros((2, 6), np.float32)
-        hide[:, 4] = -np.inf
-        out = impl.attention(q, k, v, attn_mask=hide, block_size=block_size)
-        np.testing.assert_array_equal(out, np.ones((2, 2), np.float32))
-
-
 def test_blocked_leaves_inputs_unchanged_and_accepts_views():
     """Inputs (also non-contiguous views) are read only."""
     rng = np.random.default_rng(13)
@@ -277,7 +171,7 @@ def test_blocked_leaves_inputs_unchanged_and_accepts_views():
     snapshot = [x.copy() for x in (base, q, mask)]
     dense = impl.attention(q, k, v, attn_mask=mask, block_size="dense")
     for block_size in (1, 2, 3, 5):
-        _close(impl.attention(q, k, v, attn_mask=mask, block_size=block_size), dense, v, np.float32)
+        close(impl.attention(q, k, v, attn_mask=mask, block_size=block_size), dense, v, np.float32)
     for x, before in zip((base, q, mask), snapshot):
         np.testing.assert_array_equal(x, before)
 
@@ -319,39 +213,6 @@ def test_blocked_path_allocates_no_tq_by_tk_array():
     assert dense > 2 * 4 * pairs, dense  # 2 heads of float32 scores at least
 
 
-@pytest.mark.parametrize("block_size", [1, 3, 4, 100])
-def test_blocked_scans_every_input_for_nan_and_infinity(block_size):
-    """The blocked path scans query, key and value block by block: a NaN or infinity anywhere
-    (also in keys no query sees) raises NonFiniteInputError naming the first bad argument in
-    the rulebook's order, before any other error (oracle.rules)."""
-    rng = np.random.default_rng(19)
-    q = rng.normal(size=(1, 2, 3, 4))
-    k, v = rng.normal(size=(1, 1, 11, 4)), rng.normal(size=(1, 1, 11, 2))
-    kw = dict(is_causal=True, query_start=2, block_size=block_size)  # keys 5.. seen by no one
-    impl.attention(q, k, v, **kw)
-    for name, array in (("query", q), ("key", k), ("value", v)):
-        for index in ((0, 0, 0, 0), (0, 0, -1, -1), (0, 0, 4, 1), (0, 0, 7, 0)):
-            index = tuple(min(i, n - 1) if i >= 0 else i for i, n in zip(index, array.shape))
-            for bad in (np.nan, np.inf, -np.inf):
-                arrays = {"query": q.copy(), "key": k.copy(), "value": v.copy()}
-                arrays[name][index] = bad
-                args = (arrays["query"], arrays["key"], arrays["value"])
-                want = _outcome(lambda: oracle.attention(*args, is_causal=True, query_start=2))
-                got = _outcome(lambda: impl.attention(*args, **kw))
-                assert got == want and want[0].__name__ == "NonFiniteInputError", (name, index)
-    # Precedence: a NaN in a late key beats a NaN in an early value and a fully masked row.
-    k2, v2 = k.copy(), v.copy()
-    k2[0, 0, 9, 0] = np.nan
-    v2[0, 0, 0, 0] = np.nan
-    mask = np.ones((3, 11), dtype=bool)
-    mask[1] = False
-    want = _outcome(lambda: oracle.attention(q, k2, v2, attn_mask=mask))
-    assert want[0].__name__ == "NonFiniteInputError" and want[1].startswith("key")
-    assert (
-        _outcome(lambda: impl.attention(q, k2, v2, attn_mask=mask, block_size=block_size)) == want
-    )
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_larger_problems_take_the_fast_paths_unchanged(dtype):
     """At sizes where the scores dwarf the inputs the overflow scan is skipped when a bound
@@ -373,7 +234,7 @@ def test_larger_problems_take_the_fast_paths_unchanged(dtype):
         dense = impl.attention(q, k, v, block_size="dense", **kw)
         np.testing.assert_array_equal(dense, _reference(q, k, v, **kw))
         for block_size in (16, 33, 128):
-            _close(impl.attention(q, k, v, block_size=block_size, **kw), dense, v, dtype)
+            close(impl.attention(q, k, v, block_size=block_size, **kw), dense, v, dtype)
     big = k.copy()
     big[0, 1, 40] = np.finfo(dtype).max / 2
     q_big = q.copy()

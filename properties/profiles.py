@@ -6,7 +6,8 @@ Selected by ``HYPOTHESIS_PROFILE`` (or ``--hypothesis-profile NAME``, or
 ``dev``       fast feedback while editing (few examples, example database on, no "explain"
               phase: it costs about 30 s per failing property here, and ``attnprops check``
               already names the subject's line that raised).
-``ci``        reproducible (derandomized, no database) and large enough to kill every mutant.
+``ci``        reproducible (derandomized, no database; the plugin seeds each property from its
+              name, not its source) and large enough to kill every mutant.
 ``mutation``  ``ci`` without the explicit ``@example`` cases: the mutation runner's first pass,
               so a mutant is killed by a *generated* input and the report shows Hypothesis's
               shrunk (minimal) counterexample, not a hand-written seed case. The runner falls

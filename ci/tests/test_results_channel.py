@@ -15,15 +15,18 @@ TWO_BUGS = textwrap.dedent("""\
     from attnprops.impl import KVCache, attention_weights, cached_attention, kv_cache_bytes
 
     def attention(query, key, value, **kwargs):
-        if key.shape[-1] % 2 and query.shape[-2] % 2:
-            raise RuntimeError("bug one: crashes on an odd head_dim and query length")  # line 6
+        if key.shape[-1] % 2 and float(query.reshape(-1)[0]) >= 0:
+            raise RuntimeError("bug one: crashes on an odd head_dim, first query entry >= 0")
         out = impl.attention(query, key, value, **kwargs)
         return out * 1.5 if key.shape[-1] % 2 else out  # bug two: wrong values, odd head_dim
 """)
 # Both bugs need an odd head_dim (most draws; the explicit examples, head_dim 2 and 4, would
-# stop the property before any generated input) and split on the query length's parity, so
-# the ten or more inputs Hypothesis tries after its first failure meet both, whatever the
-# draws (the dtype would not do: a derandomized run can draw float64 only).
+# stop the property before any generated input) and split on the sign of the first query
+# entry. Whether the ten or so inputs Hypothesis tries after its first failure meet both is a
+# matter of the draws (over 8 random seeds of the thorough profile, half the runs found both,
+# as for a split on the query length's parity): under the ci profile's pinned seed
+# (properties.plugin._pin_seeds) this split meets both; a change of the strategies may need
+# another. The crash is on line 6 of the file.
 
 
 def _raise(message: str, note: str):

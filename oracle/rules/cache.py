@@ -20,6 +20,7 @@ __all__ = [
     "check_cache_instance",
     "check_cached_query",
     "kv_cache_bytes",
+    "kv_cache_elements",
 ]
 
 
@@ -98,6 +99,22 @@ DTYPE_BYTES = {
 }
 
 
+def kv_cache_elements(*, num_layers, batch, tokens, num_kv_heads, head_dim) -> int:
+    """``2 * num_layers * batch * tokens * num_kv_heads * head_dim``: the elements of a K/V
+    cache (the 2 counts K and V), the formula every ``kv_cache_bytes`` multiplies by its
+    dtype's size. Raises :class:`ShapeError` naming a size that is not an int >= 1."""
+    total = 2
+    for name, value in (
+        ("num_layers", num_layers),
+        ("batch", batch),
+        ("tokens", tokens),
+        ("num_kv_heads", num_kv_heads),
+        ("head_dim", head_dim),
+    ):
+        total *= check_positive_int(value, name)
+    return total
+
+
 def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) -> int:
     """Raw K/V cache payload in bytes.
 
@@ -107,16 +124,13 @@ def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) 
     paging. Source: the source lab's KV byte formula; Pope et al. 2022, "Efficiently Scaling
     Transformer Inference". Raises :class:`ShapeError` / :class:`DtypeError`.
     """
-    sizes = [
-        check_positive_int(v, n)
-        for n, v in (
-            ("num_layers", num_layers),
-            ("batch", batch),
-            ("tokens", tokens),
-            ("num_kv_heads", num_kv_heads),
-            ("head_dim", head_dim),
-        )
-    ]
+    elements = kv_cache_elements(
+        num_layers=num_layers,
+        batch=batch,
+        tokens=tokens,
+        num_kv_heads=num_kv_heads,
+        head_dim=head_dim,
+    )
     name = dtype if isinstance(dtype, str) else None
     if dtype is None:
         raise DtypeError(f"dtype: None is not a KV cache dtype; use one of {sorted(DTYPE_BYTES)}")
@@ -129,7 +143,4 @@ def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) 
             ) from None
     if name not in DTYPE_BYTES:
         raise DtypeError(f"dtype: {name} is not a KV cache dtype; use one of {sorted(DTYPE_BYTES)}")
-    total = 2 * DTYPE_BYTES[name]
-    for s in sizes:
-        total *= s
-    return total
+    return elements * DTYPE_BYTES[name]

@@ -42,7 +42,7 @@ from attnprops.oracle.rules import (
     check_cache_append,
     check_cache_config,
     check_cached_query,
-    check_positive_int,
+    kv_cache_elements,
 )
 
 jax.config.update("jax_enable_x64", True)
@@ -259,17 +259,11 @@ def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) 
     """``2 * layers * batch * tokens * Hkv * head_dim * itemsize`` bytes, with the itemsize
     of ``jnp.dtype(dtype)``. Raises ValueError for a size that is not an int >= 1.
     Source: Pope et al. 2022, "Efficiently Scaling Transformer Inference"."""
-    sizes = [
-        check_positive_int(v, n)
-        for n, v in (
-            ("num_layers", num_layers),
-            ("batch", batch),
-            ("tokens", tokens),
-            ("num_kv_heads", num_kv_heads),
-            ("head_dim", head_dim),
-        )
-    ]
-    total = 2 * jnp.dtype(dtype).itemsize
-    for size in sizes:
-        total *= size
-    return total
+    elements = kv_cache_elements(
+        num_layers=num_layers,
+        batch=batch,
+        tokens=tokens,
+        num_kv_heads=num_kv_heads,
+        head_dim=head_dim,
+    )
+    return elements * jnp.dtype(dtype).itemsize

@@ -41,7 +41,7 @@ from attnprops.oracle.rules import (
     check_cache_append,
     check_cache_config,
     check_cached_query,
-    check_positive_int,
+    kv_cache_elements,
 )
 
 __version__ = torch.__version__
@@ -322,17 +322,11 @@ def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) 
     Raises ValueError for a size that is not an int >= 1, TypeError for another dtype.
     Source: Pope et al. 2022, "Efficiently Scaling Transformer Inference" (the 2 is K and V).
     """
-    sizes = [
-        check_positive_int(v, n)
-        for n, v in (
-            ("num_layers", num_layers),
-            ("batch", batch),
-            ("tokens", tokens),
-            ("num_kv_heads", num_kv_heads),
-            ("head_dim", head_dim),
-        )
-    ]
-    total = 2 * torch.empty((), dtype=_torch_dtype(dtype)).element_size()
-    for size in sizes:
-        total *= size
-    return total
+    elements = kv_cache_elements(
+        num_layers=num_layers,
+        batch=batch,
+        tokens=tokens,
+        num_kv_heads=num_kv_heads,
+        head_dim=head_dim,
+    )
+    return elements * torch.empty((), dtype=_torch_dtype(dtype)).element_size()

@@ -386,7 +386,7 @@ def _pin_seeds(items) -> None:
     a property that found a fault on 5% of its inputs lost it. By name, the draws change only
     when the strategies, the profile or the Hypothesis release do (as with
     :func:`properties.profiles.ignore_local_constants`). Random profiles (dev, thorough,
-    ``--hypothesis-seed``) are left alone."""
+    ``--hypothesis-seed``) are left alone, and so are tests outside the suite's folder."""
     from hypothesis import seed, settings
 
     if not settings.default.derandomize:
@@ -395,6 +395,8 @@ def _pin_seeds(items) -> None:
         function = getattr(item, "function", None)
         if getattr(function, "hypothesis", None) is None:
             continue  # not a Hypothesis test
+        if not within(Path(item.path).resolve(), SUITE_DIR):
+            continue  # not the suite's (a project's own tests in the same run keep theirs)
         if getattr(function, "_hypothesis_internal_use_seed", None) is not None:
             continue  # seeded already (by its author, or a parametrization before)
         name = f"{function.__module__.rsplit('.', 1)[-1]}.{function.__qualname__}"

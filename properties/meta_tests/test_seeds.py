@@ -1,53 +1,63 @@
-"""Under the derandomized profiles a property draws the same examples whatever its body says:
-the plugin seeds it from its file and function name (properties.plugin._pin_seeds), where
-Hypothesis would seed it from a digest of its source. Random profiles stay random."""
+"""Under the derandomized profiles a property of the suite draws the same examples whatever its
+body says: the plugin seeds it from its file and function name (properties.plugin._pin_seeds),
+where Hypothesis would seed it from a digest of its source. Random profiles stay random, and
+tests outside the suite's folder keep Hypothesis's seeding."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
+import types
 
-from attnprops.properties.plugin import FAST_START
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-PROPERTY = """
-from hypothesis import given, strategies as st
-
-DRAWN = []
+from attnprops.properties.plugin import _pin_seeds
+from attnprops.properties.selection import SUITE_DIR
 
 
-@given(st.integers(0, 10**9))
-def test_draws(n):
-    DRAWN.append(n){extra}
+def _property(body_edit: bool):
+    """A fresh property ``test_draws`` (same module and name each time) that records its
+    draws; ``body_edit`` changes its source."""
+    drawn = []
+    if body_edit:
+
+        @settings(max_examples=30)
+        @given(st.integers(0, 10**9))
+        def test_draws(n):
+            assert n >= 0  # an edit of the body
+            drawn.append(n)
+
+    else:
+
+        @settings(max_examples=30)
+        @given(st.integers(0, 10**9))
+        def test_draws(n):
+            drawn.append(n)
+
+    return test_draws, drawn
 
 
-def test_zz_record():
-    import json, os
-    with open(os.environ["DRAWN_FILE"], "w") as f:
-        json.dump(DRAWN, f)
-"""
+def _draws(body_edit: bool, profile: str, folder=SUITE_DIR) -> list[int]:
+    previous = settings.get_current_profile_name()
+    settings.load_profile(profile)
+    try:
+        test, drawn = _property(body_edit)
+        _pin_seeds([types.SimpleNamespace(function=test, path=folder / "test_drawn.py")])
+        test()
+    finally:
+        settings.load_profile(previous)
+    return drawn
 
 
-def _drawn(tmp_path, extra: str, profile: str) -> list[int]:
-    folder = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
-    folder.mkdir()
-    (folder / "test_drawn.py").write_text(PROPERTY.format(extra=extra), encoding="utf-8")
-    out = folder / "drawn.json"
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "HYPOTHESIS_PROFILE")}
-    env["DRAWN_FILE"] = str(out)
-    argv = [sys.executable, "-m", "pytest", str(folder / "test_drawn.py"), "-q"]
-    argv += ["-p", "no:cacheprovider", *FAST_START, "-o", "addopts="]
-    argv += ["--attn-impl", "attnprops.impl", "--hypothesis-profile", profile]
-    subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, check=True)
-    return json.loads(out.read_text())
+def test_a_derandomized_property_draws_the_same_whatever_its_body():
+    plain = _draws(False, "ci")
+    assert len(plain) == 30 and plain == _draws(True, "ci")
 
 
-def test_a_derandomized_property_draws_the_same_whatever_its_body(tmp_path):
-    plain = _drawn(tmp_path, "", "ci")
-    edited = _drawn(tmp_path, "\n    assert n >= 0  # an edit of the body", "ci")
-    assert len(plain) == 100 and plain == edited
+def test_without_the_pinning_an_edit_changes_the_draws():
+    """What the pinning is for: a test outside the suite keeps Hypothesis's digest seed."""
+    outside = SUITE_DIR.parent.parent
+    assert _draws(False, "ci", outside) != _draws(True, "ci", outside)
 
 
-def test_a_random_profile_stays_random(tmp_path):
-    assert _drawn(tmp_path, "", "dev") != _drawn(tmp_path, "", "dev")
+def test_a_random_profile_stays_random():
+    assert _draws(False, "dev") != _draws(False, "dev")

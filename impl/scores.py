@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnprops.oracle.rules import AttentionCall, FullyMaskedRowError, raise_score_overflow
+from attnprops.oracle.rules import AttentionCall, raise_fully_masked_row, raise_score_overflow
 
 __all__ = ["Scores"]
 
@@ -134,12 +134,7 @@ class Scores:
                 return
         empty = ~np.broadcast_to(seen, (B, Hq, Tq))
         if empty.any():
-            b, h, i = (int(n) for n in np.argwhere(empty)[0])
-            raise FullyMaskedRowError(
-                f"attn_mask/is_causal: query row (batch={b}, head={h}, query={i}) has no "
-                f"visible key ({int(empty.sum())} such rows); every query must see at least "
-                "one key"
-            )
+            raise_fully_masked_row(empty)
 
     def mask_scores(
         self,

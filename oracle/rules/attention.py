@@ -32,6 +32,7 @@ __all__ = [
     "FULLY_MASKED_ROW_CONVENTIONS",
     "check_attention_call",
     "check_attention_inputs",
+    "raise_fully_masked_row",
     "raise_score_overflow",
 ]
 
@@ -247,12 +248,7 @@ def check_attention_inputs(
     if fully_masked_rows == "raise":
         empty = ~visible.any(axis=-1)
         if empty.any():
-            b, h, i = (int(n) for n in np.argwhere(empty)[0])
-            raise FullyMaskedRowError(
-                f"attn_mask/is_causal: query row (batch={b}, head={h}, query={i}) has no "
-                f"visible key ({int(empty.sum())} such rows); every query must see at least "
-                "one key"
-            )
+            raise_fully_masked_row(empty)
     visible.setflags(write=False)
     return AttentionProblem(
         query=call.query,
@@ -265,6 +261,16 @@ def check_attention_inputs(
         is_causal=call.is_causal,
         two_d=call.two_d,
         dtype=call.dtype,
+    )
+
+
+def raise_fully_masked_row(empty: np.ndarray) -> None:
+    """Raise the fully-masked-row error for ``empty``, bool ``(B, Hq, Tq)``, True where a query
+    row sees no key (at least one True): the first such row and their count."""
+    b, h, i = (int(n) for n in np.argwhere(empty)[0])
+    raise FullyMaskedRowError(
+        f"attn_mask/is_causal: query row (batch={b}, head={h}, query={i}) has no visible key "
+        f"({int(empty.sum())} such rows); every query must see at least one key"
     )
 
 

@@ -99,7 +99,7 @@ DTYPE_BYTES = {
 }
 
 
-def kv_cache_elements(*, num_layers, batch, tokens, num_kv_heads, head_dim) -> int:
+def kv_cache_elements(num_layers, batch, tokens, num_kv_heads, head_dim, /) -> int:
     """``2 * num_layers * batch * tokens * num_kv_heads * head_dim``: the elements of a K/V
     cache (the 2 counts K and V), the formula every ``kv_cache_bytes`` multiplies by its
     dtype's size. Raises :class:`ShapeError` naming a size that is not an int >= 1."""
@@ -124,13 +124,7 @@ def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) 
     paging. Source: the source lab's KV byte formula; Pope et al. 2022, "Efficiently Scaling
     Transformer Inference". Raises :class:`ShapeError` / :class:`DtypeError`.
     """
-    elements = kv_cache_elements(
-        num_layers=num_layers,
-        batch=batch,
-        tokens=tokens,
-        num_kv_heads=num_kv_heads,
-        head_dim=head_dim,
-    )
+    elements = kv_cache_elements(num_layers, batch, tokens, num_kv_heads, head_dim)
     name = dtype if isinstance(dtype, str) else None
     if dtype is None:
         raise DtypeError(f"dtype: None is not a KV cache dtype; use one of {sorted(DTYPE_BYTES)}")

@@ -259,11 +259,5 @@ def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) 
     """``2 * layers * batch * tokens * Hkv * head_dim * itemsize`` bytes, with the itemsize
     of ``jnp.dtype(dtype)``. Raises ValueError for a size that is not an int >= 1.
     Source: Pope et al. 2022, "Efficiently Scaling Transformer Inference"."""
-    elements = kv_cache_elements(
-        num_layers=num_layers,
-        batch=batch,
-        tokens=tokens,
-        num_kv_heads=num_kv_heads,
-        head_dim=head_dim,
-    )
+    elements = kv_cache_elements(num_layers, batch, tokens, num_kv_heads, head_dim)
     return elements * jnp.dtype(dtype).itemsize

@@ -322,11 +322,5 @@ def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) 
     Raises ValueError for a size that is not an int >= 1, TypeError for another dtype.
     Source: Pope et al. 2022, "Efficiently Scaling Transformer Inference" (the 2 is K and V).
     """
-    elements = kv_cache_elements(
-        num_layers=num_layers,
-        batch=batch,
-        tokens=tokens,
-        num_kv_heads=num_kv_heads,
-        head_dim=head_dim,
-    )
+    elements = kv_cache_elements(num_layers, batch, tokens, num_kv_heads, head_dim)
     return elements * torch.empty((), dtype=_torch_dtype(dtype)).element_size()

@@ -58,6 +58,23 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
     """impl's attention, one method per step (module docstring); the public API is
     :meth:`attention`, :meth:`attention_weights` and :meth:`cached_attention`.
 
+    A variant overrides one step and exposes its instance's bound methods (every mutant in
+    :mod:`mutants` does, through its ``MUTANT.api()``)::
+
+        class Unscaled(Attention):
+            def default_scale(self, call):
+                return 1.0  # scale=None means 1 instead of 1/sqrt(D)
+
+        steps = Unscaled()
+        attention, attention_weights = steps.attention, steps.attention_weights
+
+    Steps call each other through ``self``, so the override reaches every path that takes the
+    step (here both the dense and the blocked path). The steps are the methods below and those
+    of :class:`impl.scores.Scores`, :class:`impl.dense.DensePath`,
+    :class:`impl.blocked.BlockedPath` and :class:`impl.kv_cache.CachedAttention`; their
+    arguments are the validated call (:class:`oracle.rules.AttentionCall`) and the compute
+    dtype.
+
     Args:
         cache_type: the KV cache class :meth:`cached_attention` accepts (default
             :class:`impl.KVCache`).

@@ -35,6 +35,7 @@ from attnprops.properties.results import read_records
 from attnprops.properties.subject import is_file_name
 
 REPO = Path(__file__).resolve().parent.parent
+SUITE_RUN_INI = Path(__file__).resolve().parent / "suite_run.ini"  # see that file
 PROPERTIES = REPO / "properties"
 
 
@@ -93,13 +94,12 @@ def _pytest_args(
         "no:cacheprovider",
         *FAST_START,
         f"--rootdir={REPO}",
+        "-c",
+        str(SUITE_RUN_INI),
         f"--ignore={PROPERTIES / 'meta_tests'}",
-        "-o",
-        "addopts=",
         "-p",
         "attnprops.properties.plugin",
-        "--attn-impl",
-        subject,
+        f"--attn-impl={subject}",
         f"--attn-results={results}",
         f"--hypothesis-profile={profile}",
         f"--attn-robustness={robustness}",
@@ -109,7 +109,7 @@ def _pytest_args(
     if junitxml:
         cmd += [f"--junitxml={junitxml}"]
     if keyword:
-        cmd += ["-k", keyword]
+        cmd += [f"-k={keyword}"]
     if shard:
         cmd += [f"--attn-shard={shard}"]
     if tests:  # selected by collected function name, in this order (--maxfail=1: the first decides)

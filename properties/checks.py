@@ -33,6 +33,11 @@ def call_subject(fn, *args, what: str, **kwargs):
     try:
         return fn(*args, **kwargs)
     except Exception as exc:
+        if isinstance(exc, Warning):  # a warning that a warnings filter turned into an error
+            fail(
+                f"{what}: the subject warned {type(exc).__name__}: {exc} on a valid input, and "
+                "a warnings filter of this run (-W or filterwarnings) made it an error"
+            )
         fail(f"{what}: the subject raised {type(exc).__name__}: {exc} on a valid input")
 
 

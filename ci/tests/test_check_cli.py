@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -296,3 +297,25 @@ def test_a_file_that_is_not_python_is_named(tmp_path, monkeypatch, capsys):
     error = json.loads((tmp_path / "txt.json").read_text())["error"]
     assert "attn.txt is not a .py file; name a Python file, a package folder or a module" in error
     assert "Traceback" not in error
+
+
+def test_the_suite_run_reads_only_its_own_pytest_configuration(tmp_path):
+    """The runs attnprops check starts take their pytest configuration from ci/suite_run.ini
+    (-c), and no value of theirs stands alone where pytest would read it as a path: a
+    subject ``./dir/sub.py`` beside a project's pyproject.toml made pytest pick that file
+    (the common folder of the suite and the subject), whose filterwarnings turned the
+    subject's RuntimeWarnings into errors."""
+    from attnprops.ci.suite_runner import SUITE_RUN_INI, _pytest_args
+
+    args = _pytest_args(
+        "./dir/sub.py", tmp_path / "r.json", ["test_x"], 2, "ci", keyword="not slow"
+    )
+    ini = Path(args[args.index("-c") + 1])
+    assert ini == SUITE_RUN_INI and ini.is_file()
+    lines = [line.strip() for line in ini.read_text().splitlines()]
+    assert [line for line in lines if line and not line.startswith("#")] == ["[pytest]"]
+    takes_value = {"-c", "-p", "-n", "--attn-tests"}
+    positional = [
+        a for k, a in enumerate(args) if not a.startswith("-") and args[k - 1] not in takes_value
+    ]
+    assert positional == [args[0]] and args[0].endswith("properties"), args

@@ -151,3 +151,21 @@ def test_a_subject_must_return_an_ndarray(out, kind):
 def test_a_result_that_should_have_raised_is_described_as_it_is(out, words):
     """``None`` is not called a NaN (``numpy.asarray(None, float)`` is one)."""
     assert describe_result(out) == words
+
+
+def test_a_warning_made_an_error_is_reported_as_a_warning():
+    """A RuntimeWarning that a warnings filter turned into an error reads as a warning, not as
+    something the subject raised."""
+    import warnings
+
+    import pytest
+
+    from attnprops.properties.checks import PropertyViolation, call_subject
+
+    def warns():
+        warnings.warn("divide by zero encountered in divide", RuntimeWarning, stacklevel=1)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(PropertyViolation, match="the subject warned RuntimeWarning: divide"):
+            call_subject(warns, what="attention")

@@ -18,10 +18,17 @@ it so the property suite draws block sizes too. ``block_size="dense"`` is the de
 ``(B, Hq, Tq, Tk)`` score array); the default ``block_size=None`` picks one of the two by size
 (dense for small calls, blocked with ``n = 128`` for large causal calls, decode with many
 heads and huge score arrays; see :mod:`impl.default_path`). ``Attention`` is the computation
-as overridable steps (:mod:`impl.attention`), the class every mutant subclasses.
+as overridable steps (:mod:`impl.attention`), the class every mutant subclasses;
+``ATTENTION`` is the instance whose bound methods the functions above are.
 """
 
-from attnprops.impl.attention import Attention, attention, attention_weights, cached_attention
+from attnprops.impl.attention import (
+    ATTENTION,
+    Attention,
+    attention,
+    attention_weights,
+    cached_attention,
+)
 from attnprops.impl.kv_cache import KVCache, kv_cache_bytes
 from attnprops.oracle.rules import AttentionInputError
 
@@ -34,6 +41,7 @@ ATTNPROPS_CAPABILITIES = {
 }
 
 __all__ = [
+    "ATTENTION",
     "Attention",
     "AttentionInputError",
     "KVCache",

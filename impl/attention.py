@@ -40,7 +40,7 @@ import numpy as np
 from attnprops.impl.blocked import BlockedPath
 from attnprops.impl.default_path import DENSE, default_block_size
 from attnprops.impl.dense import DensePath
-from attnprops.impl.kv_cache import CachedAttention
+from attnprops.impl.kv_cache import CachedAttention, KVCache
 from attnprops.impl.scores import Scores
 from attnprops.oracle.rules import (
     AttentionCall,
@@ -76,12 +76,20 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
     dtype.
 
     Args:
-        cache_type: the KV cache class :meth:`cached_attention` accepts (default
-            :class:`impl.KVCache`).
+        cache_type: the KV cache class :meth:`cached_attention` accepts, a subclass of
+            :class:`impl.KVCache` (default: that class).
+
+    Raises:
+        oracle.rules.AttentionInputError: ``cache_type`` is not such a class.
     """
 
     def __init__(self, cache_type: type | None = None):
         if cache_type is not None:
+            if not (isinstance(cache_type, type) and issubclass(cache_type, KVCache)):
+                raise AttentionInputError(
+                    f"cache_type: {cache_type!r} is not a subclass of impl.KVCache "
+                    "(cached_attention appends to it and rolls it back)"
+                )
             self.cache_type = cache_type
 
     # -- validation -----------------------------------------------------------------------

@@ -323,7 +323,10 @@ def test_cached_attention_refuses_a_foreign_cache():
         (oracle, impl.KVCache(1, 1, 2)),
         (oracle, None),
     ):
-        with pytest.raises(AttentionInputError, match="^cache: .* is not a .*KVCache"):
+        with pytest.raises(
+            AttentionInputError,
+            match="^cache: .* is not .*KVCache or a subclass; create one with KVCache",
+        ):
             module.cached_attention(q, k, v, foreign)
         if hasattr(foreign, "keys"):
             assert len(foreign) == 0
@@ -344,3 +347,22 @@ def test_cached_query_of_another_dtype_than_the_cache_is_blamed_on_the_query():
                 cache,
             )
         assert len(cache) == 0
+
+
+def test_attention_steps_take_a_kv_cache_subclass_only():
+    """impl.Attention(cache_type=C): C must subclass impl.KVCache; its cached_attention then
+    refuses any other cache and names C as the class to create."""
+
+    class MyCache(impl.KVCache):
+        pass
+
+    for bad in ("x", int, impl.KVCache(1, 1, 2)):
+        with pytest.raises(AttentionInputError, match="^cache_type: .* is not a subclass"):
+            impl.Attention(cache_type=bad)
+    steps = impl.Attention(cache_type=MyCache)
+    q = k = v = np.ones((1, 1, 1, 2))
+    with pytest.raises(
+        AttentionInputError, match="is not .*MyCache or a subclass; create one with MyCache"
+    ):
+        steps.cached_attention(q, k, v, impl.KVCache(1, 1, 2))
+    assert steps.cached_attention(q, k, v, MyCache(1, 1, 2)).shape == (1, 1, 1, 2)

@@ -66,8 +66,9 @@ def check_cache_instance(cache, cache_class: type) -> None:
     Raises :class:`AttentionInputError` naming ``cache``."""
     if not isinstance(cache, cache_class):
         raise AttentionInputError(
-            f"cache: {type(cache).__name__} is not a {cache_class.__module__}."
-            f"{cache_class.__qualname__}; create one with KVCache(batch, num_kv_heads, head_dim)"
+            f"cache: {type(cache).__module__}.{type(cache).__qualname__} is not "
+            f"{cache_class.__module__}.{cache_class.__qualname__} or a subclass; create one "
+            f"with {cache_class.__name__}(batch, num_kv_heads, head_dim)"
         )
 
 

@@ -47,7 +47,6 @@ is inside the rootdir (this repository, a vendored copy) or named on the command
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -339,8 +338,10 @@ def pytest_collection_modifyitems(session, config, items):
     if not _STATE.get("active"):
         return
     mark_expected_failures(config, items, _STATE.get("xfail_entries") or [], current_subject().name)
-    _scale_costly(items)
-    _pin_seeds(items)
+    from attnprops.properties.draws import pin_seeds, scale_costly
+
+    scale_costly(items)
+    pin_seeds(items, SUITE_DIR)
     if _STATE.get("count_examples"):
         example_counts.count_examples(items)
     if _STATE.get("robustness", "report") == "report":
@@ -358,49 +359,6 @@ def pytest_collection_modifyitems(session, config, items):
         keep = named_tests(items, names)
         config.hook.pytest_deselected(items=[item for item in items if item not in keep])
         items[:] = keep
-
-
-def _scale_costly(items) -> None:
-    """Give each test marked with a key of :data:`properties.profiles.COSTLY_MARKERS` its
-    share of the loaded profile's examples (``@settings`` applied to its ``@given`` test,
-    once per function: every parametrization shares it)."""
-    from hypothesis import settings
-
-    from attnprops.properties.profiles import COSTLY_MARKERS, costly_examples
-
-    for item in items:
-        function = getattr(item, "function", None)
-        marked = [name for name in COSTLY_MARKERS if item.get_closest_marker(name)]
-        if not marked or getattr(function, "_attnprops_scaled", False):
-            continue
-        count = costly_examples(marked[0], settings.default.max_examples)
-        settings(max_examples=count)(function)
-        function._attnprops_scaled = True
-
-
-def _pin_seeds(items) -> None:
-    """Under a derandomized profile (ci, mutation) seed each property from its file and
-    function name (``@seed``, which Hypothesis lets override ``derandomize``). Derandomized,
-    Hypothesis seeds a test from a digest of its *source*, so any edit of a property's body,
-    even a renamed helper, drew other examples: a mutant's counterexample changed with it, and
-    a property that found a fault on 5% of its inputs lost it. By name, the draws change only
-    when the strategies, the profile or the Hypothesis release do (as with
-    :func:`properties.profiles.ignore_local_constants`). Random profiles (dev, thorough,
-    ``--hypothesis-seed``) are left alone, and so are tests outside the suite's folder."""
-    from hypothesis import seed, settings
-
-    if not settings.default.derandomize:
-        return
-    for item in items:
-        function = getattr(item, "function", None)
-        if getattr(function, "hypothesis", None) is None:
-            continue  # not a Hypothesis test
-        if not within(Path(item.path).resolve(), SUITE_DIR):
-            continue  # not the suite's (a project's own tests in the same run keep theirs)
-        if getattr(function, "_hypothesis_internal_use_seed", None) is not None:
-            continue  # seeded already (by its author, or a parametrization before)
-        name = f"{function.__module__.rsplit('.', 1)[-1]}.{function.__qualname__}"
-        seed(int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big"))(function)
 
 
 # after -k/-m and --attn-tests (the hook above): shards split what would run

@@ -25,7 +25,7 @@ TWO_BUGS = textwrap.dedent("""\
 # entry. Whether the ten or so inputs Hypothesis tries after its first failure meet both is a
 # matter of the draws (over 8 random seeds of the thorough profile, half the runs found both,
 # as for a split on the query length's parity): under the ci profile's pinned seed
-# (properties.plugin._pin_seeds) this split meets both; a change of the strategies may need
+# (properties.draws.pin_seeds) this split meets both; a change of the strategies may need
 # another. The crash is on line 6 of the file.
 
 

@@ -1,5 +1,5 @@
 """Under the derandomized profiles a property of the suite draws the same examples whatever its
-body says: the plugin seeds it from its file and function name (properties.plugin._pin_seeds),
+body says: the plugin seeds it from its file and function name (properties.draws.pin_seeds),
 where Hypothesis would seed it from a digest of its source. Random profiles stay random, and
 tests outside the suite's folder keep Hypothesis's seeding."""
 
@@ -10,7 +10,7 @@ import types
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnprops.properties.plugin import _pin_seeds
+from attnprops.properties.draws import pin_seeds
 from attnprops.properties.selection import SUITE_DIR
 
 
@@ -41,7 +41,7 @@ def _draws(body_edit: bool, profile: str, folder=SUITE_DIR) -> list[int]:
     settings.load_profile(profile)
     try:
         test, drawn = _property(body_edit)
-        _pin_seeds([types.SimpleNamespace(function=test, path=folder / "test_drawn.py")])
+        pin_seeds([types.SimpleNamespace(function=test, path=folder / "test_drawn.py")], SUITE_DIR)
         test()
     finally:
         settings.load_profile(previous)

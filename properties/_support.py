@@ -163,3 +163,31 @@ def seed_batch_case() -> AttentionCase:
 
 
 SEED_CASES = (LAB_CAUSAL, LAB_DECODE, QUICK_CAUSAL)
+
+
+def new_cache(subject, case):
+    """An empty cache of the subject's ``KVCache`` for ``case``'s K/V sizes and dtype."""
+    B, Hkv, _, D = case.key.shape
+    return subject.module.KVCache(B, Hkv, D, case.value.shape[3], dtype=case.dtype)
+
+
+def decode_in_chunks(subject, case, chunks):
+    """Run the subject's ``cached_attention`` over ``case`` chunk by chunk (``chunks``: the
+    positions per call, summing to at most ``Tk``) on a new cache; return the cache and the
+    outputs concatenated along the query axis."""
+    cache = new_cache(subject, case)
+    outputs, start = [], 0
+    for n in chunks:
+        rows = slice(start, start + n)
+        out = call_subject(
+            subject.module.cached_attention,
+            case.query[:, :, rows],
+            case.key[:, :, rows],
+            case.value[:, :, rows],
+            cache,
+            scale=case.scale,
+            what=f"cached_attention of positions [{start}, {start + n})",
+        )
+        outputs.append(np.asarray(out))
+        start += n
+    return cache, np.concatenate(outputs, axis=2)

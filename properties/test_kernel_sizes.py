@@ -19,7 +19,7 @@ from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
 from attnprops.oracle import ball
-from attnprops.properties._support import one_head, repeat_kv, visibility
+from attnprops.properties._support import decode_in_chunks, one_head, repeat_kv, visibility
 from attnprops.properties.bounds import (
     Arithmetic,
     agreement_bounds,
@@ -368,25 +368,8 @@ def test_kernel_sized_cache_growth_equals_full_causal(subject, run):
     case = spec.build()
     chunks = _chunks(case.key.shape[2], pattern)
     note(f"{len(chunks)} appends: {chunks[:40]}{' ...' if len(chunks) > 40 else ''}")
-    B, Hkv, T, D = case.key.shape
-    cache = subject.module.KVCache(B, Hkv, D, case.value.shape[3], dtype=case.dtype)
-    outputs, start = [], 0
-    for n in chunks:
-        rows = slice(start, start + n)
-        outputs.append(
-            np.asarray(
-                call_subject(
-                    subject.module.cached_attention,
-                    case.query[:, :, rows],
-                    case.key[:, :, rows],
-                    case.value[:, :, rows],
-                    cache,
-                    scale=case.scale,
-                    what=f"cached_attention of positions [{start}, {start + n})",
-                )
-            )
-        )
-        start += n
+    T = case.key.shape[2]
+    cache, decoded = decode_in_chunks(subject, case, chunks)
     if len(cache) != T:
         fail(f"len(cache) = {len(cache)} after appending {T} positions in {len(chunks)} chunks")
     assert_equal(out=cache.keys, expected=case.key, what="cached keys after growth", case=case)
@@ -394,7 +377,7 @@ def test_kernel_sized_cache_growth_equals_full_causal(subject, run):
         out=cache.values, expected=case.value, what="cached values after growth", case=case
     )
     decoded = assert_shape_dtype(
-        out=np.concatenate(outputs, axis=2),
+        out=decoded,
         shape=case.query.shape[:3] + case.value.shape[3:],
         dtype=case.dtype,
         what="decoded outputs",

@@ -19,14 +19,15 @@ from attnprops.properties._support import (
     LAB_QUERY,
     LAB_VALUE,
     case_from,
+    decode_in_chunks,
     fit_to_subject,
+    new_cache,
     oracle_with_bounds,
 )
 from attnprops.properties.checks import (
     assert_equal,
     assert_shape_dtype,
     assert_within,
-    call_subject,
     fail,
 )
 from attnprops.properties.invalid import Draws
@@ -60,31 +61,6 @@ def cache_runs(draw, *, max_len=6):
     ), chunks
 
 
-def _new_cache(subject, case):
-    B, Hkv, _, D = case.key.shape
-    return subject.module.KVCache(B, Hkv, D, case.value.shape[3], dtype=case.dtype)
-
-
-def _decode(subject, case, chunks):
-    """Run ``cached_attention`` chunk by chunk; return (cache, outputs concatenated)."""
-    cache = _new_cache(subject, case)
-    outputs, start = [], 0
-    for n in chunks:
-        rows = slice(start, start + n)
-        out = call_subject(
-            subject.module.cached_attention,
-            case.query[:, :, rows],
-            case.key[:, :, rows],
-            case.value[:, :, rows],
-            cache,
-            scale=case.scale,
-            what=f"cached_attention of positions [{start}, {start + n})",
-        )
-        outputs.append(np.asarray(out))
-        start += n
-    return cache, np.concatenate(outputs, axis=2)
-
-
 LAB_CACHE_RUN = (
     case_from(
         LAB_QUERY,
@@ -109,7 +85,7 @@ def test_cached_decode_equals_full_causal(subject, run):
     case = fit_to_subject(case, subject)
     note(f"chunks: {chunks}")
     parts, bounds = oracle_with_bounds(case, subject)
-    cache, decoded = _decode(subject, case, chunks)
+    cache, decoded = decode_in_chunks(subject, case, chunks)
     decoded = assert_shape_dtype(
         out=decoded, shape=parts.output.shape, dtype=case.dtype, what="decoded outputs"
     )
@@ -133,7 +109,7 @@ def test_cache_holds_kv_heads(subject, run):
     repeated to Hq), and its ``nbytes`` equals ``kv_cache_bytes`` for its size (quick
     reference: 'GQA cache not smaller -> K/V physically copied to Hq before caching')."""
     case, chunks = run
-    cache, _ = _decode(subject, case, chunks)
+    cache, _ = decode_in_chunks(subject, case, chunks)
     B, Hkv, T, D = case.key.shape
     Dv = case.value.shape[3]
     if np.shape(cache.keys) != (B, Hkv, T, D) or np.shape(cache.values) != (B, Hkv, T, Dv):
@@ -170,7 +146,7 @@ def test_failed_append_changes_nothing(subject, run, data):
     cache's keys, values and length exactly as before (source lab: 'after a failed append
     the original K/V must be unchanged')."""
     case, chunks = run
-    cache, _ = _decode(subject, case, chunks[:1])
+    cache, _ = decode_in_chunks(subject, case, chunks[:1])
     before = (len(cache), np.array(cache.keys), np.array(cache.values))
     how, key, value = _bad_append(data.draw, cache, case.dtype)
     note(f"bad append: {how}")
@@ -192,7 +168,7 @@ def test_failed_cached_attention_rolls_back(subject, run, data):
     """``cached_attention`` whose attention step fails (a fully masked row, a query of the
     wrong head_dim) raises and rolls the append back: the cache is exactly as before."""
     case, chunks = run
-    cache, _ = _decode(subject, case, chunks[:1])
+    cache, _ = decode_in_chunks(subject, case, chunks[:1])
     before = (len(cache), np.array(cache.keys), np.array(cache.values))
     B, Hq, _, D = case.query.shape
     how = data.draw(st.sampled_from(["fully masked row", "query head_dim"]), label="failure")
@@ -224,7 +200,7 @@ def test_cache_copies_caller_arrays(subject, run):
     """The cache stores copies: changing the caller's arrays after ``append`` does not
     change the cache."""
     case, chunks = run
-    cache = _new_cache(subject, case)
+    cache = new_cache(subject, case)
     key, value = case.key.copy(), case.value.copy()
     cache.append(key, value)
     key[...] = 3.0

@@ -46,25 +46,10 @@ def attention(
     Raises:
         oracle.rules.AttentionInputError for any broken rule (including a fully masked row).
     """
+    options = dict(attn_mask=attn_mask, is_causal=is_causal, query_start=query_start, scale=scale)
     if _large(query, key):
-        return ball.attention(
-            query,
-            key,
-            value,
-            attn_mask=attn_mask,
-            is_causal=is_causal,
-            query_start=query_start,
-            scale=scale,
-        )
-    return oracle.attention(
-        query,
-        key,
-        value,
-        attn_mask=attn_mask,
-        is_causal=is_causal,
-        query_start=query_start,
-        scale=scale,
-    ).value
+        return ball.attention(query, key, value, **options)
+    return oracle.attention(query, key, value, **options).value
 
 
 def attention_weights(
@@ -76,18 +61,10 @@ def attention_weights(
     Raises:
         oracle.rules.AttentionInputError for any broken rule.
     """
+    options = dict(attn_mask=attn_mask, is_causal=is_causal, query_start=query_start, scale=scale)
     if _large(query, key):
-        return ball.attention_weights(
-            query,
-            key,
-            attn_mask=attn_mask,
-            is_causal=is_causal,
-            query_start=query_start,
-            scale=scale,
-        )
-    return oracle.attention_weights(
-        query, key, attn_mask=attn_mask, is_causal=is_causal, query_start=query_start, scale=scale
-    ).value
+        return ball.attention_weights(query, key, **options)
+    return oracle.attention_weights(query, key, **options).value
 
 
 def _exact_output(query, key, value, **kwargs):

@@ -304,6 +304,7 @@ def attention_parts(
     is_causal=False,
     query_start=None,
     scale=None,
+    window=None,
     fully_masked_rows="raise",
     rows=None,
     precision: int = PRECISION,
@@ -313,8 +314,8 @@ def attention_parts(
     Args:
         query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; key ``(B, Hkv, Tk, D)`` or ``(Tk, D)``; value
             ``(B, Hkv, Tk, Dv)`` or ``(Tk, Dv)`` or None (then no output); float16, float32 or
-            float64, one dtype. ``attn_mask``, ``is_causal``, ``query_start``, ``scale`` and
-            ``fully_masked_rows`` as in :func:`oracle.attention` (the rules of
+            float64, one dtype. ``attn_mask``, ``is_causal``, ``query_start``, ``scale``, ``window``
+            and ``fully_masked_rows`` as in :func:`oracle.attention` (the rules of
             :mod:`oracle.rules`).
         rows: the local query rows to compute (a non-empty sequence of ints in ``[0, Tq)``,
             any order, repeats dropped); None for every row. Results keep the sorted order.
@@ -337,6 +338,7 @@ def attention_parts(
         is_causal=is_causal,
         query_start=query_start,
         scale=scale,
+        window=window,
         fully_masked_rows=fully_masked_rows,
         needs_value=value is not None,
     )

@@ -68,6 +68,7 @@ def cached_attention(
     *,
     attn_mask=None,
     scale=None,
+    window=None,
     fully_masked_rows="raise",
     attend=None,
 ) -> OracleResult:
@@ -76,7 +77,8 @@ def cached_attention(
     Shapes as ``impl.cached_attention``. On any error the append is undone. ``attend``: the
     attention to run over the cache (default :func:`attention`; e.g. ``lambda *a, **k:
     oracle.ball.attention_parts(*a, **k).output`` for long caches), called with the
-    cache's keys and values and ``is_causal=True, query_start=start``.
+    cache's keys and values and ``is_causal=True, query_start=start``. ``window``: a local
+    window over the cache's absolute positions (:func:`oracle.rules.check_window`).
     """
     check_cache_instance(cache, KVCache)
     check_cached_query(query, key, cache)
@@ -92,6 +94,7 @@ def cached_attention(
             is_causal=True,
             query_start=start,
             scale=scale,
+            window=window,
             fully_masked_rows=fully_masked_rows,
         )
     except BaseException:

@@ -253,7 +253,16 @@ def _weights(scores: Scores) -> np.ndarray:
 
 
 def _check(
-    query, key, value, attn_mask, is_causal, query_start, scale, fully_masked_rows, needs_value=True
+    query,
+    key,
+    value,
+    attn_mask,
+    is_causal,
+    query_start,
+    scale,
+    window,
+    fully_masked_rows,
+    needs_value=True,
 ) -> AttentionProblem:
     return check_attention_inputs(
         query,
@@ -263,6 +272,7 @@ def _check(
         is_causal=is_causal,
         query_start=query_start,
         scale=scale,
+        window=window,
         fully_masked_rows=fully_masked_rows,
         needs_value=needs_value,
     )
@@ -276,13 +286,15 @@ def attention_scores(
     is_causal=False,
     query_start=None,
     scale=None,
+    window=None,
     fully_masked_rows="raise",
 ) -> OracleResult:
     """Scaled scores plus float mask at 50 digits, ``-inf`` where hidden.
 
     Shapes and rules as :func:`impl.attention_weights`: query ``(B, Hq, Tq, D)``, key
     ``(B, Hkv, Tk, D)`` (or 2-D) -> ``(B, Hq, Tq, Tk)``. ``fully_masked_rows`` is ``"raise"``
-    (this project's rule) or ``"zeros"`` (PyTorch >= 2.5, FlashAttention).
+    (this project's rule) or ``"zeros"`` (PyTorch >= 2.5, FlashAttention). ``window``:
+    ``(left, right)`` local attention (:func:`oracle.rules.check_window`), or None.
 
     Raises:
         oracle.rules.AttentionInputError, like the implementation.
@@ -295,6 +307,7 @@ def attention_scores(
         is_causal,
         query_start,
         scale,
+        window,
         fully_masked_rows,
         needs_value=False,
     )
@@ -310,6 +323,7 @@ def attention_weights(
     is_causal=False,
     query_start=None,
     scale=None,
+    window=None,
     fully_masked_rows="raise",
 ) -> OracleResult:
     """Attention weights at 50 digits, ``(B, Hq, Tq, Tk)``; hidden keys are exactly 0.
@@ -325,6 +339,7 @@ def attention_weights(
         is_causal,
         query_start,
         scale,
+        window,
         fully_masked_rows,
         needs_value=False,
     )
@@ -341,6 +356,7 @@ def attention(
     is_causal=False,
     query_start=None,
     scale=None,
+    window=None,
     fully_masked_rows="raise",
 ) -> OracleResult:
     """Attention output at 50 digits, ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)`` for 2-D inputs).
@@ -358,6 +374,7 @@ def attention(
         is_causal=is_causal,
         query_start=query_start,
         scale=scale,
+        window=window,
         fully_masked_rows=fully_masked_rows,
     ).output
 
@@ -380,10 +397,13 @@ def attention_parts(
     is_causal=False,
     query_start=None,
     scale=None,
+    window=None,
     fully_masked_rows="raise",
 ) -> OracleParts:
     """Scores, weights and output of one attention call in one pass (see :func:`attention`)."""
-    problem = _check(query, key, value, attn_mask, is_causal, query_start, scale, fully_masked_rows)
+    problem = _check(
+        query, key, value, attn_mask, is_causal, query_start, scale, window, fully_masked_rows
+    )
     B, Hq, Tq, _ = problem.query.shape
     Dv = problem.value.shape[3]
     with mpmath.workdps(DIGITS):

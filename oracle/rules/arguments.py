@@ -15,6 +15,7 @@ from attnprops.oracle.rules.errors import (
     QueryStartError,
     ScaleError,
     ShapeError,
+    WindowError,
 )
 
 __all__ = [
@@ -26,7 +27,9 @@ __all__ = [
     "check_positive_int",
     "check_query_start",
     "check_scale",
+    "check_window",
     "compute_dtype",
+    "window_visible",
 ]
 
 
@@ -116,6 +119,71 @@ def check_query_start(query_start, query_len: int, key_len: int) -> int | None:
             f"(Tq={query_len}, Tk={key_len}); the last query's position must be < Tk"
         )
     return start
+
+
+def check_window(window) -> tuple[int | None, int | None] | None:
+    """Local (sliding-window) attention: ``None`` (no window) or a pair ``(left, right)``,
+    each ``None`` (unbounded on that side) or an ``int`` (not bool) >= 0; returned as a tuple
+    of ints and Nones, or ``None`` for no window (``(None, None)`` is no window too).
+
+    The convention (this project's, in positions): the query at absolute position
+    ``p = query_start + i`` sees key ``j`` iff ``p - left <= j <= p + right``, both ends
+    inclusive, so it sees at most ``left + 1 + right`` keys, itself among them. The window
+    is AND-ed with the mask and with causality (``window=(W, None)`` with ``is_causal`` is a
+    causal sliding window of ``W + 1`` keys). How the libraries write the same window (the
+    measured table is in ``docs/conventions.md``):
+
+    - FlashAttention ``window_size=(left, right)``, ``-1`` for unbounded: the same pair,
+      bottom-right aligned (``query_start = Tk - Tq``); ``(W, 0)`` sees ``W + 1`` keys.
+    - JAX ``jax.nn.dot_product_attention(local_window_size=(left, right))``: the same pair
+      (its docstring: ``(3, 2)`` lets token ``c`` at 6 see 3..8); an int ``W`` is ``(W, W)``.
+    - xFormers ``LocalAttentionFromBottomRightMask(window_left, window_right)``: the same pair,
+      bottom-right aligned; its causal masks' ``window_size=W`` count the query itself
+      (``(W - 1, 0)``).
+    - Hugging Face ``sliding_window=W`` (Mistral, Gemma; ``masking_utils``: key visible iff
+      ``kv_idx > q_idx - W``, with causality): ``W`` keys counting the query itself, i.e.
+      ``(W - 1, 0)`` here. Passing Hugging Face's ``W`` as FlashAttention's ``window_size[0]``
+      sees one key too many: the off-by-one of vllm#3385 and transformers#39408.
+    - PyTorch SDPA has no window (an explicit mask; FlexAttention: a ``mask_mod``).
+
+    Raises:
+        WindowError naming ``window`` and the rule.
+    """
+    if window is None:
+        return None
+    if isinstance(window, (str, bytes)) or not hasattr(window, "__len__") or len(window) != 2:
+        raise WindowError(
+            f"window: {window!r} must be None or a pair (left, right) of ints >= 0 or None "
+            "(query at position p sees keys p - left ..= p + right)"
+        )
+    sides = []
+    for name, side in zip(("left", "right"), window):
+        if side is None:
+            sides.append(None)
+            continue
+        if not _is_int(side) or side < 0:
+            raise WindowError(
+                f"window: {name}={side!r} must be an int >= 0 or None (unbounded); the query "
+                "at position p sees keys p - left ..= p + right"
+            )
+        sides.append(int(side))
+    return None if sides == [None, None] else (sides[0], sides[1])
+
+
+def window_visible(window, query_start: int, query_len: int, key_len: int) -> np.ndarray | None:
+    """Bool ``(Tq, Tk)``: True where the window lets local query ``i`` see key ``j``
+    (``query_start + i - left <= j <= query_start + i + right``; :func:`check_window`).
+    ``None`` for no window. ``window`` is already checked."""
+    if window is None:
+        return None
+    left, right = window
+    offset = np.arange(key_len)[None, :] - (query_start + np.arange(query_len))[:, None]  # j - p
+    visible = np.ones((query_len, key_len), dtype=bool)
+    if left is not None:
+        visible &= offset >= -left
+    if right is not None:
+        visible &= offset <= right
+    return visible
 
 
 def check_block_size(block_size) -> int | None:

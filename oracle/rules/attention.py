@@ -15,7 +15,9 @@ from attnprops.oracle.rules.arguments import (
     check_mask,
     check_query_start,
     check_scale,
+    check_window,
     compute_dtype,
+    window_visible,
 )
 from attnprops.oracle.rules.errors import (
     AttentionInputError,
@@ -48,7 +50,8 @@ class AttentionProblem:
     query may attend (mask AND causality). ``bias`` is the float mask broadcast likewise
     (``None`` when there is no float mask); it is ``-inf`` exactly where a float mask hides.
     ``scale`` is ``None`` for the default ``1/sqrt(D)`` so each implementation computes it in
-    its own precision. ``two_d`` records that results must be returned as 2-D.
+    its own precision. ``two_d`` records that results must be returned as 2-D. ``window`` is
+    the checked local window (:func:`oracle.rules.check_window`; already in ``visible``).
     """
 
     query: np.ndarray
@@ -61,6 +64,7 @@ class AttentionProblem:
     is_causal: bool
     two_d: bool
     dtype: np.dtype
+    window: tuple[int | None, int | None] | None = None
 
     @property
     def batch(self) -> int:
@@ -91,7 +95,9 @@ class AttentionCall(NamedTuple):
     never copies. ``mask`` is the caller's ``attn_mask`` as a 4-D view (leading axes of length
     1 added), NOT broadcast to ``(B, Hq, Tq, Tk)``; ``None`` without a mask. ``query_start`` is
     the absolute position of the first query (``Tk - Tq`` when the caller passed None).
-    ``scale`` is None for the default ``1/sqrt(D)``.
+    ``scale`` is None for the default ``1/sqrt(D)``. ``window`` is ``(left, right)`` (each an
+    int >= 0 or None) or None for no window (:func:`oracle.rules.check_window`); a side that
+    reaches past every key is None (so ``(2**63, 0)`` is ``(None, 0)``).
     """
 
     query: np.ndarray  # (B, Hq, Tq, D)
@@ -103,6 +109,7 @@ class AttentionCall(NamedTuple):
     is_causal: bool
     two_d: bool
     dtype: np.dtype
+    window: tuple[int | None, int | None] | None = None
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -124,6 +131,7 @@ def check_attention_call(
     is_causal=False,
     query_start=None,
     scale=None,
+    window=None,
     needs_value: bool = True,
     scan: bool = True,
 ) -> AttentionCall:
@@ -133,7 +141,7 @@ def check_attention_call(
     calls it, then checks the rows one key block at a time): ``is_causal``,
     ``scale``, then dtype/size/finiteness of query,
     key (and value), ndim and dtype agreement, batch/head_dim/head grouping/length agreement,
-    ``query_start``, then ``attn_mask`` (dtype, broadcast shape, entries).
+    ``query_start``, then ``attn_mask`` (dtype, broadcast shape, entries), then ``window``.
 
     ``scan=False``: query, key and value are not scanned for NaN/infinity here (see
     :func:`check_float_array`); the caller must scan them before using their values.
@@ -192,7 +200,23 @@ def check_attention_call(
     mask = check_mask(attn_mask, (Tq, Tk) if two_d else (B, Hq, Tq, Tk))
     if mask is not None:
         mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)  # a view: never copied
-    return AttentionCall(q, k, v, mask, scale, start, is_causal, two_d, q.dtype)
+    window = _reach(check_window(window), start, Tq, Tk)
+    return AttentionCall(q, k, v, mask, scale, start, is_causal, two_d, q.dtype, window)
+
+
+def _reach(window, start: int, Tq: int, Tk: int):
+    """``window`` with a side that reaches past every key written ``None`` (and no window
+    when both do): ``left >= start + Tq - 1`` reaches key 0 from the last query, ``right >=
+    Tk - 1 - start`` reaches the last key from the first. The same visibility, in ints no
+    larger than the sequence (a side of ``2**63`` must not overflow anyone's arithmetic)."""
+    if window is None:
+        return None
+    left, right = window
+    if left is not None and left >= start + Tq - 1:
+        left = None
+    if right is not None and right >= Tk - 1 - start:
+        right = None
+    return None if left is None and right is None else (left, right)
 
 
 def check_attention_inputs(
@@ -204,6 +228,7 @@ def check_attention_inputs(
     is_causal=False,
     query_start=None,
     scale=None,
+    window=None,
     fully_masked_rows: str = "raise",
     needs_value: bool = True,
 ) -> AttentionProblem:
@@ -212,7 +237,7 @@ def check_attention_inputs(
     oracle; :func:`check_attention_call` is the same without the visibility).
 
     The rules of :func:`check_attention_call`, then the fully-masked-row rule on the dense
-    visibility (mask AND causality) under ``fully_masked_rows="raise"``.
+    visibility (mask AND causality AND window) under ``fully_masked_rows="raise"``.
     Raises a subclass of :class:`AttentionInputError` naming the argument and the rule.
     Reads its inputs only.
     """
@@ -229,6 +254,7 @@ def check_attention_inputs(
         is_causal=is_causal,
         query_start=query_start,
         scale=scale,
+        window=window,
         needs_value=needs_value,
     )
     target = call.shape  # (B, Hq, Tq, Tk)
@@ -245,6 +271,9 @@ def check_attention_inputs(
         i = np.arange(Tq)[:, None]
         j = np.arange(Tk)[None, :]
         visible = visible & (j <= call.query_start + i)
+    in_window = window_visible(call.window, call.query_start, Tq, Tk)
+    if in_window is not None:
+        visible = visible & in_window
     if fully_masked_rows == "raise":
         empty = ~visible.any(axis=-1)
         if empty.any():
@@ -261,6 +290,7 @@ def check_attention_inputs(
         is_causal=call.is_causal,
         two_d=call.two_d,
         dtype=call.dtype,
+        window=call.window,
     )
 
 
@@ -269,7 +299,7 @@ def raise_fully_masked_row(empty: np.ndarray) -> None:
     row sees no key (at least one True): the first such row and their count."""
     b, h, i = (int(n) for n in np.argwhere(empty)[0])
     raise FullyMaskedRowError(
-        f"attn_mask/is_causal: query row (batch={b}, head={h}, query={i}) has no visible key "
+        f"attn_mask/is_causal/window: query row (batch={b}, head={h}, query={i}) has no visible key "
         f"({int(empty.sum())} such rows); every query must see at least one key"
     )
 

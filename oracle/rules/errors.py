@@ -13,6 +13,7 @@ __all__ = [
     "ScaleError",
     "ScoreOverflowError",
     "ShapeError",
+    "WindowError",
 ]
 
 
@@ -46,3 +47,7 @@ class ScoreOverflowError(AttentionInputError):
 
 class FullyMaskedRowError(AttentionInputError):
     """A query row has no visible key (under ``fully_masked_rows="raise"``)."""
+
+
+class WindowError(AttentionInputError):
+    """``window`` is not ``None`` or a pair of ints >= 0 (each may be ``None``)."""

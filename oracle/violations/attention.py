@@ -1,6 +1,6 @@
 """The rules of an attention call (:func:`oracle.rules.check_attention_call`), each with its
 break function: shapes, dtypes, non-finite values, ``query_start``, ``scale``, score overflow,
-fully masked rows, ``is_causal``."""
+fully masked rows, ``window``, ``is_causal``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from attnprops.oracle.rules import (
     ScaleError,
     ScoreOverflowError,
     ShapeError,
+    WindowError,
 )
 from attnprops.oracle.violations.calls import (
     Example,
@@ -224,6 +225,20 @@ def _is_causal_not_bool(call, pick):
     return changed(call, kw_is_causal=pick.choice(["yes", 1, None]))
 
 
+def _window_not_a_pair(call, pick):
+    return changed(call, kw_window=pick.choice([3, (1,), (1, 0, 2), "1, 0"]))
+
+
+def _window_side_negative(call, pick):
+    return changed(call, kw_window=pick.choice([(-1, 0), (0, -1), (None, -3)]))
+
+
+def _window_side_not_an_int(call, pick):
+    return changed(call, kw_window=pick.choice([(1.5, 0), (True, 0), (0, "2"), (2.0, None)]))
+
+
+_NEEDS_WINDOW = (("window", "offsets"),)
+
 E = Example
 ATTENTION: tuple[Violation, ...] = (
     # ShapeError: ndim, batch, head_dim, lengths, heads, zero-size axes, mask shape
@@ -390,6 +405,31 @@ ATTENTION: tuple[Violation, ...] = (
             E("float-mask-row", answers=("row", "float")),
             E("causal-and-mask-row", answers=("causal", "bool")),
         ),
+    ),
+    # WindowError
+    Violation(
+        "window not a pair",
+        WindowError,
+        "window",
+        _window_not_a_pair,
+        (E("window-int"), E("window-three-sides", answers=((1, 0, 2),))),
+        needs=_NEEDS_WINDOW,
+    ),
+    Violation(
+        "window side negative",
+        WindowError,
+        "window",
+        _window_side_negative,
+        (E("window-left-negative"), E("window-right-negative", answers=((0, -1),))),
+        needs=_NEEDS_WINDOW,
+    ),
+    Violation(
+        "window side not an int",
+        WindowError,
+        "window",
+        _window_side_not_an_int,
+        (E("window-float-side"), E("window-bool-side", answers=((True, 0),))),
+        needs=_NEEDS_WINDOW,
     ),
     Violation(
         "is_causal not a bool",

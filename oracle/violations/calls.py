@@ -84,7 +84,10 @@ class Example:
 class Violation:
     """One rule: ``rule`` (its name), ``error`` (the exact class raised), ``argument`` (the
     argument the message names first), ``breaks`` (see the module doc), ``examples`` (the
-    fixed instances) and ``dtypes`` (the float dtypes in which it can be broken at all)."""
+    fixed instances), ``dtypes`` (the float dtypes in which it can be broken at all) and
+    ``needs``: the subject capabilities (:mod:`properties.subject`) the broken argument
+    needs, as ``(name, value)`` pairs (the window rules: ``("window", "offsets")``, the
+    convention whose ``window=`` argument they break)."""
 
     rule: str
     error: type
@@ -92,6 +95,7 @@ class Violation:
     breaks: Callable[[Call, Pick], Call]
     examples: tuple[Example, ...]
     dtypes: tuple[str, ...] = ("float16", "float32", "float64")
+    needs: tuple[tuple[str, object], ...] = ()  # (capability, declared value) a subject needs
 
 
 class FixedExample(NamedTuple):

@@ -97,7 +97,7 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
         self, query, key, value, options: dict, *, needs_value: bool = True, scan: bool = True
     ) -> AttentionCall:
         """Every rule but the fully-masked-row rule (:func:`oracle.rules.check_attention_call`;
-        ``options``: attn_mask, is_causal, query_start, scale). ``scan=False``: query, key
+        ``options``: attn_mask, is_causal, query_start, scale, window). ``scan=False``: query, key
         and value are not scanned for NaN/infinity (the paths call :meth:`check_finite`)."""
         return check_attention_call(
             query, key, value, **options, needs_value=needs_value, scan=scan
@@ -155,7 +155,15 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
 
     # -- the public API -------------------------------------------------------------------
     def attention_weights(
-        self, query, key, *, attn_mask=None, is_causal=False, query_start=None, scale=None
+        self,
+        query,
+        key,
+        *,
+        attn_mask=None,
+        is_causal=False,
+        query_start=None,
+        scale=None,
+        window=None,
     ) -> np.ndarray:
         """Attention weights ``softmax(scale * query @ key^T + mask)`` along the key axis.
 
@@ -167,6 +175,12 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
             is_causal: key ``j`` visible to local query ``i`` iff ``j <= query_start + i``.
             query_start: absolute position of the first query (``None``: ``Tk - Tq``).
             scale: finite float > 0; ``None`` means ``1/sqrt(D)``.
+            window: local (sliding-window) attention ``(left, right)``: the query at absolute
+                position ``p = query_start + i`` sees keys ``p - left ..= p + right`` (either
+                side ``None`` = unbounded), AND-ed with the mask and causality; ``None``: no
+                window. FlashAttention's ``window_size`` and JAX's ``local_window_size`` are
+                the same pair; Hugging Face's ``sliding_window=W`` is ``(W - 1, 0)``
+                (:func:`oracle.rules.check_window`).
 
         Returns:
             ``(B, Hq, Tq, Tk)`` (or ``(Tq, Tk)``) in the input dtype; rows sum to 1, hidden
@@ -178,7 +192,11 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
             modified. Source: Vaswani et al. 2017, eq. 1.
         """
         options = dict(
-            attn_mask=attn_mask, is_causal=is_causal, query_start=query_start, scale=scale
+            attn_mask=attn_mask,
+            is_causal=is_causal,
+            query_start=query_start,
+            scale=scale,
+            window=window,
         )
         call = self.validate(query, key, None, options, needs_value=False)
         self.check_rows(call)
@@ -195,6 +213,7 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
         is_causal=False,
         query_start=None,
         scale=None,
+        window=None,
         block_size=None,
     ) -> np.ndarray:
         """Scaled dot-product attention ``softmax(scale * query @ key^T + mask) @ value``.
@@ -203,7 +222,7 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
             query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; float16, float32 or float64.
             key: ``(B, Hkv, Tk, D)`` or ``(Tk, D)``, same dtype, ``Hq % Hkv == 0``.
             value: ``(B, Hkv, Tk, Dv)`` or ``(Tk, Dv)``, same dtype.
-            attn_mask, is_causal, query_start, scale: as in :meth:`attention_weights`.
+            attn_mask, is_causal, query_start, scale, window: as in :meth:`attention_weights`.
             block_size: which path computes the call; the result differs between paths by
                 rounding only, and every path follows the same rules with the same errors.
 
@@ -237,7 +256,11 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
         dense = isinstance(block_size, str) and block_size == DENSE
         block_size = None if dense else check_block_size(block_size)
         options = dict(
-            attn_mask=attn_mask, is_causal=is_causal, query_start=query_start, scale=scale
+            attn_mask=attn_mask,
+            is_causal=is_causal,
+            query_start=query_start,
+            scale=scale,
+            window=window,
         )
         # Every rule but finiteness first (array-free, the same for both paths); then the dense
         # path scans query, key and value whole, the blocked path block by block as it reads

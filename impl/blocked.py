@@ -6,7 +6,7 @@ A running row maximum ``m`` and running sum ``l``; the running output is rescale
 ``exp(m_old - m_new)`` whenever the maximum grows. Peak extra memory is O(B Hq n (n + Dv))
 instead of O(B Hq Tq Tk), and each tile's scores stay in cache. Key blocks that no query of a
 tile may see (causal) are skipped, and query rows that see nothing of a key block are left out
-of it. Masks are read one block at a time (:class:`impl.scores.Scores`). Results agree with the
+of it; so are the key blocks outside every row's local window. Masks are read one block at a time (:class:`impl.scores.Scores`). Results agree with the
 dense path up to rounding (within the suite's error bounds). :class:`BlockedPath` is a mixin
 of :class:`impl.attention.Attention`, one method per step. Shape legend as in :mod:`impl`.
 """
@@ -27,6 +27,24 @@ class BlockedPath:
         """First key of each block: ``0, n, 2n, ...`` below ``stop``; the last block may be
         short."""
         return range(0, stop, block_size)
+
+    def tile_key_range(self, call: AttentionCall, rows: slice, block_size: int) -> tuple[int, int]:
+        """``(first, stop)``: the key blocks a tile of query ``rows`` visits start at
+        ``first`` (a multiple of ``block_size``: the block holding the first key the window
+        lets the tile's first query see) and end before ``stop`` (causality: no key after the
+        tile's last query position; the window: none after its ``p + right``). Blocks outside
+        are seen by no row of the tile and skipped, as tiled kernels skip them."""
+        Tk = call.shape[3]
+        start = call.query_start
+        stop = min(Tk, start + rows.stop) if call.is_causal else Tk
+        first = 0
+        if call.window is not None:
+            left, right = call.window
+            if right is not None:
+                stop = max(0, min(stop, start + rows.stop + right))
+            if left is not None:
+                first = min(stop, max(0, start + rows.start - left)) // block_size * block_size
+        return first, stop
 
     def online_softmax_step(
         self, m: np.ndarray, l: np.ndarray, acc: np.ndarray, s: np.ndarray, value: np.ndarray
@@ -80,9 +98,12 @@ class BlockedPath:
                 m = np.full((B, Hkv, G, t1 - t0, 1), -np.inf, dtype=compute)  # running max
                 l = np.zeros((B, Hkv, G, t1 - t0, 1), dtype=compute)  # running sum of exp(s - m)
                 acc = np.zeros((B, Hkv, G, t1 - t0, Dv), dtype=compute)  # ... of exp(s - m) v
-                # Causal: keys after the tile's last query position are seen by none of its rows.
-                last = min(Tk, start + t1) if call.is_causal else Tk
+                # Keys outside [first, last) are seen by none of the tile's rows (causality,
+                # the window): their blocks are skipped.
+                first, last = self.tile_key_range(call, slice(t0, t1), block_size)
                 for j0 in self.key_block_starts(last, block_size):
+                    if j0 < first:
+                        continue
                     keys = slice(j0, min(j0 + block_size, last))
                     fresh = slice(scanned, keys.stop)  # first use of these keys: scan them
                     if fresh.stop > fresh.start:  # (each block right before its product reads it)

@@ -113,7 +113,9 @@ class CachedAttention:
 
     cache_type: type = KVCache
 
-    def cached_attention(self, query, key, value, cache, *, attn_mask=None, scale=None):
+    def cached_attention(
+        self, query, key, value, cache, *, attn_mask=None, scale=None, window=None
+    ):
         """Append ``key``/``value`` to ``cache``, then attend causally over everything cached.
 
         Args:
@@ -123,6 +125,8 @@ class CachedAttention:
                 appended).
             attn_mask: ``None`` or a mask broadcastable to ``(B, Hq, Tnew, T_total)``.
             scale: as in :func:`impl.attention`.
+            window: ``(left, right)`` over absolute positions, as in :func:`impl.attention`
+                (a causal sliding window of ``left + 1`` keys), or None.
 
         Returns:
             ``(B, Hq, Tnew, Dv)``: causal attention with ``query_start`` = the cache length
@@ -145,6 +149,7 @@ class CachedAttention:
                 is_causal=True,
                 query_start=start,
                 scale=scale,
+                window=window,
             )
         except BaseException:
             cache._restore(snapshot)

@@ -5,15 +5,21 @@ steps through ``self``, so a subclass that overrides one step changes every path
 it). Visibility is read one block of ``rows`` by ``keys`` at a time, never broadcast to
 ``(B, Hq, Tq, Tk)``: the mask's block (:meth:`Scores.mask_block`) AND causality
 (:meth:`Scores.causal_hidden`: key ``j`` is hidden from local query ``i`` iff
-``j > query_start + i``). The "fully masked row" rule is checked the same way
-(:meth:`Scores.check_rows`). Shape legend as in :mod:`impl`; ``G = Hq // Hkv``.
+``j > query_start + i``) AND the local window (:meth:`Scores.window_hidden`: hidden iff
+``j < p - left`` or ``j > p + right``, ``p = query_start + i``). The "fully masked row" rule
+is checked the same way (:meth:`Scores.check_rows`). Shape legend as in :mod:`impl`; ``G = Hq // Hkv``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from attnprops.oracle.rules import AttentionCall, raise_fully_masked_row, raise_score_overflow
+from attnprops.oracle.rules import (
+    AttentionCall,
+    raise_fully_masked_row,
+    raise_score_overflow,
+    window_visible,
+)
 
 __all__ = ["Scores"]
 
@@ -96,8 +102,21 @@ class Scores:
         j = np.arange(keys.start, keys.stop)[None, :]
         return j > call.query_start + i
 
+    def window_hidden(self, call: AttentionCall, rows: slice, keys: slice) -> np.ndarray | None:
+        """Bool ``(len(rows), len(keys))``: True where the local window hides key ``j`` from
+        local query ``i`` (``j < p - left`` or ``j > p + right``, ``p = query_start + i``;
+        :func:`oracle.rules.check_window`). ``None`` without a window."""
+        if call.window is None:
+            return None
+        start = call.query_start + rows.start
+        visible = window_visible(
+            call.window, start - keys.start, rows.stop - rows.start, keys.stop - keys.start
+        )
+        return ~visible
+
     def visible_block(self, call: AttentionCall, rows: slice, keys: slice) -> np.ndarray | bool:
-        """Visibility of a block (mask AND causality), broadcastable to the block's shape."""
+        """Visibility of a block (mask AND causality AND window), broadcastable to the block's
+        shape."""
         visible = True
         mask = self.mask_block(call, rows, keys)
         if mask is not None:
@@ -106,26 +125,48 @@ class Scores:
         if hidden is not None:
             below = np.zeros((rows.stop - rows.start - hidden.shape[0], hidden.shape[1]), bool)
             visible = visible & ~np.concatenate([hidden, below])
+        outside = self.window_hidden(call, rows, keys)
+        if outside is not None:
+            visible = visible & ~outside
         return visible
+
+    def window_rows_empty(self, call: AttentionCall) -> np.ndarray:
+        """Bool ``(Tq,)``: True where a query sees no key through causality and the window
+        alone (no mask): its window ``[p - left, p + right]`` misses ``[0, Tk)``, or lies
+        after ``p`` under causality."""
+        Tq, Tk = call.shape[2:]
+        left, right = call.window
+        p = call.query_start + np.arange(Tq)
+        lo = np.zeros(Tq, dtype=int) if left is None else np.maximum(0, p - left)
+        hi = np.full(Tq, Tk - 1) if right is None else np.minimum(Tk - 1, p + right)
+        if call.is_causal:
+            hi = np.minimum(hi, p)
+        return lo > hi
 
     def check_rows(self, call: AttentionCall, block_size: int | None = None) -> None:
         """The rulebook's "fully masked row" rule (same message), one key block at a time.
 
-        Without a mask every row sees a key: key 0 is causally visible to every query because
-        ``query_start >= 0`` whenever ``is_causal``.
+        Without a mask or window every row sees a key: key 0 is causally visible to every
+        query because ``query_start >= 0`` whenever ``is_causal``. A window without a mask is
+        checked by position (:meth:`window_rows_empty`).
 
         Raises:
             oracle.rules.FullyMaskedRowError naming the first such row and their count.
         """
-        if call.mask is None:
-            return
         B, Hq, Tq, Tk = call.shape
+        if call.mask is None:
+            if call.window is not None:
+                empty = self.window_rows_empty(call)
+                if empty.any():
+                    raise_fully_masked_row(np.broadcast_to(empty, (B, Hq, Tq)))
+            return
         mb, mh = call.mask.shape[:2]
         if block_size is None:
             block_size = max(1, _ROW_CHECK_ELEMENTS // (mb * mh * Tq))
-        seen = np.zeros((mb, mh, Tq if call.is_causal else call.mask.shape[2]), dtype=bool)
+        by_position = call.is_causal or call.window is not None  # rows differ by position
+        seen = np.zeros((mb, mh, Tq if by_position else call.mask.shape[2]), dtype=bool)
         last = min(Tk, call.query_start + Tq) if call.is_causal else Tk
-        span = Tk if call.mask.shape[3] == 1 and not call.is_causal else block_size
+        span = Tk if call.mask.shape[3] == 1 and not by_position else block_size
         all_rows = slice(0, Tq)
         for j0 in range(0, last, span):
             keys = slice(j0, min(j0 + span, last))
@@ -147,7 +188,7 @@ class Scores:
     ) -> None:
         """In place on ``scores`` ``(B, Hq, len(rows), len(keys))``: add the float mask, raise
         on a visible score that overflows (not scanned when ``in_range``, see
-        :meth:`scores_in_range`), set hidden keys to ``-inf``. Visible entries get exactly
+        :meth:`scores_in_range`), set hidden keys (mask, causality, window) to ``-inf``. Visible entries get exactly
         ``scores + mask.astype(compute)``.
 
         Raises:
@@ -169,3 +210,6 @@ class Scores:
         hidden = self.causal_hidden(call, rows, keys)
         if hidden is not None:
             np.copyto(scores[:, :, : hidden.shape[0]], compute.type(-np.inf), where=hidden)
+        outside = self.window_hidden(call, rows, keys)
+        if outside is not None:
+            np.copyto(scores, compute.type(-np.inf), where=outside)

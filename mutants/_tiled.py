@@ -171,11 +171,24 @@ class TiledKernel(impl.Attention):
 
     # -- the public API ---------------------------------------------------------------------
     def attention(
-        self, query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None
+        self,
+        query,
+        key,
+        value,
+        *,
+        attn_mask=None,
+        is_causal=False,
+        query_start=None,
+        scale=None,
+        window=None,
     ):
         """Like :func:`impl.attention` (same arguments, rules and errors)."""
         options = dict(
-            attn_mask=attn_mask, is_causal=is_causal, query_start=query_start, scale=scale
+            attn_mask=attn_mask,
+            is_causal=is_causal,
+            query_start=query_start,
+            scale=scale,
+            window=window,
         )
         problem = check_attention_inputs(query, key, value, **options)
         if not self.runs(problem):

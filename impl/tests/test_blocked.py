@@ -29,7 +29,8 @@ DTYPES = (np.float16, np.float32, np.float64)
 
 def _random_call(rng, n):
     """A random valid-or-invalid call: shapes, GQA, masks of several broadcast shapes (some
-    fully masking a row), causality with and without query_start, 2-D inputs."""
+    fully masking a row), causality with and without query_start, local windows, 2-D
+    inputs."""
     dtype = DTYPES[n % 3]
     two_d = n % 7 == 0
     B, Hkv, G = (1, 1, 1) if two_d else tuple(int(x) for x in rng.integers(1, 3, size=3))
@@ -59,9 +60,13 @@ def _random_call(rng, n):
     if Tq <= Tk and rng.integers(2):
         start = int(rng.integers(0, Tk - Tq + 1))
     scale = None if rng.integers(3) else float(rng.uniform(0.05, 4))
+    options = dict(attn_mask=mask, is_causal=causal, query_start=start, scale=scale)
+    if n % 3 == 1:  # a local window, sides 0..4 or unbounded (some rows see nothing)
+        sides = [None if rng.random() < 0.25 else int(rng.integers(0, 5)) for _ in "lr"]
+        options["window"] = tuple(sides)
     if two_d:
         q, k, v = q[0, 0], k[0, 0], v[0, 0]
-    return q, k, v, dict(attn_mask=mask, is_causal=causal, query_start=start, scale=scale)
+    return q, k, v, options
 
 
 def _reference(q, k, v, **kw):
@@ -296,3 +301,27 @@ def test_overflow_rescaling_leaves_elements_that_did_not_overflow_alone(block_si
     np.testing.assert_allclose(
         out, wanted.astype(np.float32), rtol=4 * np.finfo(np.float32).eps, atol=0
     )
+
+
+@pytest.mark.parametrize("block_size", [2, 3, 4])
+def test_blocked_windows_skip_only_blocks_no_row_sees(block_size):
+    """With a window the blocked path visits, for each query tile, the key blocks from the
+    one holding the tile's first visible key (``start + t0 - left``, rounded down to a block
+    start) to the causal/window end; the result equals the dense path's on every tile,
+    including tiles whose first key is not at a block start."""
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.normal(size=(1, 2, 13, 3)) for _ in range(3))
+    steps = impl.ATTENTION
+    for left, right in [(0, 0), (1, 0), (2, None), (5, 1), (None, 0), (3, 2)]:
+        for causal in (True, False):
+            kw = dict(is_causal=causal, window=(left, right))
+            dense = impl.attention(q, k, v, block_size="dense", **kw)
+            blocked = impl.attention(q, k, v, block_size=block_size, **kw)
+            np.testing.assert_allclose(blocked, dense, rtol=1e-13, atol=1e-15)
+    call = impl.ATTENTION.validate(q, k, v, dict(window=(2, 1), is_causal=True))
+    # tile [4, 8): positions 4..7 see keys 2..7; blocks of 3 start at 0, 3, 6 -> first 0
+    assert steps.tile_key_range(call, slice(4, 8), 3) == (0, 8)
+    # tile [8, 12) sees keys 6..11: its first block starts at 6
+    assert steps.tile_key_range(call, slice(8, 12), 3) == (6, 12)
+    wide = impl.ATTENTION.validate(q, k, v, dict(window=(2, 1)))
+    assert steps.tile_key_range(wide, slice(0, 4), 4) == (0, 5)  # right: up to p + 1

@@ -173,21 +173,39 @@ def new_cache(subject, case):
 
 def decode_in_chunks(subject, case, chunks):
     """Run the subject's ``cached_attention`` over ``case`` chunk by chunk (``chunks``: the
-    positions per call, summing to at most ``Tk``) on a new cache; return the cache and the
-    outputs concatenated along the query axis."""
+    positions per call, summing to at most ``Tk``) on a new cache, with the case's scale and
+    window; return the cache and the outputs concatenated along the query axis."""
     cache = new_cache(subject, case)
     outputs, start = [], 0
     for n in chunks:
         rows = slice(start, start + n)
+        window = {} if case.window is None else {"window": case.window}
         out = call_subject(
-            subject.module.cached_attention,
+            subject.cached_attention,
             case.query[:, :, rows],
             case.key[:, :, rows],
             case.value[:, :, rows],
             cache,
             scale=case.scale,
+            **window,
             what=f"cached_attention of positions [{start}, {start + n})",
         )
         outputs.append(np.asarray(out))
         start += n
     return cache, np.concatenate(outputs, axis=2)
+
+
+def assert_decode_matches_oracle(subject, case, chunks, what: str):
+    """Decode ``case`` through the subject's cache in ``chunks`` (:func:`decode_in_chunks`)
+    and hold the outputs to the 50-digit oracle's attention over the whole case (causal,
+    with its window), within :func:`bounds.attention_bounds`; returns the cache."""
+    __tracebackhide__ = True
+    parts, bounds = oracle_with_bounds(case, subject)
+    cache, decoded = decode_in_chunks(subject, case, chunks)
+    decoded = assert_shape_dtype(
+        out=decoded, shape=parts.output.shape, dtype=case.dtype, what="decoded outputs"
+    )
+    assert_within(
+        out=decoded, expected=parts.output.value, bound=bounds.output, what=what, case=case
+    )
+    return cache

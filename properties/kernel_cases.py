@@ -42,7 +42,12 @@ from attnprops.properties.sizes import (
     limits,
     long_sizes,
 )
-from attnprops.properties.strategies import AttentionCase, subject_declared
+from attnprops.properties.strategies import (
+    AttentionCase,
+    anchor_in_window,
+    fit_window,
+    subject_declared,
+)
 
 SHAPE_KINDS = ("prefill", "decode", "chunk", "cross")
 MASK_KINDS = ("none", "key padding", "random bool", "alibi")
@@ -76,6 +81,7 @@ class KernelSpec(NamedTuple):
     seed: int
     padding: tuple[int, ...] = ()  # key padding: visible keys per batch element
     block_size: int | None = None
+    window: tuple[int | None, int | None] | None = None  # local window (left, right)
 
     def build(self) -> AttentionCase:
         """The call as an AttentionCase (arrays from ``default_rng(seed)``)."""
@@ -96,6 +102,7 @@ class KernelSpec(NamedTuple):
             self.mask,
             self.magnitude,
             self.block_size,
+            self.window,
         )
 
     def attn_mask(self, rng: np.random.Generator | None = None) -> np.ndarray | None:
@@ -109,6 +116,10 @@ class KernelSpec(NamedTuple):
             rng = np.random.default_rng(self.seed + 1) if rng is None else rng
             mask = rng.random((Tq, Tk)) < 0.5
             mask[:, 0] = True
+            if self.window is not None:  # key 0 may be outside the window: show its own key
+                anchor_in_window(
+                    mask, Tk - Tq if self.query_start is None else self.query_start, Tq, Tk
+                )
             return mask
         if self.mask == "alibi":
             start = Tk - Tq if self.query_start is None else self.query_start
@@ -143,12 +154,17 @@ def kernel_specs(
     max_decode_len: int | None = None,
     max_scores: int | None = None,
     long: bool = False,
+    windows: str | None = None,
 ) -> KernelSpec:
     """A :class:`KernelSpec` within the profile's :func:`~properties.sizes.limits` (or the
     ``max_*`` given). ``dtypes`` shrinks towards its last entry; ``block_sizes`` also draws
     a ``block_size`` (a boundary size up to ``Tk + 1``) for subjects with a blocked path;
     ``long`` draws prefill lengths mostly from the top three quarters of ``max_len``
     (:func:`~properties.sizes.long_sizes`: cache runs, whose point is their length).
+    ``windows`` (``"offsets"`` or ``"sliding_window"``, a subject's convention) draws a local
+    window whose sides are tile-boundary sizes, 0 or None (no key-padding masks then: a
+    window past a row's padding would leave it no key; ``"sliding_window"``: causal shapes
+    only, ``right=None``).
     Shrinks towards ``prefill``, ``B = Hkv = G = 1``, tiny or tile-boundary lengths, a tiny
     head dim or 64, no mask, float64, ``unit`` values, seed 0."""
     lim = limits()
@@ -192,6 +208,8 @@ def kernel_specs(
         draw(st.one_of(st.just(head_dim), head_dims()), label="value_dim"), max_dim
     )
     kinds = [m for m in MASK_KINDS if masks and (float_masks or m != "alibi")] or ["none"]
+    if windows is not None:
+        kinds = [m for m in kinds if m != "key padding"]
     mask = draw(st.sampled_from(kinds), label="mask")
     padding = ()
     if mask == "key padding":
@@ -213,6 +231,13 @@ def kernel_specs(
             st.one_of(st.none(), boundary_sizes(Tk + 1, min_size=min(Tk + 1, 16))),
             label="block_size",
         )
+    window = None
+    if windows is not None:
+        side = st.one_of(boundary_sizes(max(Tq, Tk) + 1), st.just(0), st.none())
+        left = draw(side, label="window left")
+        right = None if windows == "sliding_window" else draw(side, label="window right")
+        start = Tk - Tq if query_start is None else query_start
+        window = fit_window((left, right), start)
     return KernelSpec(
         shape,
         batch,
@@ -231,6 +256,7 @@ def kernel_specs(
         seed,
         padding,
         block_size,
+        window,
     )
 
 
@@ -251,15 +277,20 @@ def boundary_rows(case: AttentionCase, *, limit: int = 24) -> list[int]:
     """Query rows where tiled kernels go wrong, at most ``limit`` of them: the first and last
     rows; rows at and next to a query-tile edge (``k t - 1``, ``k t``); rows whose causally
     visible keys end at or just past a key-tile edge (``query_start + i + 1`` equal to ``k t``
-    or ``k t + 1``); larger tiles first (they are also edges of the smaller ones)."""
+    or ``k t + 1``); rows whose window starts at or just past one (``query_start + i - left``
+    equal to ``k t`` or ``k t + 1``); larger tiles first (they are also edges of the smaller
+    ones)."""
     Tq, Tk = case.query.shape[-2], case.key.shape[-2]
     start = Tk - Tq if case.query_start is None else case.query_start
+    left = None if case.window is None else case.window[0]
     rows = [0, Tq - 1]
     for t in sorted(TILES, reverse=True):
         for k in range(1, max(Tq, Tk) // t + 2):
             rows += [k * t - 1, k * t]
             if case.is_causal:
                 rows += [k * t - 1 - start, k * t - start]
+            if left is not None:  # the window's first key at a key-tile edge
+                rows += [k * t + left - start, k * t + left + 1 - start]
     picked = []
     for i in rows:
         if 0 <= i < Tq and i not in picked:

@@ -401,4 +401,5 @@ def pytest_runtest_setup(item):
     subject = current_subject()
     for capability in marker.args:
         if not getattr(subject.capabilities, capability):
-            pytest.skip(f"subject {subject.name} declares {capability}=False")
+            declared = getattr(subject.capabilities, capability)
+            pytest.skip(f"subject {subject.name} declares {capability}={declared!r}")

@@ -57,15 +57,20 @@ class AttentionCase(NamedTuple):
     mask_layout: str
     magnitude: str
     block_size: int | None = None  # keys per block for a blocked (online-softmax) subject
+    window: tuple[int | None, int | None] | None = None  # local window (left, right)
 
     def kwargs(self) -> dict:
-        """The call's keyword arguments in the shared API (what the oracle takes too)."""
-        return dict(
+        """The call's keyword arguments in the shared API (what the oracle takes too);
+        ``window`` only when the case has one (a subject without windows never gets it)."""
+        kwargs = dict(
             attn_mask=self.attn_mask,
             is_causal=self.is_causal,
             query_start=self.query_start,
             scale=self.scale,
         )
+        if self.window is not None:
+            kwargs["window"] = self.window
+        return kwargs
 
     def block_kwargs(self) -> dict:
         """``{"block_size": n}`` when the case was drawn for a blocked subject, else ``{}``."""
@@ -87,6 +92,7 @@ class AttentionCase(NamedTuple):
             f"query {self.query.shape} key {self.key.shape} value {self.value.shape} "
             f"{self.dtype}; attn_mask {mask} [{self.mask_layout}]; is_causal={self.is_causal} "
             f"query_start={self.query_start} scale={self.scale} values={self.magnitude}"
+            + ("" if self.window is None else f" window={self.window}")
             + ("" if self.block_size is None else f" block_size={self.block_size}")
         )
 
@@ -256,6 +262,50 @@ def masks(
     return mask, layout
 
 
+def window_sides(max_side: int, sliding_window: bool = False):
+    """The sides of a local window ``(left, right)`` (:func:`oracle.rules.check_window`):
+    each an int in ``[0, max_side]`` (shrinks to 0: the query alone) or None (unbounded).
+    ``sliding_window``: Hugging Face's convention, ``left`` an int and ``right`` None (its
+    windows are causal, ``sliding_window = left + 1``)."""
+    side = st.one_of(st.integers(0, max_side), st.none())
+    if sliding_window:
+        return st.tuples(st.integers(0, max_side), st.none())
+    return st.tuples(side, side)
+
+
+def fit_window(window, start: int):
+    """``window`` with ``right`` raised to ``-start`` when the first query's position
+    ``start`` is negative (``query_start=None`` with ``Tq > Tk``), so that every query's
+    window reaches key 0; the strategies draw windows that leave no row without a key."""
+    left, right = window
+    if right is not None and start < 0:
+        right = max(right, -start)
+    return left, right
+
+
+def anchor_in_window(mask: np.ndarray | None, start: int, Tq: int, Tk: int) -> None:
+    """In place: make each query's own position (``start + i``, clipped to ``[0, Tk)``)
+    visible in ``mask`` (True, or 0.0 for a float mask), in every broadcast row that serves
+    it. That key is in every window (both sides >= 0; :func:`fit_window`) and causally
+    visible, so a windowed case keeps a key in every row."""
+    if mask is None:
+        return
+    keys = np.clip(start + np.arange(Tq), 0, Tk - 1)
+    fill = True if mask.dtype == np.bool_ else 0.0
+    if mask.shape[-1] == 1:  # one entry for every key: it must not hide
+        if mask.dtype == np.bool_:
+            mask[...] = True
+        else:
+            mask[np.isneginf(mask)] = 0.0
+        return
+    if mask.ndim >= 2 and mask.shape[-2] == Tq and Tq > 1:
+        mask[..., np.arange(Tq), keys] = fill
+    elif mask.ndim >= 2:
+        mask[..., 0, keys] = fill
+    else:
+        mask[keys] = fill
+
+
 @st.composite
 def attention_cases(
     draw,
@@ -269,6 +319,7 @@ def attention_cases(
     explicit_scale: bool = True,
     two_d: bool = False,
     block_sizes: bool = False,
+    windows: str | None = None,
     d: Dims | None = None,
     **dim_kwargs,
 ) -> AttentionCase:
@@ -284,8 +335,14 @@ def attention_cases(
         two_d: draw 2-D ``(T, D)`` inputs.
         block_sizes: also draw ``block_size`` (None, or 1 .. Tk + 1: blocks smaller than Tk,
             not dividing it, and larger than Tk) for subjects with a blocked path.
+        windows: draw a local window (:func:`window_sides`, sides up to ``Tk + 1``) in a
+            subject's window convention (``"offsets"`` or ``"sliding_window"``, which also
+            forces ``is_causal``); None: no window. The mask then also shows each query its
+            own position (:func:`anchor_in_window`).
         d: fixed sizes; else drawn by :func:`dims` with ``dim_kwargs``.
     """
+    if windows == "sliding_window":
+        causal = True
     is_causal = draw(st.booleans()) if causal is None else causal
     if d is None:
         if two_d:
@@ -324,14 +381,31 @@ def attention_cases(
     key = draw(values(k_shape, dtype, magnitude))
     value = draw(values(v_shape, dtype, magnitude))
     block_size = draw(st.one_of(st.none(), st.integers(1, Tk + 1))) if block_sizes else None
+    window = None
+    if windows is not None:
+        window = fit_window(draw(window_sides(Tk + 1, windows == "sliding_window")), start)
+        anchor_in_window(attn_mask, start, Tq, Tk)
     return AttentionCase(
-        query, key, value, attn_mask, is_causal, query_start, scale, layout, magnitude, block_size
+        query,
+        key,
+        value,
+        attn_mask,
+        is_causal,
+        query_start,
+        scale,
+        layout,
+        magnitude,
+        block_size,
+        window,
     )
 
 
 def subject_declared(subject, kwargs: dict) -> dict:
     """``kwargs`` with what ``subject`` declares as the defaults of a case strategy: its
-    ``dtypes``, ``float_masks`` and ``block_sizes`` (its ``block_size`` capability)."""
+    ``dtypes``, ``float_masks`` and ``block_sizes`` (its ``block_size`` capability); a
+    ``windows=True`` in ``kwargs`` becomes the subject's window convention."""
+    if kwargs.get("windows") is True:
+        kwargs = {**kwargs, "windows": subject.capabilities.window or "offsets"}
     return {
         "dtypes": subject.capabilities.dtypes,
         "float_masks": subject.capabilities.float_masks,

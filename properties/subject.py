@@ -27,6 +27,16 @@ key is optional and an unknown key is an error (a typo must not silently pass):
                        ``{}``: each dtype computes in itself, and the error bounds charge its
                        unit roundoff to every operation (sound for any subject, but at
                        float16 and a few hundred keys they demand next to nothing)
+``window``             local (sliding-window) attention and its convention: ``None`` (default:
+                       not supported; the window properties skip), ``"offsets"`` (called with
+                       ``window=(left, right)``: the query at position ``p`` sees keys
+                       ``p - left ..= p + right``, either side None = unbounded; impl,
+                       FlashAttention's ``window_size``, JAX's ``local_window_size``,
+                       xFormers' ``LocalAttentionFromBottomRightMask``) or ``"sliding_window"``
+                       (called with ``sliding_window=W``: causal, ``W`` keys counting the
+                       query's own, i.e. ``(W - 1, 0)``; Hugging Face, Mistral). The suite
+                       draws windows in its own convention and passes them in the declared one
+                       (:meth:`Subject.call_kwargs`), so a subject one key off fails
 ``rounds_weights``     the unnormalised weights ``exp(s - m)`` are rounded to the input dtype
                        before the weighted sum of the values (FlashAttention's ``P``, PyTorch's
                        CPU flash kernel for float16); default False
@@ -77,7 +87,9 @@ _DEFAULTS = {
     "block_size": False,
     "compute_dtypes": {},
     "rounds_weights": False,
+    "window": None,
 }
+WINDOW_CONVENTIONS = ("offsets", "sliding_window")
 
 
 class SubjectError(Exception):
@@ -103,6 +115,7 @@ class Capabilities:
     block_size: bool = False
     compute_dtypes: tuple[tuple[str, str], ...] = ()
     rounds_weights: bool = False
+    window: str | None = None
 
 
 @dataclass(frozen=True, repr=False)
@@ -137,12 +150,25 @@ class Subject:
         rounds = self.capabilities.rounds_weights and np.dtype(compute) != storage
         return Arithmetic(storage, np.dtype(compute), rounds)
 
+    def call_kwargs(self, kwargs: dict) -> dict:
+        """The properties' keyword arguments in the subject's declared conventions: a
+        ``window=(left, right)`` becomes ``sliding_window=left + 1`` for a subject following
+        Hugging Face's (drawn only causal, ``right=None``)."""
+        if "window" in kwargs and self.capabilities.window == "sliding_window":
+            kwargs = dict(kwargs)
+            left, _ = kwargs.pop("window")
+            kwargs["sliding_window"] = left + 1
+        return kwargs
+
     # The calls the properties make; kept thin so a traceback points at the subject.
     def attention(self, query, key, value, **kwargs):
-        return self.module.attention(query, key, value, **kwargs)
+        return self.module.attention(query, key, value, **self.call_kwargs(kwargs))
 
     def attention_weights(self, query, key, **kwargs):
-        return self.module.attention_weights(query, key, **kwargs)
+        return self.module.attention_weights(query, key, **self.call_kwargs(kwargs))
+
+    def cached_attention(self, query, key, value, cache, **kwargs):
+        return self.module.cached_attention(query, key, value, cache, **self.call_kwargs(kwargs))
 
 
 # Optional libraries of the ready adapters and the pyproject extra that installs each.
@@ -302,6 +328,11 @@ def load_subject(name: str | None = None) -> Subject:
                 f"{ALL_DTYPES}, the compute dtype at least as precise as the input's"
             )
         pairs.append(pair)
+    if caps["window"] is not None and caps["window"] not in WINDOW_CONVENTIONS:
+        raise SubjectError(
+            f"subject {name!r}: window={caps['window']!r} must be None (no local window) or "
+            f"one of {WINDOW_CONVENTIONS}"
+        )
     for key in ("rounds_weights", "validates_inputs", "two_d_inputs", "float_masks", "block_size"):
         if not isinstance(caps[key], (bool, np.bool_)):
             raise SubjectError(f"subject {name!r}: {key}={caps[key]!r} must be True or False")
@@ -317,5 +348,6 @@ def load_subject(name: str | None = None) -> Subject:
         block_size=bool(caps["block_size"]),
         compute_dtypes=tuple(sorted(pairs)),
         rounds_weights=bool(caps["rounds_weights"]),
+        window=caps["window"],
     )
     return Subject(name=name, module=module, capabilities=capabilities)

@@ -161,6 +161,15 @@ def test_kernel_sized_prefill_matches_reference(subject, spec):
     _matches_reference(subject, spec)
 
 
+@pytest.mark.requires("window")
+@pytest.mark.kernel_sized
+@given(spec=subject_kernel_specs(SUBJECT, shapes=("prefill", "chunk", "decode"), windows=True))
+def test_kernel_sized_window_matches_reference(subject, spec):
+    """Local windows at kernel sizes, their sides at and around tile multiples (a tile's first
+    key block is where a window starts mid-block): see _matches_reference."""
+    _matches_reference(subject, spec)
+
+
 @pytest.mark.kernel_sized
 @given(spec=subject_kernel_specs(SUBJECT, shapes=("decode",)))
 def test_kernel_sized_decode_matches_reference(subject, spec):

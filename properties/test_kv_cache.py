@@ -18,15 +18,14 @@ from attnprops.properties._support import (
     LAB_KEY,
     LAB_QUERY,
     LAB_VALUE,
+    assert_decode_matches_oracle,
     case_from,
     decode_in_chunks,
     fit_to_subject,
     new_cache,
-    oracle_with_bounds,
 )
 from attnprops.properties.checks import (
     assert_equal,
-    assert_shape_dtype,
     assert_within,
     fail,
 )
@@ -84,17 +83,8 @@ def test_cached_decode_equals_full_causal(subject, run):
     case, chunks = run
     case = fit_to_subject(case, subject)
     note(f"chunks: {chunks}")
-    parts, bounds = oracle_with_bounds(case, subject)
-    cache, decoded = decode_in_chunks(subject, case, chunks)
-    decoded = assert_shape_dtype(
-        out=decoded, shape=parts.output.shape, dtype=case.dtype, what="decoded outputs"
-    )
-    assert_within(
-        out=decoded,
-        expected=parts.output.value,
-        bound=bounds.output,
-        what=f"cached decode in chunks {chunks} vs 50-digit full causal",
-        case=case,
+    cache = assert_decode_matches_oracle(
+        subject, case, chunks, f"cached decode in chunks {chunks} vs 50-digit full causal"
     )
     if len(cache) != case.key.shape[2]:
         fail(f"len(cache) = {len(cache)} after appending {case.key.shape[2]} positions")

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
+from attnprops.oracle.violations import BY_RULE
 from attnprops.properties._support import oracle_with_bounds
 from attnprops.properties.checks import (
     assert_equal,
@@ -28,6 +29,11 @@ _KINDS = tuple(
     if k != "fully masked row" or SUBJECT.capabilities.fully_masked_rows == "raise"
 )
 _KINDS = tuple(k for k in _KINDS if "float mask" not in k or SUBJECT.capabilities.float_masks)
+_KINDS = tuple(  # a rule on an argument the subject does not take (window=) is not its rule
+    k
+    for k in _KINDS
+    if all(getattr(SUBJECT.capabilities, n) == value for n, value in BY_RULE[k].needs)
+)
 
 
 def _snapshot(*arrays):

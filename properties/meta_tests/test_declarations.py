@@ -106,3 +106,46 @@ def test_a_subject_failing_inside_its_import_keeps_its_traceback(tmp_path):
     with pytest.raises(SubjectError) as info:
         load_subject(str(path))
     assert "broken_subject.py" in str(info.value) and "line 1" in str(info.value)
+
+
+@pytest.mark.parametrize("window", ["hf", True, "flash"])
+def test_unknown_window_conventions_are_errors(monkeypatch, window):
+    with pytest.raises(SubjectError, match=r"window=.* must be None \(no local window\)"):
+        _subject(monkeypatch, {"window": window})
+
+
+def test_windows_reach_a_subject_in_its_declared_convention(monkeypatch):
+    """The suite draws ``window=(left, right)``; a subject declaring Hugging Face's
+    convention is called with ``sliding_window=left + 1`` instead (and only causal, without
+    a right side, by the strategies); one declaring ``offsets`` gets the pair unchanged."""
+    from hypothesis import given, settings
+
+    from attnprops import impl
+    from attnprops.properties.strategies import subject_cases
+
+    module = types.ModuleType("hf_style_subject")
+
+    def attention(query, key, value, *, sliding_window=None, **kwargs):
+        window = None if sliding_window is None else (sliding_window - 1, 0)
+        return impl.attention(query, key, value, window=window, **kwargs)
+
+    module.attention = attention
+    module.ATTNPROPS_CAPABILITIES = {"window": "sliding_window"}
+    monkeypatch.setitem(sys.modules, "hf_style_subject", module)
+    subject = load_subject("hf_style_subject")
+    assert subject.call_kwargs({"window": (3, None), "scale": 0.5}) == {
+        "scale": 0.5,
+        "sliding_window": 4,
+    }
+    plain = _subject(monkeypatch, {"window": "offsets"})
+    assert plain.call_kwargs({"window": (3, 1)}) == {"window": (3, 1)}
+
+    @settings(max_examples=40, database=None, deadline=None)
+    @given(case=subject_cases(subject, windows=True))
+    def check(case):
+        assert case.is_causal and case.window[1] is None
+        got = subject.attention(case.query, case.key, case.value, **case.kwargs())
+        want = impl.attention(case.query, case.key, case.value, **case.kwargs())
+        np.testing.assert_array_equal(got, want)
+
+    check()

@@ -265,3 +265,22 @@ def test_suite_kills_naive_causal():
     assert returncode == 1, out[-3000:]
     assert "2 failed" in out, out[-3000:]
     assert out.count("PropertyViolation") >= 2, out[-3000:]
+
+
+def test_probe_reports_the_window_convention():
+    """The probe's window cells (docs/conventions.md) read the keys each query sees from the
+    output: impl's causal ``(2, 0)`` shows 3 keys, bottom-right aligned when ``Tq < Tk``; a
+    library without windows is reported as raising."""
+    from attnprops import impl
+    from attnprops.properties.subjects import probe
+
+    text = probe.probe_window(probe._subject_caller(impl))
+    assert "causal, Tq=6, Tk=6: query 0 sees [0]; query 5 sees [3, 4, 5]" in text
+    assert "window=(1, 0), Tq=2, Tk=5: query 0 sees [2, 3]" in text
+
+    class NoWindow:  # a subject whose attention takes no window= argument
+        @staticmethod
+        def attention(q, k, v, *, attn_mask=None, is_causal=False, query_start=None, scale=None):
+            return impl.attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal)
+
+    assert "raised TypeError" in probe.probe_window(probe._subject_caller(NoWindow))

@@ -25,7 +25,7 @@ from attnprops.oracle.rules import kv_cache_bytes
 
 __version__ = f"oracle ({oracle.DIGITS} digits)"
 
-ATTNPROPS_CAPABILITIES = {"dtypes": ("float64",)}
+ATTNPROPS_CAPABILITIES = {"dtypes": ("float64",), "window": "offsets"}
 
 __all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
@@ -37,7 +37,7 @@ def _large(query, key) -> bool:
 
 
 def attention(
-    query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None
+    query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None, window=None
 ) -> np.ndarray:
     """The output ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``), exact and rounded once to float64
     (``oracle.attention(...).value``, or :func:`oracle.ball.attention` past
@@ -46,14 +46,20 @@ def attention(
     Raises:
         oracle.rules.AttentionInputError for any broken rule (including a fully masked row).
     """
-    options = dict(attn_mask=attn_mask, is_causal=is_causal, query_start=query_start, scale=scale)
+    options = dict(
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        query_start=query_start,
+        scale=scale,
+        window=window,
+    )
     if _large(query, key):
         return ball.attention(query, key, value, **options)
     return oracle.attention(query, key, value, **options).value
 
 
 def attention_weights(
-    query, key, *, attn_mask=None, is_causal=False, query_start=None, scale=None
+    query, key, *, attn_mask=None, is_causal=False, query_start=None, scale=None, window=None
 ) -> np.ndarray:
     """Weights ``(B, Hq, Tq, Tk)`` rounded to float64 (``oracle.attention_weights(...).value``,
     or :func:`oracle.ball.attention_weights` past :data:`MPMATH_SCORES`).
@@ -61,7 +67,13 @@ def attention_weights(
     Raises:
         oracle.rules.AttentionInputError for any broken rule.
     """
-    options = dict(attn_mask=attn_mask, is_causal=is_causal, query_start=query_start, scale=scale)
+    options = dict(
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        query_start=query_start,
+        scale=scale,
+        window=window,
+    )
     if _large(query, key):
         return ball.attention_weights(query, key, **options)
     return oracle.attention_weights(query, key, **options).value
@@ -75,7 +87,7 @@ def _exact_output(query, key, value, **kwargs):
 
 
 def cached_attention(
-    query, key, value, cache: KVCache, *, attn_mask=None, scale=None
+    query, key, value, cache: KVCache, *, attn_mask=None, scale=None, window=None
 ) -> np.ndarray:
     """``oracle.cached_attention(...).value``: append to ``cache`` (an :class:`oracle.KVCache`),
     then causal attention at ``query_start`` = the previous length, ``(B, Hq, Tnew, Dv)``, exact
@@ -85,5 +97,12 @@ def cached_attention(
         oracle.rules.AttentionInputError; the append is then undone.
     """
     return oracle.cached_attention(
-        query, key, value, cache, attn_mask=attn_mask, scale=scale, attend=_exact_output
+        query,
+        key,
+        value,
+        cache,
+        attn_mask=attn_mask,
+        scale=scale,
+        window=window,
+        attend=_exact_output,
     ).value

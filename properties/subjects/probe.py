@@ -58,7 +58,10 @@ def _try(call):
 
 
 def _subject_caller(module):
-    def call(q, k, v, *, attn_mask=None, is_causal=False, query_start=None, scale=None):
+    def call(
+        q, k, v, *, attn_mask=None, is_causal=False, query_start=None, scale=None, window=None
+    ):
+        extra = {} if window is None else {"window": window}  # only subjects with windows
         return np.asarray(
             module.attention(
                 q,
@@ -68,6 +71,7 @@ def _subject_caller(module):
                 is_causal=is_causal,
                 query_start=query_start,
                 scale=scale,
+                **extra,
             )
         )
 
@@ -78,9 +82,13 @@ def _torch_caller():
     import torch
     import torch.nn.functional as F
 
-    def call(q, k, v, *, attn_mask=None, is_causal=False, query_start=None, scale=None):
+    def call(
+        q, k, v, *, attn_mask=None, is_causal=False, query_start=None, scale=None, window=None
+    ):
         if query_start is not None:
             raise TypeError("SDPA has no query_start")
+        if window is not None:
+            raise TypeError("SDPA has no local window")
         t = lambda x: None if x is None else torch.from_numpy(np.array(x))  # noqa: E731
         gqa = q.ndim == 4 and q.shape[1] != k.shape[1]
         return F.scaled_dot_product_attention(
@@ -103,9 +111,12 @@ def _jax_caller():
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
 
-    def call(q, k, v, *, attn_mask=None, is_causal=False, query_start=None, scale=None):
+    def call(
+        q, k, v, *, attn_mask=None, is_causal=False, query_start=None, scale=None, window=None
+    ):
         if query_start is not None:
             raise TypeError("jax.nn.dot_product_attention has no query_start")
+        extra = {} if window is None else {"local_window_size": tuple(window)}
         bthd = (0, 2, 1, 3)
         mask = bias = None
         if attn_mask is not None:
@@ -121,6 +132,7 @@ def _jax_caller():
             mask=mask,
             is_causal=is_causal,
             scale=scale,
+            **extra,
         )
         return np.asarray(jnp.transpose(out, bthd))
 
@@ -295,6 +307,36 @@ def probe_invalid(call) -> str:
     return "\n    ".join(lines)
 
 
+def probe_window(call) -> str:
+    """Which keys ``window=(left, right)`` shows (q = k = 0, value = identity: the output row
+    is the weight row): causal ``(2, 0)`` at Tq = Tk = 6 (the offsets convention, this
+    project's and FlashAttention's, shows 3 keys: ``p - 2 .. p``; a count that includes the
+    query, Hugging Face's, 2), ``(1, 1)`` without causality, and ``(1, 0)`` with Tq=2 < Tk=5
+    (bottom-right: query 0 is at position 3)."""
+    parts = []
+    for tq, tk, window, causal in (
+        (6, 6, (2, 0), True),
+        (5, 5, (1, 1), False),
+        (2, 5, (1, 0), False),
+    ):
+        q = np.zeros((1, 1, tq, 3), F64)
+        k = np.zeros((1, 1, tk, 3), F64)
+        v = np.eye(tk).reshape(1, 1, tk, tk)
+        out, err = _try(lambda: call(q, k, v, is_causal=causal, window=window))
+        label = f"window={window}{', causal' if causal else ''}, Tq={tq}, Tk={tk}"
+        if err:
+            parts.append(f"{label}: raised {err}")
+            continue
+        rows = np.asarray(out)[0, 0] > 0
+        seen = "; ".join(
+            f"query {i} sees {np.flatnonzero(r).tolist()}"
+            for i, r in enumerate(rows)
+            if i in (0, tq - 1)
+        )
+        parts.append(f"{label}: {seen}")
+    return "\n    ".join(parts)
+
+
 def load(name: str):
     """The caller and description for ``name`` (a module, a properties.subjects name, or
     ``torch``/``jax`` for the raw libraries)."""
@@ -326,6 +368,7 @@ def report(name: str) -> str:
         ("causal alignment", probe_causal_alignment(call, explicit=is_subject)),
         ("fully masked row", probe_fully_masked(call)),
         ("GQA mapping", probe_gqa(call)),
+        ("local window", probe_window(call)),
         ("float16", probe_float16(call, oracle_bound=True)),
         ("invalid inputs", probe_invalid(call)),
     ):

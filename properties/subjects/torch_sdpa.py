@@ -15,6 +15,10 @@ properties.subjects.probe torch_sdpa``, see ``docs/conventions.md``):
   ``0..i`` whatever ``Tk``), and SDPA refuses ``attn_mask`` together with ``is_causal``. The
   adapter therefore never passes ``is_causal``: it builds the bool mask ``j <= query_start + i``
   (``query_start=None`` meaning ``Tk - Tq``), AND-ed with the caller's mask.
+- Local windows: SDPA has none (FlexAttention would express one as a ``mask_mod``). The
+  adapter's ``window=(left, right)`` is AND-ed into the same bool mask (``p - left <= j <= p +
+  right``, ``p = query_start + i``), so the window properties test SDPA with the masks a
+  windowed model builds for it; a side past the sequence is unbounded (kept out of int64).
 - GQA: ``enable_gqa=True`` when ``Hq != Hkv`` (SDPA maps query head ``h`` to K/V head
   ``h // (Hq // Hkv)``, this project's convention).
 - ``attention_weights`` is SDPA applied to an identity value matrix: ``softmax(...) @ I``
@@ -56,6 +60,7 @@ ATTNPROPS_CAPABILITIES = {
     # _exp_reduce_sum_fusion_kernel writes exp(s - m) to the reduced-type buffer)
     "compute_dtypes": {"float16": "float32"},
     "rounds_weights": True,
+    "window": "offsets",  # built into the bool mask (see the module docstring)
 }
 
 _TORCH_DTYPES = {
@@ -96,8 +101,36 @@ def causal_mask(query_len: int, key_len: int, query_start: int | None) -> torch.
     return cols <= rows + start
 
 
+def window_mask(
+    query_len: int, key_len: int, query_start: int | None, window
+) -> torch.Tensor | None:
+    """Bool ``(Tq, Tk)``: True where the local window ``(left, right)`` lets local query ``i``
+    (at position ``p = query_start + i``) see key ``j``: ``p - left <= j <= p + right``,
+    either side ``None`` unbounded; ``None`` for no window. A side longer than the sequence
+    is unbounded (so ``2**63`` never reaches torch's int64)."""
+    if window is None:
+        return None
+    start = key_len - query_len if query_start is None else int(query_start)
+    reach = key_len + query_len + abs(start)  # no query is farther than this from any key
+    left, right = (None if side is None else min(int(side), reach) for side in window)
+    offset = torch.arange(key_len).unsqueeze(0) - (torch.arange(query_len).unsqueeze(-1) + start)
+    visible = torch.ones((query_len, key_len), dtype=torch.bool)
+    if left is not None:
+        visible &= offset >= -left
+    if right is not None:
+        visible &= offset <= right
+    return visible
+
+
 def sdpa_mask(
-    attn_mask, dtype: torch.dtype, *, is_causal: bool, query_start, query_len: int, key_len: int
+    attn_mask,
+    dtype: torch.dtype,
+    *,
+    is_causal: bool,
+    query_start,
+    query_len: int,
+    key_len: int,
+    window=None,
 ) -> torch.Tensor | None:
     """The ``attn_mask`` to pass to SDPA (which is then called with ``is_causal=False``).
 
@@ -107,6 +140,7 @@ def sdpa_mask(
         dtype: the query's torch dtype (a float mask is cast to it).
         is_causal, query_start: this project's causal rule (see :func:`causal_mask`).
         query_len, key_len: ``Tq`` and ``Tk``.
+        window: ``(left, right)`` or None (see :func:`window_mask`).
 
     Returns:
         ``None``, a bool tensor (True = attend) or a float tensor (``-inf`` = hide).
@@ -116,14 +150,17 @@ def sdpa_mask(
         mask = mask.reshape((1,) * (2 - mask.ndim) + tuple(mask.shape))  # prepends axes
     if mask is not None and mask.is_floating_point():  # integer masks go to SDPA as they are
         mask = mask.to(dtype)
-    if not is_causal:
+    positions = window_mask(query_len, key_len, query_start, window)
+    if is_causal:
+        causal = causal_mask(query_len, key_len, query_start)
+        positions = causal if positions is None else positions & causal
+    if positions is None:
         return mask
-    causal = causal_mask(query_len, key_len, query_start)
     if mask is None:
-        return causal
+        return positions
     if mask.dtype == torch.bool:
-        return mask & causal
-    return torch.where(causal, mask, torch.tensor(float("-inf"), dtype=dtype))
+        return mask & positions
+    return torch.where(positions, mask, torch.tensor(float("-inf"), dtype=dtype))
 
 
 def sdpa(
@@ -135,6 +172,7 @@ def sdpa(
     is_causal=False,
     query_start=None,
     scale=None,
+    window=None,
 ) -> torch.Tensor:
     """SDPA on tensors under this project's conventions (see the module docstring).
 
@@ -149,6 +187,7 @@ def sdpa(
         query_start=query_start,
         query_len=query.shape[-2],
         key_len=key.shape[-2],
+        window=window,
     )
     gqa = query.ndim == 4 and key.ndim == 4 and query.shape[1] != key.shape[1]
     return F.scaled_dot_product_attention(
@@ -163,7 +202,7 @@ def sdpa(
 
 
 def attention(
-    query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None
+    query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None, window=None
 ) -> np.ndarray:
     """Scaled dot-product attention through ``torch.nn.functional.scaled_dot_product_attention``.
 
@@ -175,6 +214,8 @@ def attention(
         is_causal: key ``j`` visible to local query ``i`` iff ``j <= query_start + i``.
         query_start: absolute position of the first query (``None``: ``Tk - Tq``).
         scale: ``None`` (``1/sqrt(D)``) or a float.
+        window: ``(left, right)`` local window over absolute positions, or None
+            (:func:`window_mask`; not SDPA's: an explicit mask).
 
     Returns:
         ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``), the input dtype.
@@ -185,13 +226,20 @@ def attention(
     """
     q, k, v = to_tensor(query), to_tensor(key), to_tensor(value)
     out = sdpa(
-        q, k, v, attn_mask=attn_mask, is_causal=is_causal, query_start=query_start, scale=scale
+        q,
+        k,
+        v,
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        query_start=query_start,
+        scale=scale,
+        window=window,
     )
     return to_numpy(out)
 
 
 def attention_weights(
-    query, key, *, attn_mask=None, is_causal=False, query_start=None, scale=None
+    query, key, *, attn_mask=None, is_causal=False, query_start=None, scale=None, window=None
 ) -> np.ndarray:
     """Attention weights ``(B, Hq, Tq, Tk)`` (or ``(Tq, Tk)``), computed by SDPA.
 
@@ -210,6 +258,7 @@ def attention_weights(
         is_causal=is_causal,
         query_start=query_start,
         scale=scale,
+        window=window,
     )
     return to_numpy(out)
 
@@ -275,7 +324,7 @@ class KVCache:
 
 
 def cached_attention(
-    query, key, value, cache: KVCache, *, attn_mask=None, scale=None
+    query, key, value, cache: KVCache, *, attn_mask=None, scale=None, window=None
 ) -> np.ndarray:
     """Append ``key``/``value`` to ``cache``, then SDPA over the whole cache.
 
@@ -284,7 +333,7 @@ def cached_attention(
         key: ``(B, Hkv, Tnew, D)``; value: ``(B, Hkv, Tnew, Dv)``; the cache's dtype.
         cache: a :class:`KVCache` (modified in place).
         attn_mask: ``None`` or a mask broadcastable to ``(B, Hq, Tnew, T_total)``.
-        scale: as in :func:`attention`.
+        scale, window: as in :func:`attention`.
 
     Returns:
         ``(B, Hq, Tnew, Dv)``: causal attention with ``query_start`` = the cache length before
@@ -308,6 +357,7 @@ def cached_attention(
             is_causal=True,
             query_start=start,
             scale=scale,
+            window=window,
         )
     except BaseException:
         cache._keys, cache._values = before

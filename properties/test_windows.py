@@ -1,0 +1,143 @@
+"""Properties of local (sliding-window) attention, ``window=(left, right)``.
+
+Convention (:func:`oracle.rules.check_window`): the query at absolute position
+``p = query_start + i`` sees key ``j`` iff ``p - left <= j <= p + right`` (either side None =
+unbounded), AND-ed with the mask and with causality. A subject declares the capability
+``window`` (``"offsets"``: this pair, FlashAttention's ``window_size``, JAX's
+``local_window_size``; ``"sliding_window"``: Hugging Face's ``W = left + 1``), and is called
+in its own convention (:meth:`properties.subject.Subject.call_kwargs`); without it these
+properties skip. The kernel-sized window property is in ``test_kernel_sizes.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, note
+from hypothesis import strategies as st
+
+from attnprops.properties._support import (
+    assert_decode_matches_oracle,
+    assert_output_matches_oracle,
+    fit_to_subject,
+    four_d,
+    visibility,
+)
+from attnprops.properties.bounds import agreement_bounds, two_computations
+from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject, fail
+from attnprops.properties.plugin import current_subject
+from attnprops.properties.strategies import subject_cases, window_sides
+from attnprops.properties.test_kv_cache import cache_runs
+
+SUBJECT = current_subject()
+SLIDING = SUBJECT.capabilities.window == "sliding_window"
+
+
+def _attend(subject, case, what="attention"):
+    out = call_subject(
+        subject.attention, case.query, case.key, case.value, **case.subject_kwargs(), what=what
+    )
+    shape = case.query.shape[:-1] + case.value.shape[-1:]
+    return assert_shape_dtype(out=out, shape=shape, dtype=case.dtype, what=what)
+
+
+def _positions(row: np.ndarray) -> list[int]:
+    return np.flatnonzero(row).tolist()
+
+
+@pytest.mark.requires("window")
+@pytest.mark.oracle_backed
+@given(case=subject_cases(SUBJECT, windows=True))
+def test_windowed_output_matches_oracle(subject, case):
+    """With a local window (combined with masks, causality, offsets, GQA and every dtype) the
+    output is within the error bound of the 50-digit oracle's."""
+    assert_output_matches_oracle(
+        subject, fit_to_subject(case, subject), what="windowed output vs 50-digit oracle"
+    )
+
+
+@pytest.mark.requires("window")
+@given(case=subject_cases(SUBJECT, windows=True, float_masks=False, magnitudes=("unit",)))
+def test_window_sees_exactly_its_keys(subject, case):
+    """Each query sees exactly the keys its window shows (AND the mask AND causality): with
+    every key zero all visible scores are equal, and with the values the identity over keys
+    (``Dv = Tk``) the output row is the weight row, ``1/n`` on the ``n`` visible keys and
+    exactly 0 elsewhere. A window one key too wide or too narrow (FlashAttention's
+    ``window_size=(W, 0)`` sees ``W + 1`` keys, Hugging Face's ``sliding_window=W`` sees
+    ``W``), or a window dropped on some path, shows here as the wrong set of keys."""
+    case = fit_to_subject(case, subject)
+    Tk = case.key.shape[-2]
+    value_shape = case.key.shape[:-1] + (Tk,)
+    probe = case._replace(
+        key=np.zeros_like(case.key),
+        value=np.broadcast_to(np.eye(Tk, dtype=case.dtype), value_shape).copy(),
+    )
+    seen = four_d(_attend(subject, probe)) != 0  # (B, Hq, Tq, Tk)
+    visible = visibility(probe)
+    if np.array_equal(seen, visible):
+        return
+    b, h, i = (int(n) for n in np.argwhere((seen != visible).any(axis=-1))[0])
+    start = Tk - case.query.shape[-2] if case.query_start is None else case.query_start
+    fail(
+        f"window {case.window}: query (batch={b}, head={h}, query={i}) at position "
+        f"{start + i} sees keys {_positions(seen[b, h, i])}; the window AND the mask AND "
+        f"causality show {_positions(visible[b, h, i])}\n  call: {probe.describe()}"
+    )
+
+
+def _covering(case, data):
+    """``case`` with a window that reaches every key from every query: ``left >= start +
+    Tq - 1``, ``right >= Tk - 1 - start``, up to ``2**63`` (a side kept in a 64-bit integer
+    overflows there)."""
+    Tq, Tk = case.query.shape[-2], case.key.shape[-2]
+    start = Tk - Tq if case.query_start is None else case.query_start
+
+    def beyond(reach):
+        return st.one_of(
+            st.integers(max(0, reach), max(0, reach) + 3), st.sampled_from([2**31, 2**63])
+        )
+
+    left = data.draw(beyond(start + Tq - 1), label="left")
+    right = None if SLIDING else data.draw(beyond(Tk - 1 - start), label="right")
+    return case._replace(window=(left, right))
+
+
+@pytest.mark.requires("window")
+@given(case=subject_cases(SUBJECT, causal=True if SLIDING else None), data=st.data())
+def test_window_covering_every_key_equals_no_window(subject, case, data):
+    """A window at least as long as the sequence (``2**31`` and ``2**63`` among them) equals
+    no window: the two calls agree within twice the agreement bound of the subject's
+    arithmetic."""
+    case = fit_to_subject(case, subject)
+    wide = _covering(case, data)
+    note(f"window: {wide.window}")
+    plain = _attend(subject, case, what="attention without a window")
+    windowed = _attend(subject, wide, what=f"attention with window {wide.window}")
+    with np.errstate(over="ignore"):
+        bound = two_computations(
+            agreement_bounds(case, visibility(case), subject.arithmetic(case.dtype))
+        )
+    assert_within(
+        out=four_d(windowed),
+        expected=four_d(plain),
+        bound=bound,
+        what=f"window {wide.window} (covering every key) vs no window",
+        case=wide,
+    )
+
+
+@pytest.mark.requires("window", "kv_cache")
+@pytest.mark.oracle_backed
+@given(run=cache_runs(), data=st.data())
+def test_windowed_decode_equals_windowed_prefill(subject, run, data):
+    """Decoding through the cache with a window (token by token or in chunks; each query at
+    its absolute position, the window over absolute positions) equals causal attention with
+    that window over the whole sequence."""
+    case, chunks = run
+    case = fit_to_subject(case, subject)
+    T = case.key.shape[2]
+    case = case._replace(window=data.draw(window_sides(T + 1, SLIDING), label="window"))
+    note(f"chunks: {chunks}, window: {case.window}")
+    assert_decode_matches_oracle(
+        subject, case, chunks, f"windowed cached decode in chunks {chunks} vs windowed prefill"
+    )

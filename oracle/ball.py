@@ -305,6 +305,8 @@ def attention_parts(
     query_start=None,
     scale=None,
     window=None,
+    segment_ids=None,
+    chunk_size=None,
     fully_masked_rows="raise",
     rows=None,
     precision: int = PRECISION,
@@ -314,9 +316,9 @@ def attention_parts(
     Args:
         query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; key ``(B, Hkv, Tk, D)`` or ``(Tk, D)``; value
             ``(B, Hkv, Tk, Dv)`` or ``(Tk, Dv)`` or None (then no output); float16, float32 or
-            float64, one dtype. ``attn_mask``, ``is_causal``, ``query_start``, ``scale``, ``window``
-            and ``fully_masked_rows`` as in :func:`oracle.attention` (the rules of
-            :mod:`oracle.rules`).
+            float64, one dtype. ``attn_mask``, ``is_causal``, ``query_start``, ``scale``,
+            ``window``, ``segment_ids``, ``chunk_size`` and ``fully_masked_rows`` as in
+            :func:`oracle.attention` (the rules of :mod:`oracle.rules`).
         rows: the local query rows to compute (a non-empty sequence of ints in ``[0, Tq)``,
             any order, repeats dropped); None for every row. Results keep the sorted order.
         precision: bits to start with (doubled until every value is resolved).
@@ -339,6 +341,8 @@ def attention_parts(
         query_start=query_start,
         scale=scale,
         window=window,
+        segment_ids=segment_ids,
+        chunk_size=chunk_size,
         fully_masked_rows=fully_masked_rows,
         needs_value=value is not None,
     )

@@ -263,6 +263,7 @@ def _check(
     window,
     fully_masked_rows,
     needs_value=True,
+    **packing,
 ) -> AttentionProblem:
     return check_attention_inputs(
         query,
@@ -275,6 +276,7 @@ def _check(
         window=window,
         fully_masked_rows=fully_masked_rows,
         needs_value=needs_value,
+        **packing,
     )
 
 
@@ -287,6 +289,8 @@ def attention_scores(
     query_start=None,
     scale=None,
     window=None,
+    segment_ids=None,
+    chunk_size=None,
     fully_masked_rows="raise",
 ) -> OracleResult:
     """Scaled scores plus float mask at 50 digits, ``-inf`` where hidden.
@@ -294,7 +298,9 @@ def attention_scores(
     Shapes and rules as :func:`impl.attention_weights`: query ``(B, Hq, Tq, D)``, key
     ``(B, Hkv, Tk, D)`` (or 2-D) -> ``(B, Hq, Tq, Tk)``. ``fully_masked_rows`` is ``"raise"``
     (this project's rule) or ``"zeros"`` (PyTorch >= 2.5, FlashAttention). ``window``:
-    ``(left, right)`` local attention (:func:`oracle.rules.check_window`), or None.
+    ``(left, right)`` local attention (:func:`oracle.rules.check_window`), or None;
+    ``segment_ids`` and ``chunk_size``: packed documents and chunks
+    (:mod:`oracle.rules.packing`), or None.
 
     Raises:
         oracle.rules.AttentionInputError, like the implementation.
@@ -310,6 +316,8 @@ def attention_scores(
         window,
         fully_masked_rows,
         needs_value=False,
+        segment_ids=segment_ids,
+        chunk_size=chunk_size,
     )
     with mpmath.workdps(DIGITS):
         return _result(_scores(problem).values, problem.two_d)
@@ -324,6 +332,8 @@ def attention_weights(
     query_start=None,
     scale=None,
     window=None,
+    segment_ids=None,
+    chunk_size=None,
     fully_masked_rows="raise",
 ) -> OracleResult:
     """Attention weights at 50 digits, ``(B, Hq, Tq, Tk)``; hidden keys are exactly 0.
@@ -342,6 +352,8 @@ def attention_weights(
         window,
         fully_masked_rows,
         needs_value=False,
+        segment_ids=segment_ids,
+        chunk_size=chunk_size,
     )
     with mpmath.workdps(DIGITS):
         return _result(_weights(_scores(problem)), problem.two_d)
@@ -357,6 +369,8 @@ def attention(
     query_start=None,
     scale=None,
     window=None,
+    segment_ids=None,
+    chunk_size=None,
     fully_masked_rows="raise",
 ) -> OracleResult:
     """Attention output at 50 digits, ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)`` for 2-D inputs).
@@ -375,6 +389,8 @@ def attention(
         query_start=query_start,
         scale=scale,
         window=window,
+        segment_ids=segment_ids,
+        chunk_size=chunk_size,
         fully_masked_rows=fully_masked_rows,
     ).output
 
@@ -398,11 +414,23 @@ def attention_parts(
     query_start=None,
     scale=None,
     window=None,
+    segment_ids=None,
+    chunk_size=None,
     fully_masked_rows="raise",
 ) -> OracleParts:
     """Scores, weights and output of one attention call in one pass (see :func:`attention`)."""
     problem = _check(
-        query, key, value, attn_mask, is_causal, query_start, scale, window, fully_masked_rows
+        query,
+        key,
+        value,
+        attn_mask,
+        is_causal,
+        query_start,
+        scale,
+        window,
+        fully_masked_rows,
+        segment_ids=segment_ids,
+        chunk_size=chunk_size,
     )
     B, Hq, Tq, _ = problem.query.shape
     Dv = problem.value.shape[3]

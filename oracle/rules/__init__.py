@@ -36,13 +36,21 @@ Fully masked rows
 Every rule violation raises a subclass of :class:`AttentionInputError` (a ``ValueError``) whose
 message names the argument and the rule. Nothing is ever modified.
 
-The rules live in four modules, re-exported here (``from attnprops.oracle.rules import ...``
+Local windows, packed documents and chunks
+    ``window=(left, right)``: the query at absolute position ``p`` sees keys ``p - left ..= p +
+    right`` (:func:`check_window`, with FlashAttention's, JAX's, xFormers' and Hugging Face's
+    conventions); ``segment_ids``: only keys of the query's own document; ``chunk_size``: only
+    keys of the query's own chunk of positions (:mod:`oracle.rules.packing`). All AND-ed
+    with the mask and causality.
+
+The rules live in five modules, re-exported here (``from attnprops.oracle.rules import ...``
 is the one way to use them): :mod:`oracle.rules.errors`, :mod:`oracle.rules.arguments` (one
-argument at a time), :mod:`oracle.rules.attention` (a whole call) and :mod:`oracle.rules.cache`
-(the KV cache).
+argument at a time), :mod:`oracle.rules.packing` (documents and chunks),
+:mod:`oracle.rules.attention` (a whole call) and :mod:`oracle.rules.cache` (the KV cache).
 """
 
 from attnprops.oracle.rules.arguments import *  # noqa: F403
 from attnprops.oracle.rules.attention import *  # noqa: F403
 from attnprops.oracle.rules.cache import *  # noqa: F403
 from attnprops.oracle.rules.errors import *  # noqa: F403
+from attnprops.oracle.rules.packing import *  # noqa: F403

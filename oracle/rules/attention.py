@@ -27,6 +27,12 @@ from attnprops.oracle.rules.errors import (
     ScoreOverflowError,
     ShapeError,
 )
+from attnprops.oracle.rules.packing import (
+    check_chunk_size,
+    check_segment_ids,
+    chunk_visible,
+    segment_visible,
+)
 
 __all__ = [
     "AttentionCall",
@@ -51,7 +57,9 @@ class AttentionProblem:
     (``None`` when there is no float mask); it is ``-inf`` exactly where a float mask hides.
     ``scale`` is ``None`` for the default ``1/sqrt(D)`` so each implementation computes it in
     its own precision. ``two_d`` records that results must be returned as 2-D. ``window`` is
-    the checked local window (:func:`oracle.rules.check_window`; already in ``visible``).
+    the checked local window (:func:`oracle.rules.check_window`), ``segments`` the checked
+    segment ids and ``chunk_size`` the chunk length (:mod:`oracle.rules.packing`); all three
+    are already in ``visible``.
     """
 
     query: np.ndarray
@@ -65,6 +73,8 @@ class AttentionProblem:
     two_d: bool
     dtype: np.dtype
     window: tuple[int | None, int | None] | None = None
+    segments: tuple[np.ndarray, np.ndarray] | None = None
+    chunk_size: int | None = None
 
     @property
     def batch(self) -> int:
@@ -97,7 +107,9 @@ class AttentionCall(NamedTuple):
     the absolute position of the first query (``Tk - Tq`` when the caller passed None).
     ``scale`` is None for the default ``1/sqrt(D)``. ``window`` is ``(left, right)`` (each an
     int >= 0 or None) or None for no window (:func:`oracle.rules.check_window`); a side that
-    reaches past every key is None (so ``(2**63, 0)`` is ``(None, 0)``).
+    reaches past every key is None (so ``(2**63, 0)`` is ``(None, 0)``). ``segments``:
+    int64 ``(B or 1, Tq)`` and ``(B or 1, Tk)`` document ids or None; ``chunk_size``: positions
+    per chunk or None (:mod:`oracle.rules.packing`).
     """
 
     query: np.ndarray  # (B, Hq, Tq, D)
@@ -110,6 +122,8 @@ class AttentionCall(NamedTuple):
     two_d: bool
     dtype: np.dtype
     window: tuple[int | None, int | None] | None = None
+    segments: tuple[np.ndarray, np.ndarray] | None = None
+    chunk_size: int | None = None
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -132,6 +146,8 @@ def check_attention_call(
     query_start=None,
     scale=None,
     window=None,
+    segment_ids=None,
+    chunk_size=None,
     needs_value: bool = True,
     scan: bool = True,
 ) -> AttentionCall:
@@ -141,7 +157,8 @@ def check_attention_call(
     calls it, then checks the rows one key block at a time): ``is_causal``,
     ``scale``, then dtype/size/finiteness of query,
     key (and value), ndim and dtype agreement, batch/head_dim/head grouping/length agreement,
-    ``query_start``, then ``attn_mask`` (dtype, broadcast shape, entries), then ``window``.
+    ``query_start``, then ``attn_mask`` (dtype, broadcast shape, entries), then ``window``,
+    ``segment_ids`` and ``chunk_size``.
 
     ``scan=False``: query, key and value are not scanned for NaN/infinity here (see
     :func:`check_float_array`); the caller must scan them before using their values.
@@ -201,7 +218,11 @@ def check_attention_call(
     if mask is not None:
         mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)  # a view: never copied
     window = _reach(check_window(window), start, Tq, Tk)
-    return AttentionCall(q, k, v, mask, scale, start, is_causal, two_d, q.dtype, window)
+    segments = check_segment_ids(segment_ids, B, Tq, Tk)
+    chunk_size = check_chunk_size(chunk_size)
+    return AttentionCall(
+        q, k, v, mask, scale, start, is_causal, two_d, q.dtype, window, segments, chunk_size
+    )
 
 
 def _reach(window, start: int, Tq: int, Tk: int):
@@ -229,6 +250,8 @@ def check_attention_inputs(
     query_start=None,
     scale=None,
     window=None,
+    segment_ids=None,
+    chunk_size=None,
     fully_masked_rows: str = "raise",
     needs_value: bool = True,
 ) -> AttentionProblem:
@@ -237,7 +260,7 @@ def check_attention_inputs(
     oracle; :func:`check_attention_call` is the same without the visibility).
 
     The rules of :func:`check_attention_call`, then the fully-masked-row rule on the dense
-    visibility (mask AND causality AND window) under ``fully_masked_rows="raise"``.
+    visibility (mask AND causality AND window AND segments AND chunks) under ``fully_masked_rows="raise"``.
     Raises a subclass of :class:`AttentionInputError` naming the argument and the rule.
     Reads its inputs only.
     """
@@ -255,6 +278,8 @@ def check_attention_inputs(
         query_start=query_start,
         scale=scale,
         window=window,
+        segment_ids=segment_ids,
+        chunk_size=chunk_size,
         needs_value=needs_value,
     )
     target = call.shape  # (B, Hq, Tq, Tk)
@@ -274,6 +299,13 @@ def check_attention_inputs(
     in_window = window_visible(call.window, call.query_start, Tq, Tk)
     if in_window is not None:
         visible = visible & in_window
+    rows, keys = slice(0, Tq), slice(0, Tk)
+    for positional in (
+        segment_visible(call.segments, rows, keys),
+        chunk_visible(call.chunk_size, call.query_start, rows, keys),
+    ):
+        if positional is not None:
+            visible = visible & positional
     if fully_masked_rows == "raise":
         empty = ~visible.any(axis=-1)
         if empty.any():
@@ -291,6 +323,8 @@ def check_attention_inputs(
         two_d=call.two_d,
         dtype=call.dtype,
         window=call.window,
+        segments=call.segments,
+        chunk_size=call.chunk_size,
     )
 
 
@@ -299,7 +333,7 @@ def raise_fully_masked_row(empty: np.ndarray) -> None:
     row sees no key (at least one True): the first such row and their count."""
     b, h, i = (int(n) for n in np.argwhere(empty)[0])
     raise FullyMaskedRowError(
-        f"attn_mask/is_causal/window: query row (batch={b}, head={h}, query={i}) has no visible key "
+        f"attn_mask/is_causal/window/segment_ids/chunk_size: query row (batch={b}, head={h}, query={i}) has no visible key "
         f"({int(empty.sum())} such rows); every query must see at least one key"
     )
 

@@ -12,6 +12,7 @@ __all__ = [
     "QueryStartError",
     "ScaleError",
     "ScoreOverflowError",
+    "SegmentIdsError",
     "ShapeError",
     "WindowError",
 ]
@@ -50,4 +51,10 @@ class FullyMaskedRowError(AttentionInputError):
 
 
 class WindowError(AttentionInputError):
-    """``window`` is not ``None`` or a pair of ints >= 0 (each may be ``None``)."""
+    """Local attention's arguments: ``window`` is not ``None`` or a pair of ints >= 0 (each
+    may be ``None``), or ``chunk_size`` is not ``None`` or an int >= 1."""
+
+
+class SegmentIdsError(AttentionInputError):
+    """``segment_ids`` is not ``None`` or a pair of integer arrays ``(B, Tq)`` and
+    ``(B, Tk)`` (or ``(Tq,)`` and ``(Tk,)``)."""

@@ -1,6 +1,6 @@
 """The rules of an attention call (:func:`oracle.rules.check_attention_call`), each with its
 break function: shapes, dtypes, non-finite values, ``query_start``, ``scale``, score overflow,
-fully masked rows, ``window``, ``is_causal``."""
+fully masked rows, ``window``, ``segment_ids``, ``chunk_size``, ``is_causal``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from attnprops.oracle.rules import (
     QueryStartError,
     ScaleError,
     ScoreOverflowError,
+    SegmentIdsError,
     ShapeError,
     WindowError,
 )
@@ -239,6 +240,22 @@ def _window_side_not_an_int(call, pick):
 
 _NEEDS_WINDOW = (("window", "offsets"),)
 
+
+def _segment_ids_malformed(call, pick):
+    Tq, Tk = call.query.shape[-2], call.key.shape[-2]
+    how = pick.choice(["one array", "query ids too long", "float ids", "bool ids"])
+    if how == "one array":
+        return changed(call, kw_segment_ids=np.zeros(Tq, dtype=np.int64))
+    if how == "query ids too long":
+        return changed(call, kw_segment_ids=(np.zeros(Tq + 1, np.int64), np.zeros(Tk, np.int64)))
+    dtype = np.float64 if how == "float ids" else np.bool_
+    return changed(call, kw_segment_ids=(np.zeros(Tq, dtype), np.zeros(Tk, dtype)))
+
+
+def _chunk_size_invalid(call, pick):
+    return changed(call, kw_chunk_size=pick.choice([0, -4, 2.0, True]))
+
+
 E = Example
 ATTENTION: tuple[Violation, ...] = (
     # ShapeError: ndim, batch, head_dim, lengths, heads, zero-size axes, mask shape
@@ -430,6 +447,28 @@ ATTENTION: tuple[Violation, ...] = (
         _window_side_not_an_int,
         (E("window-float-side"), E("window-bool-side", answers=((True, 0),))),
         needs=_NEEDS_WINDOW,
+    ),
+    # SegmentIdsError
+    Violation(
+        "segment_ids malformed",
+        SegmentIdsError,
+        "segment_ids",
+        _segment_ids_malformed,
+        (
+            E("segment-ids-one-array"),
+            E("segment-ids-too-long", answers=("query ids too long",)),
+            E("segment-ids-float", answers=("float ids",)),
+        ),
+        needs=(("segment_ids", True),),
+    ),
+    # WindowError (chunk_size, local attention's other argument)
+    Violation(
+        "chunk_size not a positive int",
+        WindowError,
+        "chunk_size",
+        _chunk_size_invalid,
+        (E("chunk-size-zero"), E("chunk-size-float", answers=(2.0,))),
+        needs=(("chunk_size", True),),
     ),
     Violation(
         "is_causal not a bool",

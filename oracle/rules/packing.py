@@ -1,0 +1,119 @@
+"""Which keys a query may see by the document or chunk its position belongs to: packed
+sequences (``segment_ids``) and chunked attention (``chunk_size``) (:mod:`oracle.rules`).
+
+Packed sequences (``segment_ids=(query_segments, key_segments)``)
+    Several documents share one row of the batch; each position carries the id of its
+    document, and query ``i`` of batch element ``b`` sees key ``j`` only when
+    ``query_segments[b, i] == key_segments[b, j]`` (AND the mask, causality and the window).
+    Causality stays on absolute positions, so in packed self-attention each document's first
+    token sees only itself: positions restart per document as far as visibility goes (a
+    position-dependent bias such as ALiBi is the caller's to restart). A document of length
+    zero is an id that does not occur.
+
+    How the libraries write it: FlashAttention's varlen functions take ``cu_seqlens_q`` and
+    ``cu_seqlens_k`` (cumulative lengths of the sequences concatenated along the tokens; for
+    packed self-attention, ``cu_seqlens_q == cu_seqlens_k``, token ``t`` has id
+    ``searchsorted(cu_seqlens, t, side="right") - 1``; its causal mask is bottom-right *per
+    sequence*, which equals this rule when each sequence has as many queries as keys);
+    FlexAttention's document masks and JAX's Splash attention take segment ids per position,
+    as here; Hugging Face packs with ``position_ids`` that restart at 0
+    (``find_packed_sequence_indices``).
+
+Chunked attention (``chunk_size=C``, Llama 4)
+    The query at absolute position ``p`` sees key ``j`` only when ``p // C == j // C`` (floor
+    division; AND causality, the mask, the window and the segments): fixed chunks of ``C``
+    positions from position 0, each attended causally within itself. Hugging Face's
+    ``chunked_overlay`` is ``kv_idx // chunk_size == q_idx // chunk_size``, the same rule.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from attnprops.oracle.rules.errors import SegmentIdsError, WindowError
+
+__all__ = ["check_chunk_size", "check_segment_ids", "chunk_visible", "segment_visible"]
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def check_chunk_size(chunk_size) -> int | None:
+    """``None`` (no chunks) or an ``int`` (not bool) >= 1, positions per chunk.
+
+    Raises:
+        WindowError naming ``chunk_size`` (local attention's argument) and the rule.
+    """
+    if chunk_size is None:
+        return None
+    if not _is_int(chunk_size) or chunk_size < 1:
+        raise WindowError(
+            f"chunk_size: {chunk_size!r} must be None or an int >= 1 (positions per chunk: the "
+            "query at p sees keys j with p // chunk_size == j // chunk_size)"
+        )
+    return int(chunk_size)
+
+
+def check_segment_ids(
+    segment_ids, batch: int, query_len: int, key_len: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``None`` or a pair ``(query_segments, key_segments)`` of integer arrays (not bool) of
+    shapes ``(B, Tq)`` and ``(B, Tk)`` (a first axis of 1 for every batch element), or
+    ``(Tq,)`` and ``(Tk,)`` for every batch element, the two of the same form (2-D inputs
+    are ``B = 1``). Returns them as
+    int64 arrays of shapes ``(B or 1, Tq)`` and ``(B or 1, Tk)`` (copies: later changes of
+    the caller's arrays do not reach a validated call).
+
+    Raises:
+        SegmentIdsError naming ``segment_ids`` and the rule.
+    """
+    if segment_ids is None:
+        return None
+    form = (
+        "segment_ids: must be None or a pair (query_segments, key_segments) of integer arrays "
+        f"of shapes (B, Tq) and (B, Tk), or (Tq,) and (Tk,); here B={batch}, Tq={query_len}, "
+        f"Tk={key_len}"
+    )
+    if isinstance(segment_ids, (str, bytes, np.ndarray)) or not hasattr(segment_ids, "__len__"):
+        raise SegmentIdsError(f"{form}; got {type(segment_ids).__name__}")
+    if len(segment_ids) != 2:
+        raise SegmentIdsError(f"{form}; got {len(segment_ids)} items")
+    arrays = []
+    for name, ids, length in zip(("query", "key"), segment_ids, (query_len, key_len)):
+        try:
+            ids = np.asarray(ids)
+        except Exception as exc:
+            raise SegmentIdsError(f"{form}; {name}_segments cannot be read ({exc})") from None
+        if ids.dtype == np.bool_ or not np.issubdtype(ids.dtype, np.integer):
+            raise SegmentIdsError(f"{form}; {name}_segments has dtype {ids.dtype}")
+        given = ids.shape
+        if ids.ndim == 1:
+            ids = ids[None]
+        if ids.ndim != 2 or ids.shape[1] != length or ids.shape[0] not in (1, batch):
+            raise SegmentIdsError(f"{form}; {name}_segments has shape {given}")
+        arrays.append(ids.astype(np.int64))
+    if np.ndim(segment_ids[0]) != np.ndim(segment_ids[1]):
+        raise SegmentIdsError(f"{form}; the two have different ndim")
+    return arrays[0], arrays[1]
+
+
+def segment_visible(segments, rows: slice, keys: slice) -> np.ndarray | None:
+    """Bool ``(B or 1, 1, len(rows), len(keys))``: True where query ``i`` and key ``j`` are
+    in the same document; ``None`` without segments (already checked)."""
+    if segments is None:
+        return None
+    query, key = segments
+    return query[:, rows][:, None, :, None] == key[:, keys][:, None, None, :]
+
+
+def chunk_visible(chunk_size, query_start: int, rows: slice, keys: slice) -> np.ndarray | None:
+    """Bool ``(len(rows), len(keys))``: True where the query at ``query_start + i`` and key
+    ``j`` are in the same chunk (``p // C == j // C``); ``None`` without chunks."""
+    if chunk_size is None:
+        return None
+    p = query_start + np.arange(rows.start, rows.stop)
+    j = np.arange(keys.start, keys.stop)
+    return (p // chunk_size)[:, None] == (j // chunk_size)[None, :]

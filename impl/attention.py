@@ -97,7 +97,8 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
         self, query, key, value, options: dict, *, needs_value: bool = True, scan: bool = True
     ) -> AttentionCall:
         """Every rule but the fully-masked-row rule (:func:`oracle.rules.check_attention_call`;
-        ``options``: attn_mask, is_causal, query_start, scale, window). ``scan=False``: query, key
+        ``options``: attn_mask, is_causal, query_start, scale, window, segment_ids,
+        chunk_size). ``scan=False``: query, key
         and value are not scanned for NaN/infinity (the paths call :meth:`check_finite`)."""
         return check_attention_call(
             query, key, value, **options, needs_value=needs_value, scan=scan
@@ -164,6 +165,8 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
         query_start=None,
         scale=None,
         window=None,
+        segment_ids=None,
+        chunk_size=None,
     ) -> np.ndarray:
         """Attention weights ``softmax(scale * query @ key^T + mask)`` along the key axis.
 
@@ -181,6 +184,12 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
                 window. FlashAttention's ``window_size`` and JAX's ``local_window_size`` are
                 the same pair; Hugging Face's ``sliding_window=W`` is ``(W - 1, 0)``
                 (:func:`oracle.rules.check_window`).
+            segment_ids: packed documents, ``(query_segments, key_segments)`` of shapes
+                ``(B, Tq)`` and ``(B, Tk)`` (or ``(Tq,)``, ``(Tk,)``): a query sees only keys
+                of its own document (FlashAttention's ``cu_seqlens``, FlexAttention's
+                document masks; :mod:`oracle.rules.packing`); None: one document.
+            chunk_size: chunked attention (Llama 4): the query at ``p`` sees only keys ``j``
+                with ``p // chunk_size == j // chunk_size``; None: no chunks.
 
         Returns:
             ``(B, Hq, Tq, Tk)`` (or ``(Tq, Tk)``) in the input dtype; rows sum to 1, hidden
@@ -197,6 +206,8 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
             query_start=query_start,
             scale=scale,
             window=window,
+            segment_ids=segment_ids,
+            chunk_size=chunk_size,
         )
         call = self.validate(query, key, None, options, needs_value=False)
         self.check_rows(call)
@@ -214,6 +225,8 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
         query_start=None,
         scale=None,
         window=None,
+        segment_ids=None,
+        chunk_size=None,
         block_size=None,
     ) -> np.ndarray:
         """Scaled dot-product attention ``softmax(scale * query @ key^T + mask) @ value``.
@@ -222,7 +235,8 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
             query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; float16, float32 or float64.
             key: ``(B, Hkv, Tk, D)`` or ``(Tk, D)``, same dtype, ``Hq % Hkv == 0``.
             value: ``(B, Hkv, Tk, Dv)`` or ``(Tk, Dv)``, same dtype.
-            attn_mask, is_causal, query_start, scale, window: as in :meth:`attention_weights`.
+            attn_mask, is_causal, query_start, scale, window, segment_ids, chunk_size: as in
+                :meth:`attention_weights`.
             block_size: which path computes the call; the result differs between paths by
                 rounding only, and every path follows the same rules with the same errors.
 
@@ -261,6 +275,8 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
             query_start=query_start,
             scale=scale,
             window=window,
+            segment_ids=segment_ids,
+            chunk_size=chunk_size,
         )
         # Every rule but finiteness first (array-free, the same for both paths); then the dense
         # path scans query, key and value whole, the blocked path block by block as it reads

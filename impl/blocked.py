@@ -31,8 +31,9 @@ class BlockedPath:
     def tile_key_range(self, call: AttentionCall, rows: slice, block_size: int) -> tuple[int, int]:
         """``(first, stop)``: the key blocks a tile of query ``rows`` visits start at
         ``first`` (a multiple of ``block_size``: the block holding the first key the window
-        lets the tile's first query see) and end before ``stop`` (causality: no key after the
-        tile's last query position; the window: none after its ``p + right``). Blocks outside
+        lets the tile's first query see, and the start of its chunk) and end before ``stop``
+        (causality: no key after the tile's last query position; the window: none after its
+        ``p + right``; chunks: none after the last row's chunk). Blocks outside
         are seen by no row of the tile and skipped, as tiled kernels skip them."""
         Tk = call.shape[3]
         start = call.query_start
@@ -43,8 +44,12 @@ class BlockedPath:
             if right is not None:
                 stop = max(0, min(stop, start + rows.stop + right))
             if left is not None:
-                first = min(stop, max(0, start + rows.start - left)) // block_size * block_size
-        return first, stop
+                first = max(0, start + rows.start - left)
+        if call.chunk_size is not None:  # keys of the chunks of the tile's first and last rows
+            C = call.chunk_size
+            first = max(first, (start + rows.start) // C * C)
+            stop = max(0, min(stop, ((start + rows.stop - 1) // C + 1) * C))
+        return min(stop, first) // block_size * block_size, stop
 
     def online_softmax_step(
         self, m: np.ndarray, l: np.ndarray, acc: np.ndarray, s: np.ndarray, value: np.ndarray

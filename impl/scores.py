@@ -6,8 +6,9 @@ it). Visibility is read one block of ``rows`` by ``keys`` at a time, never broad
 ``(B, Hq, Tq, Tk)``: the mask's block (:meth:`Scores.mask_block`) AND causality
 (:meth:`Scores.causal_hidden`: key ``j`` is hidden from local query ``i`` iff
 ``j > query_start + i``) AND the local window (:meth:`Scores.window_hidden`: hidden iff
-``j < p - left`` or ``j > p + right``, ``p = query_start + i``). The "fully masked row" rule
-is checked the same way (:meth:`Scores.check_rows`). Shape legend as in :mod:`impl`; ``G = Hq // Hkv``.
+``j < p - left`` or ``j > p + right``, ``p = query_start + i``) AND the document
+(:meth:`Scores.segment_hidden`) AND the chunk (:meth:`Scores.chunk_hidden`). The "fully
+masked row" rule is checked the same way (:meth:`Scores.check_rows`). Shape legend as in :mod:`impl`; ``G = Hq // Hkv``.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import numpy as np
 
 from attnprops.oracle.rules import (
     AttentionCall,
+    chunk_visible,
     raise_fully_masked_row,
     raise_score_overflow,
+    segment_visible,
     window_visible,
 )
 
@@ -114,9 +117,31 @@ class Scores:
         )
         return ~visible
 
+    def segment_hidden(self, call: AttentionCall, rows: slice, keys: slice) -> np.ndarray | None:
+        """Bool ``(B or 1, 1, len(rows), len(keys))``: True where query and key are in
+        different documents (``segment_ids``, :mod:`oracle.rules.packing`); None without."""
+        same = segment_visible(call.segments, rows, keys)
+        return None if same is None else ~same
+
+    def chunk_hidden(self, call: AttentionCall, rows: slice, keys: slice) -> np.ndarray | None:
+        """Bool ``(len(rows), len(keys))``: True where the query at ``p`` and key ``j`` are in
+        different chunks (``p // C != j // C``); None without ``chunk_size``."""
+        same = chunk_visible(call.chunk_size, call.query_start, rows, keys)
+        return None if same is None else ~same
+
+    def position_hidden(self, call: AttentionCall, rows: slice, keys: slice) -> list:
+        """The hidden-key arrays of the rules by position and document (window, segments,
+        chunks) for a block, each broadcastable to ``(B, Hq, len(rows), len(keys))``."""
+        hidden = (
+            self.window_hidden(call, rows, keys),
+            self.segment_hidden(call, rows, keys),
+            self.chunk_hidden(call, rows, keys),
+        )
+        return [h for h in hidden if h is not None]
+
     def visible_block(self, call: AttentionCall, rows: slice, keys: slice) -> np.ndarray | bool:
-        """Visibility of a block (mask AND causality AND window), broadcastable to the block's
-        shape."""
+        """Visibility of a block (mask AND causality AND window AND document AND chunk),
+        broadcastable to the block's shape."""
         visible = True
         mask = self.mask_block(call, rows, keys)
         if mask is not None:
@@ -125,8 +150,7 @@ class Scores:
         if hidden is not None:
             below = np.zeros((rows.stop - rows.start - hidden.shape[0], hidden.shape[1]), bool)
             visible = visible & ~np.concatenate([hidden, below])
-        outside = self.window_hidden(call, rows, keys)
-        if outside is not None:
+        for outside in self.position_hidden(call, rows, keys):
             visible = visible & ~outside
         return visible
 
@@ -146,31 +170,40 @@ class Scores:
     def check_rows(self, call: AttentionCall, block_size: int | None = None) -> None:
         """The rulebook's "fully masked row" rule (same message), one key block at a time.
 
-        Without a mask or window every row sees a key: key 0 is causally visible to every
-        query because ``query_start >= 0`` whenever ``is_causal``. A window without a mask is
-        checked by position (:meth:`window_rows_empty`).
+        Without a mask, window, segments or chunks every row sees a key: key 0 is causally
+        visible to every query because ``query_start >= 0`` whenever ``is_causal``. A window
+        alone is checked by position (:meth:`window_rows_empty`), the rest block by block.
 
         Raises:
             oracle.rules.FullyMaskedRowError naming the first such row and their count.
         """
         B, Hq, Tq, Tk = call.shape
-        if call.mask is None:
+        packed = call.segments is not None or call.chunk_size is not None
+        if call.mask is None and not packed:
             if call.window is not None:
                 empty = self.window_rows_empty(call)
                 if empty.any():
                     raise_fully_masked_row(np.broadcast_to(empty, (B, Hq, Tq)))
             return
-        mb, mh = call.mask.shape[:2]
+        mb, mh = (1, 1) if call.mask is None else call.mask.shape[:2]
+        if call.segments is not None:
+            mb = max(mb, call.segments[0].shape[0])
         if block_size is None:
             block_size = max(1, _ROW_CHECK_ELEMENTS // (mb * mh * Tq))
-        by_position = call.is_causal or call.window is not None  # rows differ by position
-        seen = np.zeros((mb, mh, Tq if by_position else call.mask.shape[2]), dtype=bool)
+        # rows differ by position (causality, window, chunks) or document
+        by_position = call.is_causal or call.window is not None or packed
+        rows = Tq if by_position or call.mask is None else call.mask.shape[2]
+        seen = np.zeros((mb, mh, rows), dtype=bool)
         last = min(Tk, call.query_start + Tq) if call.is_causal else Tk
-        span = Tk if call.mask.shape[3] == 1 and not by_position else block_size
+        broadcast_keys = call.mask is None or call.mask.shape[3] == 1
+        span = Tk if broadcast_keys and not by_position else block_size
         all_rows = slice(0, Tq)
         for j0 in range(0, last, span):
             keys = slice(j0, min(j0 + span, last))
-            seen |= np.any(self.visible_block(call, all_rows, keys), axis=-1)
+            visible = np.broadcast_to(
+                self.visible_block(call, all_rows, keys), (mb, mh, rows, keys.stop - keys.start)
+            )
+            seen |= np.any(visible, axis=-1)
             if seen.all():
                 return
         empty = ~np.broadcast_to(seen, (B, Hq, Tq))
@@ -188,7 +221,8 @@ class Scores:
     ) -> None:
         """In place on ``scores`` ``(B, Hq, len(rows), len(keys))``: add the float mask, raise
         on a visible score that overflows (not scanned when ``in_range``, see
-        :meth:`scores_in_range`), set hidden keys (mask, causality, window) to ``-inf``. Visible entries get exactly
+        :meth:`scores_in_range`), set hidden keys (mask, causality, window, documents, chunks) to
+        ``-inf``. Visible entries get exactly
         ``scores + mask.astype(compute)``.
 
         Raises:
@@ -210,6 +244,5 @@ class Scores:
         hidden = self.causal_hidden(call, rows, keys)
         if hidden is not None:
             np.copyto(scores[:, :, : hidden.shape[0]], compute.type(-np.inf), where=hidden)
-        outside = self.window_hidden(call, rows, keys)
-        if outside is not None:
+        for outside in self.position_hidden(call, rows, keys):
             np.copyto(scores, compute.type(-np.inf), where=outside)

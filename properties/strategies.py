@@ -58,18 +58,22 @@ class AttentionCase(NamedTuple):
     magnitude: str
     block_size: int | None = None  # keys per block for a blocked (online-softmax) subject
     window: tuple[int | None, int | None] | None = None  # local window (left, right)
+    segment_ids: tuple[np.ndarray, np.ndarray] | None = None  # documents of queries, keys
+    chunk_size: int | None = None  # chunked attention
 
     def kwargs(self) -> dict:
         """The call's keyword arguments in the shared API (what the oracle takes too);
-        ``window`` only when the case has one (a subject without windows never gets it)."""
+        ``window``, ``segment_ids`` and ``chunk_size`` only when the case has them (a subject
+        without them never gets them)."""
         kwargs = dict(
             attn_mask=self.attn_mask,
             is_causal=self.is_causal,
             query_start=self.query_start,
             scale=self.scale,
         )
-        if self.window is not None:
-            kwargs["window"] = self.window
+        for name in ("window", "segment_ids", "chunk_size"):
+            if getattr(self, name) is not None:
+                kwargs[name] = getattr(self, name)
         return kwargs
 
     def block_kwargs(self) -> dict:
@@ -93,6 +97,13 @@ class AttentionCase(NamedTuple):
             f"{self.dtype}; attn_mask {mask} [{self.mask_layout}]; is_causal={self.is_causal} "
             f"query_start={self.query_start} scale={self.scale} values={self.magnitude}"
             + ("" if self.window is None else f" window={self.window}")
+            + (
+                ""
+                if self.segment_ids is None
+                else f" segment_ids=({self.segment_ids[0].tolist()}, "
+                f"{self.segment_ids[1].tolist()})"
+            )
+            + ("" if self.chunk_size is None else f" chunk_size={self.chunk_size}")
             + ("" if self.block_size is None else f" block_size={self.block_size}")
         )
 
@@ -307,6 +318,29 @@ def anchor_in_window(mask: np.ndarray | None, start: int, Tq: int, Tk: int) -> N
 
 
 @st.composite
+def documents(draw, batch: int, Tq: int, Tk: int, start: int):
+    """``segment_ids`` for packed documents: per batch element (or one row for all, or the
+    1-D form), each key's document id, non-decreasing with gaps (an id skipped is a document
+    of length zero) or, a third of the time, any small id (FlexAttention allows documents
+    that interleave); each query gets the id of the key at its own position (clipped to
+    ``[0, Tk)``), so every query has a key of its document at its position."""
+    rows = draw(st.sampled_from([batch, 1, 0]))  # 0: the 1-D form
+    keys = []
+    for _ in range(max(rows, 1)):
+        if draw(st.integers(0, 2)) == 0:
+            ids = draw(hnp.arrays(np.int64, Tk, elements=st.integers(0, 3)))
+        else:
+            steps = draw(hnp.arrays(np.int64, Tk, elements=st.integers(0, 2)))
+            ids = np.cumsum(steps) - steps[0]
+        keys.append(ids)
+    key_ids = np.stack(keys)
+    query_ids = key_ids[:, np.clip(start + np.arange(Tq), 0, Tk - 1)]
+    if rows == 0:
+        return query_ids[0], key_ids[0]
+    return query_ids, key_ids
+
+
+@st.composite
 def attention_cases(
     draw,
     *,
@@ -320,6 +354,7 @@ def attention_cases(
     two_d: bool = False,
     block_sizes: bool = False,
     windows: str | None = None,
+    packing: bool = False,
     d: Dims | None = None,
     **dim_kwargs,
 ) -> AttentionCase:
@@ -339,6 +374,9 @@ def attention_cases(
             subject's window convention (``"offsets"`` or ``"sliding_window"``, which also
             forces ``is_causal``); None: no window. The mask then also shows each query its
             own position (:func:`anchor_in_window`).
+        packing: also draw ``segment_ids`` (:func:`documents`, each a third of the time
+            absent) and ``chunk_size`` (None or 1 .. Tk + 1; only when no query is before
+            position 0); the mask then shows each query its own position too.
         d: fixed sizes; else drawn by :func:`dims` with ``dim_kwargs``.
     """
     if windows == "sliding_window":
@@ -381,9 +419,15 @@ def attention_cases(
     key = draw(values(k_shape, dtype, magnitude))
     value = draw(values(v_shape, dtype, magnitude))
     block_size = draw(st.one_of(st.none(), st.integers(1, Tk + 1))) if block_sizes else None
-    window = None
+    window = segment_ids = chunk_size = None
     if windows is not None:
         window = fit_window(draw(window_sides(Tk + 1, windows == "sliding_window")), start)
+    if packing:
+        if draw(st.integers(0, 2)):
+            segment_ids = draw(documents(B, Tq, Tk, start))
+        if start >= 0:
+            chunk_size = draw(st.one_of(st.none(), st.integers(1, Tk + 1)))
+    if windows is not None or packing:
         anchor_in_window(attn_mask, start, Tq, Tk)
     return AttentionCase(
         query,
@@ -397,6 +441,8 @@ def attention_cases(
         magnitude,
         block_size,
         window,
+        segment_ids,
+        chunk_size,
     )
 
 

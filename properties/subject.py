@@ -37,6 +37,12 @@ key is optional and an unknown key is an error (a typo must not silently pass):
                        query's own, i.e. ``(W - 1, 0)``; Hugging Face, Mistral). The suite
                        draws windows in its own convention and passes them in the declared one
                        (:meth:`Subject.call_kwargs`), so a subject one key off fails
+``segment_ids``        takes ``segment_ids=(query_segments, key_segments)``, packed documents:
+                       a query sees only keys of its own document (:mod:`oracle.rules.packing`;
+                       FlexAttention's document masks, FlashAttention's ``cu_seqlens`` through
+                       an adapter); default False
+``chunk_size``         takes ``chunk_size=C``, chunked attention (Llama 4): the query at ``p``
+                       sees only keys ``j`` with ``p // C == j // C``; default False
 ``rounds_weights``     the unnormalised weights ``exp(s - m)`` are rounded to the input dtype
                        before the weighted sum of the values (FlashAttention's ``P``, PyTorch's
                        CPU flash kernel for float16); default False
@@ -88,6 +94,8 @@ _DEFAULTS = {
     "compute_dtypes": {},
     "rounds_weights": False,
     "window": None,
+    "segment_ids": False,
+    "chunk_size": False,
 }
 WINDOW_CONVENTIONS = ("offsets", "sliding_window")
 
@@ -116,6 +124,8 @@ class Capabilities:
     compute_dtypes: tuple[tuple[str, str], ...] = ()
     rounds_weights: bool = False
     window: str | None = None
+    segment_ids: bool = False
+    chunk_size: bool = False
 
 
 @dataclass(frozen=True, repr=False)
@@ -333,7 +343,8 @@ def load_subject(name: str | None = None) -> Subject:
             f"subject {name!r}: window={caps['window']!r} must be None (no local window) or "
             f"one of {WINDOW_CONVENTIONS}"
         )
-    for key in ("rounds_weights", "validates_inputs", "two_d_inputs", "float_masks", "block_size"):
+    flags = ("rounds_weights", "validates_inputs", "two_d_inputs", "float_masks", "block_size")
+    for key in (*flags, "segment_ids", "chunk_size"):
         if not isinstance(caps[key], (bool, np.bool_)):
             raise SubjectError(f"subject {name!r}: {key}={caps[key]!r} must be True or False")
     capabilities = Capabilities(
@@ -349,5 +360,7 @@ def load_subject(name: str | None = None) -> Subject:
         compute_dtypes=tuple(sorted(pairs)),
         rounds_weights=bool(caps["rounds_weights"]),
         window=caps["window"],
+        segment_ids=bool(caps["segment_ids"]),
+        chunk_size=bool(caps["chunk_size"]),
     )
     return Subject(name=name, module=module, capabilities=capabilities)

@@ -256,3 +256,44 @@ def test_row_constant_shift_invariance(subject, case, data):
     second = case._replace(attn_mask=base + shift)  # (B, Hq, Tq, Tk)
     note(f"row shifts: {shift.ravel().tolist()}")
     _agree(subject, first, second, what="scores shifted by a per-row constant")
+
+
+def _positions(row: np.ndarray) -> list[int]:
+    return np.flatnonzero(row).tolist()
+
+
+# What this subject declares of the rules by position and document, drawn by the probe below.
+_LOCAL = dict(
+    windows=True if SUBJECT.capabilities.window else None,
+    packing=SUBJECT.capabilities.segment_ids and SUBJECT.capabilities.chunk_size,
+)
+
+
+@given(case=subject_cases(SUBJECT, float_masks=False, magnitudes=("unit",), **_LOCAL))
+def test_each_query_sees_exactly_its_keys(subject, case):
+    """Each query sees exactly the keys the rulebook shows it: the mask AND causality AND, as
+    the subject declares them, the window, the document and the chunk. With every key zero
+    all visible scores are equal, and with the values the identity over keys (``Dv = Tk``)
+    the output row is the weight row, ``1/n`` on the ``n`` visible keys and exactly 0
+    elsewhere. A window one key too wide or too narrow (FlashAttention's ``window_size=(W,
+    0)`` sees ``W + 1`` keys, Hugging Face's ``sliding_window=W`` sees ``W``), a window or a
+    document boundary dropped on some path, a causal diagonal off by one: each shows here as
+    the wrong set of keys, named by position."""
+    case = fit_to_subject(case, subject)
+    Tk = case.key.shape[-2]
+    value_shape = case.key.shape[:-1] + (Tk,)
+    probe = case._replace(
+        key=np.zeros_like(case.key),
+        value=np.broadcast_to(np.eye(Tk, dtype=case.dtype), value_shape).copy(),
+    )
+    seen = four_d(_attend(subject, probe)) != 0  # (B, Hq, Tq, Tk)
+    visible = visibility(probe)
+    if np.array_equal(seen, visible):
+        return
+    b, h, i = (int(n) for n in np.argwhere((seen != visible).any(axis=-1))[0])
+    start = Tk - case.query.shape[-2] if case.query_start is None else case.query_start
+    fail(
+        f"query (batch={b}, head={h}, query={i}) at position {start + i} sees keys "
+        f"{_positions(seen[b, h, i])}; the rulebook shows it {_positions(visible[b, h, i])}\n"
+        f"  call: {probe.describe()}"
+    )

@@ -6,7 +6,9 @@ unbounded), AND-ed with the mask and with causality. A subject declares the capa
 ``window`` (``"offsets"``: this pair, FlashAttention's ``window_size``, JAX's
 ``local_window_size``; ``"sliding_window"``: Hugging Face's ``W = left + 1``), and is called
 in its own convention (:meth:`properties.subject.Subject.call_kwargs`); without it these
-properties skip. The kernel-sized window property is in ``test_kernel_sizes.py``.
+properties skip. The kernel-sized window property is in ``test_kernel_sizes.py``; that each
+query sees exactly the keys of its window is ``test_each_query_sees_exactly_its_keys``
+(``test_visibility.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from attnprops.properties._support import (
     visibility,
 )
 from attnprops.properties.bounds import agreement_bounds, two_computations
-from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject, fail
+from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.strategies import subject_cases, window_sides
 from attnprops.properties.test_kv_cache import cache_runs
@@ -41,10 +43,6 @@ def _attend(subject, case, what="attention"):
     return assert_shape_dtype(out=out, shape=shape, dtype=case.dtype, what=what)
 
 
-def _positions(row: np.ndarray) -> list[int]:
-    return np.flatnonzero(row).tolist()
-
-
 @pytest.mark.requires("window")
 @pytest.mark.oracle_backed
 @given(case=subject_cases(SUBJECT, windows=True))
@@ -53,35 +51,6 @@ def test_windowed_output_matches_oracle(subject, case):
     output is within the error bound of the 50-digit oracle's."""
     assert_output_matches_oracle(
         subject, fit_to_subject(case, subject), what="windowed output vs 50-digit oracle"
-    )
-
-
-@pytest.mark.requires("window")
-@given(case=subject_cases(SUBJECT, windows=True, float_masks=False, magnitudes=("unit",)))
-def test_window_sees_exactly_its_keys(subject, case):
-    """Each query sees exactly the keys its window shows (AND the mask AND causality): with
-    every key zero all visible scores are equal, and with the values the identity over keys
-    (``Dv = Tk``) the output row is the weight row, ``1/n`` on the ``n`` visible keys and
-    exactly 0 elsewhere. A window one key too wide or too narrow (FlashAttention's
-    ``window_size=(W, 0)`` sees ``W + 1`` keys, Hugging Face's ``sliding_window=W`` sees
-    ``W``), or a window dropped on some path, shows here as the wrong set of keys."""
-    case = fit_to_subject(case, subject)
-    Tk = case.key.shape[-2]
-    value_shape = case.key.shape[:-1] + (Tk,)
-    probe = case._replace(
-        key=np.zeros_like(case.key),
-        value=np.broadcast_to(np.eye(Tk, dtype=case.dtype), value_shape).copy(),
-    )
-    seen = four_d(_attend(subject, probe)) != 0  # (B, Hq, Tq, Tk)
-    visible = visibility(probe)
-    if np.array_equal(seen, visible):
-        return
-    b, h, i = (int(n) for n in np.argwhere((seen != visible).any(axis=-1))[0])
-    start = Tk - case.query.shape[-2] if case.query_start is None else case.query_start
-    fail(
-        f"window {case.window}: query (batch={b}, head={h}, query={i}) at position "
-        f"{start + i} sees keys {_positions(seen[b, h, i])}; the window AND the mask AND "
-        f"causality show {_positions(visible[b, h, i])}\n  call: {probe.describe()}"
     )
 
 

@@ -47,6 +47,8 @@ def test_declared_arithmetic_reaches_the_bounds(monkeypatch):
         ({"compute_dtypes": ["float16", "float32"]}, "must be a dict"),
         ({"rounds_weights": "no"}, "rounds_weights='no' must be True or False"),
         ({"validates_inputs": 0}, "validates_inputs=0 must be True or False"),
+        ({"segment_ids": "yes"}, "segment_ids='yes' must be True or False"),
+        ({"chunk_size": 64}, "chunk_size=64 must be True or False"),
     ],
 )
 def test_bad_arithmetic_declarations_are_errors(monkeypatch, caps, message):

@@ -1,14 +1,14 @@
-"""Meta-tests: the window strategies draw every region the window properties rely on, and
-never a row without a key.
+"""Meta-tests: the strategies of windows, packed documents and chunks draw every region the
+properties rely on, and never a row without a key.
 
 Pooled like ``test_strategy_coverage`` (:func:`pooled_draws`), from :data:`RUNS` = 8
 independent runs of 25 draws (half its 16: the draws cost about 15 ms each). Per-run miss
 rates measured over 100 runs (seeds 1000..1099, 2026-12-02, :func:`pooled_draws` of one
-run each and the feature functions below): small cases at most 0.13 ("negative
-start"), every other feature 0.01 or less (all 8 runs miss one with probability about
-``0.13 ** 8`` ~ 1e-7); kernel specs 0.32 ("window starts mid-block"), 0.07, 0.03, 0 (about
-``0.32 ** 8`` ~ 1e-4). The seeds are fixed, so a miss shows only after a change of the
-strategies, which calls for re-measuring.
+run each and the feature functions below): small cases at most 0.27 ("segment ids per batch
+element"), then 0.19, 0.12, 0.09, 0.08 and 0.05 or less (all 8 runs miss one of them with
+probability about ``0.27 ** 8 + 0.19 ** 8 + ...`` ~ 3e-5); kernel specs 0.32 ("window starts
+mid-block"), 0.07, 0.03, 0 (about ``0.32 ** 8`` ~ 1e-4). The seeds are fixed, so a miss shows
+only after a change of the strategies, which calls for re-measuring.
 """
 
 from __future__ import annotations
@@ -34,6 +34,13 @@ SMALL = (
     "block size",
     "window hides a key",
     "a side past every key",
+    "segment ids per batch element",
+    "segment ids 1-D",
+    "a zero-length document",
+    "interleaved documents",
+    "a document hides a key",
+    "a chunk hides a key",
+    "chunks with query_start > 0",
 )
 RUNS = 8
 KERNEL = (
@@ -72,6 +79,23 @@ def small_features(case) -> set[str]:
         "a side past every key": (left is not None and left >= start + Tq - 1)
         or (right is not None and right >= Tk - 1 - start),
     }
+    if case.segment_ids is not None:
+        query_ids, key_ids = case.segment_ids
+        ids = np.atleast_2d(key_ids)
+        steps = np.diff(ids, axis=-1)
+        found["segment ids per batch element"] = query_ids.ndim == 2 and len(query_ids) > 1
+        found["segment ids 1-D"] = query_ids.ndim == 1
+        found["a zero-length document"] = bool((steps > 1).any())
+        found["interleaved documents"] = bool((steps < 0).any())
+        found["a document hides a key"] = bool(
+            (query_ids[..., :, None] != key_ids[..., None, :]).any()
+        )
+    if case.chunk_size is not None:
+        p = start + np.arange(Tq)
+        found["a chunk hides a key"] = bool(
+            ((p[:, None] // case.chunk_size) != (np.arange(Tk) // case.chunk_size)).any()
+        )
+        found["chunks with query_start > 0"] = start > 0
     return {name for name, hit in found.items() if hit}
 
 
@@ -97,17 +121,19 @@ def kernel_features(spec) -> set[str]:
 
 @functools.cache
 def _small() -> tuple:
-    return tuple(pooled_draws(attention_cases(windows="offsets", block_sizes=True), RUNS))
+    strategy = attention_cases(windows="offsets", packing=True, block_sizes=True)
+    return tuple(pooled_draws(strategy, RUNS))
 
 
-def test_windowed_cases_draw_every_region():
+def test_local_and_packed_cases_draw_every_region():
     seen = set().union(*map(small_features, _small()))
     assert set(SMALL) <= seen, sorted(set(SMALL) - seen)
 
 
-def test_windowed_cases_leave_every_row_a_key():
-    """The rulebook accepts every drawn windowed case (anchors at each query's own
-    position, ``right`` raised for queries before key 0): no property gets an invalid call."""
+def test_local_and_packed_cases_leave_every_row_a_key():
+    """The rulebook accepts every drawn case with windows, documents and chunks (anchors at
+    each query's own position, whose document the query takes; ``right`` raised for queries
+    before key 0; no chunks then): no property gets an invalid call."""
     for case in _small():
         check_attention_inputs(case.query, case.key, case.value, **case.kwargs())
 

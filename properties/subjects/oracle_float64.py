@@ -25,7 +25,12 @@ from attnprops.oracle.rules import kv_cache_bytes
 
 __version__ = f"oracle ({oracle.DIGITS} digits)"
 
-ATTNPROPS_CAPABILITIES = {"dtypes": ("float64",), "window": "offsets"}
+ATTNPROPS_CAPABILITIES = {
+    "dtypes": ("float64",),
+    "window": "offsets",
+    "segment_ids": True,
+    "chunk_size": True,
+}
 
 __all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
 
@@ -36,44 +41,30 @@ def _large(query, key) -> bool:
     return int(np.prod(np.shape(query)[:-1])) * np.shape(key)[-2] > MPMATH_SCORES
 
 
-def attention(
-    query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None, window=None
-) -> np.ndarray:
+def attention(query, key, value, **options) -> np.ndarray:
     """The output ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``), exact and rounded once to float64
     (``oracle.attention(...).value``, or :func:`oracle.ball.attention` past
-    :data:`MPMATH_SCORES`). Arguments and rules as :func:`impl.attention`.
+    :data:`MPMATH_SCORES`). Keyword arguments and rules as :func:`impl.attention` (without
+    ``block_size``): ``attn_mask``, ``is_causal``, ``query_start``, ``scale``, ``window``,
+    ``segment_ids``, ``chunk_size``.
 
     Raises:
-        oracle.rules.AttentionInputError for any broken rule (including a fully masked row).
+        oracle.rules.AttentionInputError for any broken rule (including a fully masked row);
+        TypeError for an unknown keyword.
     """
-    options = dict(
-        attn_mask=attn_mask,
-        is_causal=is_causal,
-        query_start=query_start,
-        scale=scale,
-        window=window,
-    )
     if _large(query, key):
         return ball.attention(query, key, value, **options)
     return oracle.attention(query, key, value, **options).value
 
 
-def attention_weights(
-    query, key, *, attn_mask=None, is_causal=False, query_start=None, scale=None, window=None
-) -> np.ndarray:
+def attention_weights(query, key, **options) -> np.ndarray:
     """Weights ``(B, Hq, Tq, Tk)`` rounded to float64 (``oracle.attention_weights(...).value``,
-    or :func:`oracle.ball.attention_weights` past :data:`MPMATH_SCORES`).
+    or :func:`oracle.ball.attention_weights` past :data:`MPMATH_SCORES`); keyword arguments
+    as :func:`attention`.
 
     Raises:
         oracle.rules.AttentionInputError for any broken rule.
     """
-    options = dict(
-        attn_mask=attn_mask,
-        is_causal=is_causal,
-        query_start=query_start,
-        scale=scale,
-        window=window,
-    )
     if _large(query, key):
         return ball.attention_weights(query, key, **options)
     return oracle.attention_weights(query, key, **options).value

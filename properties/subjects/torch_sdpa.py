@@ -1,4 +1,4 @@
-"""Subject: ``torch.nn.functional.scaled_dot_product_attention`` (SDPA) on the CPU.
+r"""Subject: ``torch.nn.functional.scaled_dot_product_attention`` (SDPA) on the CPU.
 
 Install torch first (``pip install torch``; from a clone, the extra ``pip install -e .[torch]`` pins a CPU build). Run:
 ``attnprops check --impl attnprops.properties.subjects.torch_sdpa``.
@@ -19,6 +19,8 @@ properties.subjects.probe torch_sdpa``, see ``docs/conventions.md``):
   adapter's ``window=(left, right)`` is AND-ed into the same bool mask (``p - left <= j <= p +
   right``, ``p = query_start + i``), so the window properties test SDPA with the masks a
   windowed model builds for it; a side past the sequence is unbounded (kept out of int64).
+  Packed documents (``segment_ids``) and chunks (``chunk_size``) are AND-ed in the same way
+  (FlexAttention's document and chunk ``mask_mod``\ s, as explicit masks).
 - GQA: ``enable_gqa=True`` when ``Hq != Hkv`` (SDPA maps query head ``h`` to K/V head
   ``h // (Hq // Hkv)``, this project's convention).
 - ``attention_weights`` is SDPA applied to an identity value matrix: ``softmax(...) @ I``
@@ -61,6 +63,8 @@ ATTNPROPS_CAPABILITIES = {
     "compute_dtypes": {"float16": "float32"},
     "rounds_weights": True,
     "window": "offsets",  # built into the bool mask (see the module docstring)
+    "segment_ids": True,  # likewise
+    "chunk_size": True,  # likewise
 }
 
 _TORCH_DTYPES = {
@@ -122,6 +126,29 @@ def window_mask(
     return visible
 
 
+def packing_mask(
+    query_len: int, key_len: int, query_start: int | None, segment_ids, chunk_size
+) -> torch.Tensor | None:
+    """Bool, broadcastable to ``(B, 1, Tq, Tk)``: True where query ``i`` and key ``j`` are in
+    the same document (``segment_ids=(query_segments, key_segments)``, ``(B, T)`` or
+    ``(T,)``) and the same chunk (``p // chunk_size == j // chunk_size``, ``p = query_start +
+    i``); ``None`` when neither is given."""
+    visible = None
+    if segment_ids is not None:
+        query_ids, key_ids = (torch.as_tensor(np.asarray(x)) for x in segment_ids)
+        visible = query_ids[..., :, None] == key_ids[..., None, :]  # (B, Tq, Tk) or (Tq, Tk)
+        if visible.ndim == 3:
+            visible = visible[:, None]
+    if chunk_size is not None:
+        start = key_len - query_len if query_start is None else int(query_start)
+        p = torch.arange(query_len) + start
+        same = torch.div(p, chunk_size, rounding_mode="floor")[:, None] == torch.div(
+            torch.arange(key_len), chunk_size, rounding_mode="floor"
+        )
+        visible = same if visible is None else visible & same
+    return visible
+
+
 def sdpa_mask(
     attn_mask,
     dtype: torch.dtype,
@@ -131,6 +158,8 @@ def sdpa_mask(
     query_len: int,
     key_len: int,
     window=None,
+    segment_ids=None,
+    chunk_size=None,
 ) -> torch.Tensor | None:
     """The ``attn_mask`` to pass to SDPA (which is then called with ``is_causal=False``).
 
@@ -141,6 +170,7 @@ def sdpa_mask(
         is_causal, query_start: this project's causal rule (see :func:`causal_mask`).
         query_len, key_len: ``Tq`` and ``Tk``.
         window: ``(left, right)`` or None (see :func:`window_mask`).
+        segment_ids, chunk_size: packed documents and chunks, or None (:func:`packing_mask`).
 
     Returns:
         ``None``, a bool tensor (True = attend) or a float tensor (``-inf`` = hide).
@@ -154,6 +184,9 @@ def sdpa_mask(
     if is_causal:
         causal = causal_mask(query_len, key_len, query_start)
         positions = causal if positions is None else positions & causal
+    packed = packing_mask(query_len, key_len, query_start, segment_ids, chunk_size)
+    if packed is not None:
+        positions = packed if positions is None else positions & packed
     if positions is None:
         return mask
     if mask is None:
@@ -173,6 +206,8 @@ def sdpa(
     query_start=None,
     scale=None,
     window=None,
+    segment_ids=None,
+    chunk_size=None,
 ) -> torch.Tensor:
     """SDPA on tensors under this project's conventions (see the module docstring).
 
@@ -188,6 +223,8 @@ def sdpa(
         query_len=query.shape[-2],
         key_len=key.shape[-2],
         window=window,
+        segment_ids=segment_ids,
+        chunk_size=chunk_size,
     )
     gqa = query.ndim == 4 and key.ndim == 4 and query.shape[1] != key.shape[1]
     return F.scaled_dot_product_attention(
@@ -202,7 +239,17 @@ def sdpa(
 
 
 def attention(
-    query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None, window=None
+    query,
+    key,
+    value,
+    *,
+    attn_mask=None,
+    is_causal=False,
+    query_start=None,
+    scale=None,
+    window=None,
+    segment_ids=None,
+    chunk_size=None,
 ) -> np.ndarray:
     """Scaled dot-product attention through ``torch.nn.functional.scaled_dot_product_attention``.
 
@@ -216,6 +263,7 @@ def attention(
         scale: ``None`` (``1/sqrt(D)``) or a float.
         window: ``(left, right)`` local window over absolute positions, or None
             (:func:`window_mask`; not SDPA's: an explicit mask).
+        segment_ids, chunk_size: packed documents and chunks (:func:`packing_mask`), or None.
 
     Returns:
         ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``), the input dtype.
@@ -234,13 +282,13 @@ def attention(
         query_start=query_start,
         scale=scale,
         window=window,
+        segment_ids=segment_ids,
+        chunk_size=chunk_size,
     )
     return to_numpy(out)
 
 
-def attention_weights(
-    query, key, *, attn_mask=None, is_causal=False, query_start=None, scale=None, window=None
-) -> np.ndarray:
+def attention_weights(query, key, **options) -> np.ndarray:
     """Attention weights ``(B, Hq, Tq, Tk)`` (or ``(Tq, Tk)``), computed by SDPA.
 
     SDPA does not return its weights; with the identity as value matrix its output *is* the
@@ -250,17 +298,7 @@ def attention_weights(
     key_len = k.shape[-2]
     eye = torch.eye(key_len, dtype=k.dtype)  # (Tk, Tk)
     identity = eye if k.ndim == 2 else eye.expand(k.shape[0], k.shape[1], key_len, key_len)
-    out = sdpa(
-        q,
-        k,
-        identity.contiguous(),
-        attn_mask=attn_mask,
-        is_causal=is_causal,
-        query_start=query_start,
-        scale=scale,
-        window=window,
-    )
-    return to_numpy(out)
+    return to_numpy(sdpa(q, k, identity.contiguous(), **options))
 
 
 class KVCache:

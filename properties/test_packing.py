@@ -1,0 +1,104 @@
+"""Properties of packed documents (``segment_ids``) and chunked attention (``chunk_size``).
+
+Conventions (:mod:`oracle.rules.packing`): query ``i`` of batch element ``b`` sees key ``j``
+only when ``query_segments[b, i] == key_segments[b, j]``, and, with ``chunk_size=C``, only
+when ``p // C == j // C`` for its absolute position ``p = query_start + i``; both AND-ed with
+the mask, causality and the window. A subject declares ``segment_ids`` / ``chunk_size``;
+without them these properties skip. The check that each query sees exactly its keys is
+``test_each_query_sees_exactly_its_keys`` (``test_windows.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, note
+from hypothesis import strategies as st
+
+from attnprops.properties._support import (
+    assert_output_matches_oracle,
+    case_from,
+    fit_to_subject,
+    four_d,
+    visibility,
+)
+from attnprops.properties.bounds import agreement_bounds, two_computations
+from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject
+from attnprops.properties.plugin import current_subject
+from attnprops.properties.strategies import dims, subject_cases, values, window_sides
+
+SUBJECT = current_subject()
+CAPS = SUBJECT.capabilities
+
+
+@pytest.mark.requires("segment_ids", "chunk_size")
+@pytest.mark.oracle_backed
+@given(case=subject_cases(SUBJECT, packing=True, windows=True if CAPS.window else None))
+def test_packed_output_matches_oracle(subject, case):
+    """With packed documents and chunks (combined with windows when declared, masks,
+    causality, offsets, GQA and every dtype) the output is within the error bound of the
+    50-digit oracle's."""
+    assert_output_matches_oracle(
+        subject, fit_to_subject(case, subject), what="packed output vs 50-digit oracle"
+    )
+
+
+@st.composite
+def packed_rows(draw):
+    """Self-attention over a row that packs documents end to end: sizes (``Tq = Tk = T``),
+    causal or not, the lengths of the documents (a zero-length one among them sometimes;
+    one list for the whole batch), and a window when the subject has one."""
+    d = draw(dims(max_len=8, causal_ok=True))
+    T = d.key_len
+    cuts = sorted(draw(st.lists(st.integers(0, T), max_size=4)))  # equal cuts: empty docs
+    lengths = np.diff([0, *cuts, T]).tolist()
+    dtype = draw(st.sampled_from(tuple(reversed(CAPS.dtypes))))
+    q = draw(values((d.batch, d.num_heads, T, d.head_dim), dtype, "unit"))
+    k = draw(values((d.batch, d.num_kv_heads, T, d.head_dim), dtype, "unit"))
+    v = draw(values((d.batch, d.num_kv_heads, T, d.value_dim), dtype, "unit"))
+    causal = draw(st.booleans())
+    window = None
+    if CAPS.window == "offsets":
+        window = draw(st.one_of(st.none(), window_sides(T + 1)))
+    return q, k, v, lengths, causal, window
+
+
+def _call(subject, q, k, v, what, **kwargs):
+    out = call_subject(subject.attention, q, k, v, what=what, **kwargs)
+    shape = q.shape[:-1] + v.shape[-1:]
+    return assert_shape_dtype(out=out, shape=shape, dtype=q.dtype, what=what)
+
+
+@pytest.mark.requires("segment_ids")
+@given(row=packed_rows())
+def test_packed_documents_equal_each_document_alone(subject, row):
+    """A row packing documents end to end (``segment_ids`` the document of each position,
+    a zero-length document allowed) gives, on each document's positions, the attention of
+    that document alone (causal from its own first position: positions restart per
+    document), within twice the agreement bound of the subject's arithmetic."""
+    q, k, v, lengths, causal, window = row
+    ids = np.repeat(np.arange(len(lengths)), lengths)
+    note(f"lengths {lengths}, segment ids {ids.tolist()}, causal {causal}, window {window}")
+    extra = {} if window is None else {"window": window}
+    kwargs = dict(is_causal=causal, **extra)
+    packed = _call(subject, q, k, v, "packed row", segment_ids=(ids, ids), **kwargs)
+    for doc, (start, n) in enumerate(zip(np.cumsum([0] + lengths[:-1]), lengths)):
+        if n == 0:
+            continue
+        part = slice(int(start), int(start + n))
+        alone = _call(
+            subject, q[:, :, part], k[:, :, part], v[:, :, part], f"document {doc}", **kwargs
+        )
+        case = case_from(q[:, :, part], k[:, :, part], v[:, :, part], is_causal=causal)
+        case = case._replace(window=window)
+        with np.errstate(over="ignore"):
+            bound = two_computations(
+                agreement_bounds(case, visibility(case), subject.arithmetic(q.dtype))
+            )
+        assert_within(
+            out=four_d(packed)[:, :, part],
+            expected=alone,
+            bound=bound,
+            what=f"document {doc} (positions {part.start}..{part.stop - 1}) packed vs alone",
+            case=case,
+        )

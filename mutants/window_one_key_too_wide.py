@@ -33,7 +33,7 @@ MUTANT = Mutant(
     "left (one key too wide)",
     models="Hugging Face's sliding_window=W (W keys, itself included) passed as "
     "FlashAttention's window_size=(W, 0) (W + 1 keys): vllm#3385, transformers#39408",
-    killed_by=("test_window_sees_exactly_its_keys", "test_windowed_output_matches_oracle"),
+    killed_by=("test_each_query_sees_exactly_its_keys", "test_windowed_output_matches_oracle"),
     steps=_OneKeyTooWide,
 )
 attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()

@@ -3,7 +3,7 @@
 The 50-digit oracle (:mod:`oracle.reference`) is the specification, a Python loop per score:
 seconds at ``T = 256``. This backend computes the same formula (Vaswani et al. 2017, eq. 1)::
 
-    s_j = scale * (query . key_j)  (+ attn_mask_j)                  j visible
+    s_j = scale * (query . key_j)  (-> c tanh(s_j / c))  (+ attn_mask_j)  (- slope |p - j|)
     w_j = exp(x_j) / sum_k exp(x_k),  x_j = s_j - s_m  (m: a visible key of largest score)
     o   = sum_j w_j * value_j
 
@@ -47,6 +47,7 @@ from flint import arb, arb_mat, ctx
 
 from attnprops.oracle.rules import (
     AttentionProblem,
+    alibi_bias,
     check_attention_inputs,
     compute_dtype,
     raise_score_overflow,
@@ -158,7 +159,15 @@ def _score_bound(problem: AttentionProblem) -> np.ndarray:
         bound = bound * (scale * (1 + 4 * (D + 3) * 2.0**-53))
         if problem.bias is not None:
             bound = bound + np.where(np.isneginf(problem.bias), 0.0, np.abs(problem.bias))
+        if problem.alibi is not None:  # |slope| |p - j|, rounded up by one ulp
+            bound = bound + np.abs(_alibi(problem)) * (1 + 2.0**-52)
     return bound
+
+
+def _alibi(problem: AttentionProblem) -> np.ndarray:
+    """ALiBi's ``-slope |p - j|`` in float64, ``(B or 1, Hq, Tq, Tk)``."""
+    Tq, Tk = problem.query.shape[2], problem.key.shape[2]
+    return alibi_bias(problem.alibi, problem.query_start, slice(0, Tq), slice(0, Tk))
 
 
 def _estimates(problem: AttentionProblem) -> np.ndarray:
@@ -171,8 +180,12 @@ def _estimates(problem: AttentionProblem) -> np.ndarray:
     key = problem.key.astype(np.float64)[:, :, None]
     with np.errstate(over="ignore", invalid="ignore"):
         s = np.matmul(query, key.swapaxes(-1, -2)).reshape(B, Hq, Tq, -1)
+        if problem.softcap is not None:
+            s = problem.softcap * np.tanh(s / problem.softcap)
         if problem.bias is not None:
             s = s + np.where(np.isneginf(problem.bias), 0.0, problem.bias)
+        if problem.alibi is not None:
+            s = s + _alibi(problem)
     return np.where(problem.visible, np.nan_to_num(s, nan=0.0), -np.inf)
 
 
@@ -213,16 +226,29 @@ def _parts(
                     d = dots[n * Tk : (n + 1) * Tk]
                     m = int(np.argmax(estimates[b, h, i]))
                     bias = problem.bias
-                    if bias is None:
-                        s = [scale * d[j] for j in visible]
-                        x = [scale * (d[j] - d[m]) for j in visible]
-                    else:
+                    s = [scale * d[j] for j in visible]
+                    x = [scale * (d[j] - d[m]) for j in visible]
+                    if problem.softcap is not None:  # c tanh(s / c); differences by sinh
+                        cap = arb(problem.softcap)
+                        s_m = scale * d[m]
+                        x = [
+                            cap * (t / cap).sinh() / ((s_j / cap).cosh() * (s_m / cap).cosh())
+                            for t, s_j in zip(x, s)
+                        ]
+                        s = [cap * (s_j / cap).tanh() for s_j in s]
+                    if bias is not None:
                         b_row = [arb(float(bias[b, h, i, j])) for j in visible]
                         b_m = arb(float(bias[b, h, i, m]))
-                        s = [scale * d[j] + b_j for j, b_j in zip(visible, b_row)]
-                        x = [scale * (d[j] - d[m]) + (b_j - b_m) for j, b_j in zip(visible, b_row)]
+                        s = [t + b_j for t, b_j in zip(s, b_row)]
+                        x = [t + (b_j - b_m) for t, b_j in zip(x, b_row)]
+                    if problem.alibi is not None:  # -slope |p - j|, and its difference to m
+                        slope = arb(float(problem.alibi[b if len(problem.alibi) > 1 else 0, h]))
+                        p = problem.query_start + i
+                        s = [t - slope * abs(p - j) for t, j in zip(s, visible)]
+                        x = [t - slope * (abs(p - j) - abs(p - m)) for t, j in zip(x, visible)]
                     if risky[b, h, i]:  # the rulebook's score-overflow rule, decided exactly
-                        for score in s:
+                        before_cap = [scale * d[j] for j in visible] if problem.softcap else []
+                        for score in before_cap + s:
                             if score.abs_upper() > limit:
                                 if score.abs_lower() > limit:
                                     raise_score_overflow(problem)
@@ -241,7 +267,7 @@ def _parts(
                     if i in rows_out:
                         k = keep.index(n)
                         scores[b, h, k, visible] = [
-                            _to_float(t, _exact_score(rational, d[j], bias, (b, h, i, j)))
+                            _to_float(t, _exact_score(rational, d[j], bias, (b, h, i, j), problem))
                             for t, j in zip(s, visible)
                         ]
                         weights[b, h, k, visible] = [_to_float(t) for t in w]
@@ -255,14 +281,18 @@ def _parts(
     return scores, weights, output
 
 
-def _exact_score(rational: Fraction | None, dot: arb, bias, index):
-    """``exact`` for :func:`_to_float` of a score: ``scale * dot + b`` as a Fraction, or
-    None when the scale is irrational (the score is then no midpoint)."""
-    if rational is None:
+def _exact_score(rational: Fraction | None, dot: arb, bias, index, problem):
+    """``exact`` for :func:`_to_float` of a score: ``scale * dot + b - slope |p - j|`` as a
+    Fraction, or None when the scale is irrational (the score is then no midpoint)."""
+    if rational is None or problem.softcap is not None:  # tanh: no rational score
         return None
 
     def exact() -> Fraction:
         b = Fraction(0) if bias is None else Fraction(float(bias[index]))
+        if problem.alibi is not None:
+            n, h, i, j = index
+            slope = float(problem.alibi[n if len(problem.alibi) > 1 else 0, h])
+            b -= Fraction(slope) * abs(problem.query_start + i - j)
         return rational * _fraction(dot) + b
 
     return exact
@@ -307,6 +337,8 @@ def attention_parts(
     window=None,
     segment_ids=None,
     chunk_size=None,
+    alibi_slopes=None,
+    softcap=None,
     fully_masked_rows="raise",
     rows=None,
     precision: int = PRECISION,
@@ -317,7 +349,8 @@ def attention_parts(
         query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; key ``(B, Hkv, Tk, D)`` or ``(Tk, D)``; value
             ``(B, Hkv, Tk, Dv)`` or ``(Tk, Dv)`` or None (then no output); float16, float32 or
             float64, one dtype. ``attn_mask``, ``is_causal``, ``query_start``, ``scale``,
-            ``window``, ``segment_ids``, ``chunk_size`` and ``fully_masked_rows`` as in
+            ``window``, ``segment_ids``, ``chunk_size``, ``alibi_slopes``, ``softcap`` and
+            ``fully_masked_rows`` as in
             :func:`oracle.attention` (the rules of :mod:`oracle.rules`).
         rows: the local query rows to compute (a non-empty sequence of ints in ``[0, Tq)``,
             any order, repeats dropped); None for every row. Results keep the sorted order.
@@ -343,6 +376,8 @@ def attention_parts(
         window=window,
         segment_ids=segment_ids,
         chunk_size=chunk_size,
+        alibi_slopes=alibi_slopes,
+        softcap=softcap,
         fully_masked_rows=fully_masked_rows,
         needs_value=value is not None,
     )

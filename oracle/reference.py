@@ -2,7 +2,8 @@
 
 This is the specification; readability beats speed. For every query row::
 
-    s_j = scale * sum_d query[d] * key_j[d]  (+ attn_mask_j)     j visible
+    s_j = scale * sum_d query[d] * key_j[d]   (-> c tanh(s_j / c) with softcap=c)
+          (+ attn_mask_j)  (- slope |p - j|)                              j visible
     w_j = exp(s_j - max_k s_k) / sum_k exp(s_k - max_k s_k)        0 where j is hidden
     o   = sum_j w_j * value_j
 
@@ -165,13 +166,23 @@ class Scores(NamedTuple):
     """The scores at 50 digits (``values``, ``-inf`` where hidden, ``(B, Hq, Tq, Tk)``) and
     what the softmax shifts exactly: each visible key's dot product ``q . k`` as an exact
     integer over ``2**dot_shift[b, h, i]`` (``dots``, object array, None where hidden), the
-    scale (an ``mpf``) and the float mask (``bias``, float64 or None)."""
+    scale (an ``mpf``), the float mask (``bias``, float64 or None), the ALiBi slopes
+    (``alibi``, float64 ``(B or 1, Hq)`` or None), the first query's position and the cap
+    (``softcap``, or None)."""
 
     values: np.ndarray
     dots: np.ndarray
     dot_shift: np.ndarray
     scale: mpmath.mpf
     bias: np.ndarray | None
+    alibi: np.ndarray | None = None
+    query_start: int = 0
+    softcap: float | None = None
+
+
+def _slope(alibi: np.ndarray, b: int, h: int) -> mpmath.mpf:
+    """The ALiBi slope of batch element ``b`` and query head ``h``, exact."""
+    return mpmath.mpf(float(alibi[b if alibi.shape[0] > 1 else 0, h]))
 
 
 def _scores(problem: AttentionProblem) -> Scores:
@@ -206,13 +217,23 @@ def _scores(problem: AttentionProblem) -> Scores:
                     s = scale * _scaled(total, q.shift + k.shift)
                     if abs(s) > limit:
                         raise_score_overflow(problem)
+                    if problem.softcap is not None:  # c tanh(s / c), before the biases
+                        cap = mpmath.mpf(problem.softcap)
+                        s = cap * mpmath.tanh(s / cap)
                     if problem.bias is not None:
                         s = s + mpmath.mpf(float(problem.bias[b, h, i, j]))
                         if abs(s) > limit:
                             raise_score_overflow(problem)
+                    if problem.alibi is not None:  # -slope |p - j|: an exact product
+                        distance = abs(problem.query_start + i - j)
+                        s = s - _slope(problem.alibi, b, h) * distance
+                        if abs(s) > limit:
+                            raise_score_overflow(problem)
                     scores[b, h, i, j] = s
     bias = None if problem.bias is None else problem.bias.astype(np.float64)
-    return Scores(scores, dots, dot_shift, scale, bias)
+    return Scores(
+        scores, dots, dot_shift, scale, bias, problem.alibi, problem.query_start, problem.softcap
+    )
 
 
 def _exact_difference(a: float, b: float) -> mpmath.mpf:
@@ -221,6 +242,18 @@ def _exact_difference(a: float, b: float) -> mpmath.mpf:
     (na, sa), (nb, sb) = _dyadic(a), _dyadic(b)
     shift = max(sa, sb)
     return _scaled((na << (shift - sa)) - (nb << (shift - sb)), shift)
+
+
+def _capped_difference(difference, scores: Scores, dot_j: int, dot_m: int, shift: int):
+    """``c tanh(s_j / c) - c tanh(s_m / c)`` from the exact difference ``s_j - s_m`` of the
+    scaled scores: ``c sinh((s_j - s_m) / c) / (cosh(s_j / c) cosh(s_m / c))``, which keeps
+    every digit where the two tanh would cancel (and is an exact 0 for a tie)."""
+    if not difference:
+        return difference
+    cap = mpmath.mpf(scores.softcap)
+    s_j = scores.scale * _scaled(dot_j, shift)
+    s_m = scores.scale * _scaled(dot_m, shift)
+    return cap * mpmath.sinh(difference / cap) / (mpmath.cosh(s_j / cap) * mpmath.cosh(s_m / cap))
 
 
 def _weights(scores: Scores) -> np.ndarray:
@@ -242,10 +275,17 @@ def _weights(scores: Scores) -> np.ndarray:
         m = max(visible, key=lambda j: row[j])
         dots, shift = scores.dots[index], scores.dot_shift[index]
         exps = [mpmath.mpf(0)] * len(row)
+        if scores.alibi is not None:
+            b, h, i = index
+            slope, p = _slope(scores.alibi, b, h), scores.query_start + i
         for j in visible:
             x = scores.scale * _scaled(dots[j] - dots[m], shift)
+            if scores.softcap is not None:  # c (tanh(s_j / c) - tanh(s_m / c)), no cancellation
+                x = _capped_difference(x, scores, dots[j], dots[m], shift)
             if scores.bias is not None:
                 x = x + _exact_difference(scores.bias[index + (j,)], scores.bias[index + (m,)])
+            if scores.alibi is not None:  # -slope (|p - j| - |p - m|), exact
+                x = x - slope * (abs(p - j) - abs(p - m))
             exps[j] = mpmath.exp(x)
         total = mpmath.fsum(exps)
         weights[index] = [e / total for e in exps]
@@ -291,6 +331,8 @@ def attention_scores(
     window=None,
     segment_ids=None,
     chunk_size=None,
+    alibi_slopes=None,
+    softcap=None,
     fully_masked_rows="raise",
 ) -> OracleResult:
     """Scaled scores plus float mask at 50 digits, ``-inf`` where hidden.
@@ -300,7 +342,9 @@ def attention_scores(
     (this project's rule) or ``"zeros"`` (PyTorch >= 2.5, FlashAttention). ``window``:
     ``(left, right)`` local attention (:func:`oracle.rules.check_window`), or None;
     ``segment_ids`` and ``chunk_size``: packed documents and chunks
-    (:mod:`oracle.rules.packing`), or None.
+    (:mod:`oracle.rules.packing`), or None; ``alibi_slopes``: ALiBi's bias, exactly
+    (:mod:`oracle.rules.alibi`), or None; ``softcap``: ``c tanh(s / c)`` at 50 digits
+    (:mod:`oracle.rules.softcap`), or None.
 
     Raises:
         oracle.rules.AttentionInputError, like the implementation.
@@ -318,6 +362,8 @@ def attention_scores(
         needs_value=False,
         segment_ids=segment_ids,
         chunk_size=chunk_size,
+        alibi_slopes=alibi_slopes,
+        softcap=softcap,
     )
     with mpmath.workdps(DIGITS):
         return _result(_scores(problem).values, problem.two_d)
@@ -334,6 +380,8 @@ def attention_weights(
     window=None,
     segment_ids=None,
     chunk_size=None,
+    alibi_slopes=None,
+    softcap=None,
     fully_masked_rows="raise",
 ) -> OracleResult:
     """Attention weights at 50 digits, ``(B, Hq, Tq, Tk)``; hidden keys are exactly 0.
@@ -354,6 +402,8 @@ def attention_weights(
         needs_value=False,
         segment_ids=segment_ids,
         chunk_size=chunk_size,
+        alibi_slopes=alibi_slopes,
+        softcap=softcap,
     )
     with mpmath.workdps(DIGITS):
         return _result(_weights(_scores(problem)), problem.two_d)
@@ -371,6 +421,8 @@ def attention(
     window=None,
     segment_ids=None,
     chunk_size=None,
+    alibi_slopes=None,
+    softcap=None,
     fully_masked_rows="raise",
 ) -> OracleResult:
     """Attention output at 50 digits, ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)`` for 2-D inputs).
@@ -391,6 +443,8 @@ def attention(
         window=window,
         segment_ids=segment_ids,
         chunk_size=chunk_size,
+        alibi_slopes=alibi_slopes,
+        softcap=softcap,
         fully_masked_rows=fully_masked_rows,
     ).output
 
@@ -416,6 +470,8 @@ def attention_parts(
     window=None,
     segment_ids=None,
     chunk_size=None,
+    alibi_slopes=None,
+    softcap=None,
     fully_masked_rows="raise",
 ) -> OracleParts:
     """Scores, weights and output of one attention call in one pass (see :func:`attention`)."""
@@ -431,6 +487,8 @@ def attention_parts(
         fully_masked_rows,
         segment_ids=segment_ids,
         chunk_size=chunk_size,
+        alibi_slopes=alibi_slopes,
+        softcap=softcap,
     )
     B, Hq, Tq, _ = problem.query.shape
     Dv = problem.value.shape[3]

@@ -43,14 +43,23 @@ Local windows, packed documents and chunks
     keys of the query's own chunk of positions (:mod:`oracle.rules.packing`). All AND-ed
     with the mask and causality.
 
-The rules live in five modules, re-exported here (``from attnprops.oracle.rules import ...``
+ALiBi and soft-capping
+    ``alibi_slopes``: the query at absolute position ``p`` adds ``-slope * |p - j|`` to its
+    score for key ``j``, exactly (:mod:`oracle.rules.alibi`). ``softcap=c``: the scaled
+    score ``s`` becomes ``c * tanh(s / c)`` before the mask and the biases
+    (:mod:`oracle.rules.softcap`).
+
+The rules live in seven modules, re-exported here (``from attnprops.oracle.rules import ...``
 is the one way to use them): :mod:`oracle.rules.errors`, :mod:`oracle.rules.arguments` (one
 argument at a time), :mod:`oracle.rules.packing` (documents and chunks),
+:mod:`oracle.rules.alibi` (the bias by distance), :mod:`oracle.rules.softcap`,
 :mod:`oracle.rules.attention` (a whole call) and :mod:`oracle.rules.cache` (the KV cache).
 """
 
+from attnprops.oracle.rules.alibi import *  # noqa: F403
 from attnprops.oracle.rules.arguments import *  # noqa: F403
 from attnprops.oracle.rules.attention import *  # noqa: F403
 from attnprops.oracle.rules.cache import *  # noqa: F403
 from attnprops.oracle.rules.errors import *  # noqa: F403
 from attnprops.oracle.rules.packing import *  # noqa: F403
+from attnprops.oracle.rules.softcap import *  # noqa: F403

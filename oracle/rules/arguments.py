@@ -151,7 +151,7 @@ def check_window(window) -> tuple[int | None, int | None] | None:
     """
     if window is None:
         return None
-    if isinstance(window, (str, bytes)) or not hasattr(window, "__len__") or len(window) != 2:
+    if not isinstance(window, (tuple, list, np.ndarray)) or len(window) != 2:
         raise WindowError(
             f"window: {window!r} must be None or a pair (left, right) of ints >= 0 or None "
             "(query at position p sees keys p - left ..= p + right)"

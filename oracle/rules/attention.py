@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from attnprops.oracle.rules.alibi import check_alibi_slopes
 from attnprops.oracle.rules.arguments import (
     check_float_array,
     check_is_causal,
@@ -33,6 +34,7 @@ from attnprops.oracle.rules.packing import (
     chunk_visible,
     segment_visible,
 )
+from attnprops.oracle.rules.softcap import check_softcap
 
 __all__ = [
     "AttentionCall",
@@ -59,7 +61,9 @@ class AttentionProblem:
     its own precision. ``two_d`` records that results must be returned as 2-D. ``window`` is
     the checked local window (:func:`oracle.rules.check_window`), ``segments`` the checked
     segment ids and ``chunk_size`` the chunk length (:mod:`oracle.rules.packing`); all three
-    are already in ``visible``.
+    are already in ``visible``. ``alibi``: the checked slopes, float64 ``(B or 1, Hq)``
+    (:mod:`oracle.rules.alibi`), NOT in ``bias`` (each reference adds it exactly).
+    ``softcap``: the cap ``c`` or None (:mod:`oracle.rules.softcap`).
     """
 
     query: np.ndarray
@@ -75,6 +79,8 @@ class AttentionProblem:
     window: tuple[int | None, int | None] | None = None
     segments: tuple[np.ndarray, np.ndarray] | None = None
     chunk_size: int | None = None
+    alibi: np.ndarray | None = None
+    softcap: float | None = None
 
     @property
     def batch(self) -> int:
@@ -108,8 +114,11 @@ class AttentionCall(NamedTuple):
     ``scale`` is None for the default ``1/sqrt(D)``. ``window`` is ``(left, right)`` (each an
     int >= 0 or None) or None for no window (:func:`oracle.rules.check_window`); a side that
     reaches past every key is None (so ``(2**63, 0)`` is ``(None, 0)``). ``segments``:
-    int64 ``(B or 1, Tq)`` and ``(B or 1, Tk)`` document ids or None; ``chunk_size``: positions
-    per chunk or None (:mod:`oracle.rules.packing`).
+    integer ``(B or 1, Tq)`` and ``(B or 1, Tk)`` document ids or None; ``chunk_size``:
+    positions per chunk or None, a chunk longer than every distance written shorter (see
+    :func:`_reach`; same chunks) (:mod:`oracle.rules.packing`). ``alibi``: float64 ``(B or 1, Hq)``
+    slopes or None (:mod:`oracle.rules.alibi`). ``softcap``: the cap or None
+    (:mod:`oracle.rules.softcap`).
     """
 
     query: np.ndarray  # (B, Hq, Tq, D)
@@ -124,6 +133,8 @@ class AttentionCall(NamedTuple):
     window: tuple[int | None, int | None] | None = None
     segments: tuple[np.ndarray, np.ndarray] | None = None
     chunk_size: int | None = None
+    alibi: np.ndarray | None = None
+    softcap: float | None = None
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -148,6 +159,8 @@ def check_attention_call(
     window=None,
     segment_ids=None,
     chunk_size=None,
+    alibi_slopes=None,
+    softcap=None,
     needs_value: bool = True,
     scan: bool = True,
 ) -> AttentionCall:
@@ -158,7 +171,7 @@ def check_attention_call(
     ``scale``, then dtype/size/finiteness of query,
     key (and value), ndim and dtype agreement, batch/head_dim/head grouping/length agreement,
     ``query_start``, then ``attn_mask`` (dtype, broadcast shape, entries), then ``window``,
-    ``segment_ids`` and ``chunk_size``.
+    ``segment_ids``, ``chunk_size``, ``alibi_slopes`` and ``softcap``.
 
     ``scan=False``: query, key and value are not scanned for NaN/infinity here (see
     :func:`check_float_array`); the caller must scan them before using their values.
@@ -220,8 +233,25 @@ def check_attention_call(
     window = _reach(check_window(window), start, Tq, Tk)
     segments = check_segment_ids(segment_ids, B, Tq, Tk)
     chunk_size = check_chunk_size(chunk_size)
+    if chunk_size is not None:  # longer than any |position|: the same chunks, in a small int
+        chunk_size = min(chunk_size, abs(start) + Tq + Tk)
+    alibi = check_alibi_slopes(alibi_slopes, B, Hq)
+    softcap = check_softcap(softcap)
     return AttentionCall(
-        q, k, v, mask, scale, start, is_causal, two_d, q.dtype, window, segments, chunk_size
+        q,
+        k,
+        v,
+        mask,
+        scale,
+        start,
+        is_causal,
+        two_d,
+        q.dtype,
+        window,
+        segments,
+        chunk_size,
+        alibi,
+        softcap,
     )
 
 
@@ -252,6 +282,8 @@ def check_attention_inputs(
     window=None,
     segment_ids=None,
     chunk_size=None,
+    alibi_slopes=None,
+    softcap=None,
     fully_masked_rows: str = "raise",
     needs_value: bool = True,
 ) -> AttentionProblem:
@@ -280,6 +312,8 @@ def check_attention_inputs(
         window=window,
         segment_ids=segment_ids,
         chunk_size=chunk_size,
+        alibi_slopes=alibi_slopes,
+        softcap=softcap,
         needs_value=needs_value,
     )
     target = call.shape  # (B, Hq, Tq, Tk)
@@ -325,6 +359,8 @@ def check_attention_inputs(
         window=call.window,
         segments=call.segments,
         chunk_size=call.chunk_size,
+        alibi=call.alibi,
+        softcap=call.softcap,
     )
 
 

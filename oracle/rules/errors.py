@@ -5,6 +5,7 @@ rule (:mod:`oracle.rules`)."""
 from __future__ import annotations
 
 __all__ = [
+    "AlibiError",
     "AttentionInputError",
     "DtypeError",
     "FullyMaskedRowError",
@@ -14,6 +15,7 @@ __all__ = [
     "ScoreOverflowError",
     "SegmentIdsError",
     "ShapeError",
+    "SoftcapError",
     "WindowError",
 ]
 
@@ -58,3 +60,11 @@ class WindowError(AttentionInputError):
 class SegmentIdsError(AttentionInputError):
     """``segment_ids`` is not ``None`` or a pair of integer arrays ``(B, Tq)`` and
     ``(B, Tk)`` (or ``(Tq,)`` and ``(Tk,)``)."""
+
+
+class AlibiError(AttentionInputError):
+    """``alibi_slopes`` is not ``None`` or a finite float array ``(Hq,)`` or ``(B, Hq)``."""
+
+
+class SoftcapError(AttentionInputError):
+    """``softcap`` is not ``None`` or a finite number > 0."""

@@ -22,7 +22,8 @@ Packed sequences (``segment_ids=(query_segments, key_segments)``)
 Chunked attention (``chunk_size=C``, Llama 4)
     The query at absolute position ``p`` sees key ``j`` only when ``p // C == j // C`` (floor
     division; AND causality, the mask, the window and the segments): fixed chunks of ``C``
-    positions from position 0, each attended causally within itself. Hugging Face's
+    positions from position 0 (with ``is_causal``, each attended causally within itself; without,
+    bidirectionally). Hugging Face's
     ``chunked_overlay`` is ``kv_idx // chunk_size == q_idx // chunk_size``, the same rule.
 """
 
@@ -63,9 +64,10 @@ def check_segment_ids(
     """``None`` or a pair ``(query_segments, key_segments)`` of integer arrays (not bool) of
     shapes ``(B, Tq)`` and ``(B, Tk)`` (a first axis of 1 for every batch element), or
     ``(Tq,)`` and ``(Tk,)`` for every batch element, the two of the same form (2-D inputs
-    are ``B = 1``). Returns them as
-    int64 arrays of shapes ``(B or 1, Tq)`` and ``(B or 1, Tk)`` (copies: later changes of
-    the caller's arrays do not reach a validated call).
+    are ``B = 1``). Returns them, in their own integer dtypes (ids are compared as
+    integers, never wrapped: ``2**64 - 1`` is not ``-1``), as arrays of shapes ``(B or 1, Tq)``
+    and ``(B or 1, Tk)`` (copies: later changes of the caller's arrays do not reach a
+    validated call). A masked array is refused (its mask would be dropped).
 
     Raises:
         SegmentIdsError naming ``segment_ids`` and the rule.
@@ -83,8 +85,10 @@ def check_segment_ids(
         raise SegmentIdsError(f"{form}; got {len(segment_ids)} items")
     arrays = []
     for name, ids, length in zip(("query", "key"), segment_ids, (query_len, key_len)):
+        if isinstance(ids, np.ma.MaskedArray):
+            raise SegmentIdsError(f"{form}; {name}_segments is a masked array (fill it first)")
         try:
-            ids = np.asarray(ids)
+            ids = np.array(ids)  # a copy
         except Exception as exc:
             raise SegmentIdsError(f"{form}; {name}_segments cannot be read ({exc})") from None
         if ids.dtype == np.bool_ or not np.issubdtype(ids.dtype, np.integer):
@@ -94,7 +98,7 @@ def check_segment_ids(
             ids = ids[None]
         if ids.ndim != 2 or ids.shape[1] != length or ids.shape[0] not in (1, batch):
             raise SegmentIdsError(f"{form}; {name}_segments has shape {given}")
-        arrays.append(ids.astype(np.int64))
+        arrays.append(ids)
     if np.ndim(segment_ids[0]) != np.ndim(segment_ids[1]):
         raise SegmentIdsError(f"{form}; the two have different ndim")
     return arrays[0], arrays[1]

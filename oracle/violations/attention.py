@@ -1,12 +1,13 @@
 """The rules of an attention call (:func:`oracle.rules.check_attention_call`), each with its
 break function: shapes, dtypes, non-finite values, ``query_start``, ``scale``, score overflow,
-fully masked rows, ``window``, ``segment_ids``, ``chunk_size``, ``is_causal``."""
+fully masked rows, ``window``, ``segment_ids``, ``chunk_size``, ``alibi_slopes``, ``softcap``, ``is_causal``."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from attnprops.oracle.rules import (
+    AlibiError,
     AttentionInputError,
     DtypeError,
     FullyMaskedRowError,
@@ -16,6 +17,7 @@ from attnprops.oracle.rules import (
     ScoreOverflowError,
     SegmentIdsError,
     ShapeError,
+    SoftcapError,
     WindowError,
 )
 from attnprops.oracle.violations.calls import (
@@ -252,6 +254,20 @@ def _segment_ids_malformed(call, pick):
     return changed(call, kw_segment_ids=(np.zeros(Tq, dtype), np.zeros(Tk, dtype)))
 
 
+def _alibi_slopes_invalid(call, pick):
+    Hq = call.query.shape[1] if call.query.ndim == 4 else 1
+    how = pick.choice(["one slope too many", "integer slopes", "NaN slope"])
+    if how == "one slope too many":
+        return changed(call, kw_alibi_slopes=np.full(Hq + 1, 0.5))
+    if how == "integer slopes":
+        return changed(call, kw_alibi_slopes=np.ones(Hq, dtype=np.int64))
+    return changed(call, kw_alibi_slopes=np.full(Hq, np.nan))
+
+
+def _softcap_invalid(call, pick):
+    return changed(call, kw_softcap=pick.choice([0.0, -30.0, float("inf"), True, "50"]))
+
+
 def _chunk_size_invalid(call, pick):
     return changed(call, kw_chunk_size=pick.choice([0, -4, 2.0, True]))
 
@@ -469,6 +485,28 @@ ATTENTION: tuple[Violation, ...] = (
         _chunk_size_invalid,
         (E("chunk-size-zero"), E("chunk-size-float", answers=(2.0,))),
         needs=(("chunk_size", True),),
+    ),
+    # AlibiError
+    Violation(
+        "alibi_slopes malformed",
+        AlibiError,
+        "alibi_slopes",
+        _alibi_slopes_invalid,
+        (
+            E("alibi-slopes-too-many"),
+            E("alibi-slopes-int", answers=("integer slopes",)),
+            E("alibi-slopes-nan", answers=("NaN slope",)),
+        ),
+        needs=(("alibi", True),),
+    ),
+    # SoftcapError
+    Violation(
+        "softcap not a positive number",
+        SoftcapError,
+        "softcap",
+        _softcap_invalid,
+        (E("softcap-zero"), E("softcap-inf", answers=(float("inf"),))),
+        needs=(("softcap", True),),
     ),
     Violation(
         "is_causal not a bool",

@@ -1,0 +1,50 @@
+"""The ALiBi rule (:mod:`oracle.rules.alibi`): the bias the oracle adds, exactly, its
+alignment, and what is rejected."""
+
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+import pytest
+
+from attnprops import oracle
+from attnprops.oracle.rules import AlibiError, check_alibi_slopes
+
+
+def test_the_bias_is_minus_slope_times_distance_bottom_right():
+    """Zero query and keys: the scores are the bias alone, ``-slope |p - j|`` with
+    ``p = query_start + i`` (``Tk - Tq`` by default, FlashAttention's alignment)."""
+    q, k = np.zeros((1, 2, 2, 3)), np.zeros((1, 2, 4, 3))
+    slopes = np.array([0.5, 0.25])
+    scores = oracle.attention_scores(q, k, alibi_slopes=slopes).value
+    np.testing.assert_array_equal(scores[0, 0], -0.5 * np.array([[2, 1, 0, 1], [3, 2, 1, 0]]))
+    np.testing.assert_array_equal(scores[0, 1], -0.25 * np.array([[2, 1, 0, 1], [3, 2, 1, 0]]))
+    at_zero = oracle.attention_scores(q, k, alibi_slopes=slopes, query_start=0).value
+    np.testing.assert_array_equal(at_zero[0, 0], -0.5 * np.array([[0, 1, 2, 3], [1, 0, 1, 2]]))
+
+
+def test_the_bias_is_exact_not_a_float64_rounding():
+    """A slope whose product with a distance is not a float64 (53 bits times 3): the oracle
+    keeps the exact product, a float64 explicit mask would not."""
+    slope = 1 + 2.0**-52
+    q, k, v = np.zeros((2, 1)), np.zeros((2, 1)), np.array([[1.0], [0.0]])
+    parts = oracle.attention_parts(q, k, v, alibi_slopes=np.array([slope]), query_start=0)
+    exact = -mpmath.mpf(slope) * 1  # query 0 to key 1
+    assert parts.scores.exact[0, 1] == exact
+    with mpmath.workdps(50):
+        want = 1 / (1 + mpmath.exp(exact))  # softmax over scores 0 and exact
+    assert abs(parts.output.exact[0, 0] - want) < mpmath.mpf(10) ** -45
+
+
+@pytest.mark.parametrize(
+    "slopes",
+    [np.ones(3), np.ones((2, 2)), np.ones(2, dtype=np.int64), np.array([np.nan, 1.0]), "0.5"],
+)
+def test_bad_slopes_raise_naming_the_argument(slopes):
+    with pytest.raises(AlibiError, match=r"^alibi_slopes: "):
+        check_alibi_slopes(slopes, batch=1, num_heads=2)
+
+
+def test_slopes_per_batch_element_and_head():
+    assert check_alibi_slopes(np.ones((3, 2), np.float32), batch=3, num_heads=2).shape == (3, 2)
+    assert check_alibi_slopes(np.ones(2, np.float16), batch=3, num_heads=2).shape == (1, 2)

@@ -4,9 +4,11 @@ Public API (shape legend: B batch, Hq/Hkv query/key-value heads, Tq/Tk positions
 dims)::
 
     attention(query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None,
-              window=None, segment_ids=None, chunk_size=None, block_size=None)
+              window=None, segment_ids=None, chunk_size=None, alibi_slopes=None, softcap=None,
+              block_size=None)
     attention_weights(query, key, *, attn_mask=None, is_causal=False, query_start=None, scale=None,
-                      window=None, segment_ids=None, chunk_size=None)
+                      window=None, segment_ids=None, chunk_size=None, alibi_slopes=None,
+                      softcap=None)
     KVCache(batch, num_kv_heads, head_dim, value_dim=None, *, dtype=numpy.float64)
     cached_attention(query, key, value, cache, *, attn_mask=None, scale=None, window=None)
     kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype)
@@ -15,7 +17,9 @@ dims)::
 The rules these functions enforce are written once, in :mod:`oracle.rules`. ``window=(left,
 right)`` is local attention: the query at absolute position ``p`` sees keys ``p - left ..= p +
 right`` (:func:`oracle.rules.check_window`, with the other libraries' conventions);
-``segment_ids`` packs documents and ``chunk_size`` chunks positions (:mod:`oracle.rules.packing`).
+``segment_ids`` packs documents and ``chunk_size`` chunks positions (:mod:`oracle.rules.packing`);
+``alibi_slopes`` adds ALiBi's ``-slope * |p - j|`` (:mod:`oracle.rules.alibi`); ``softcap``
+caps the scaled scores, ``c * tanh(s / c)`` (:mod:`oracle.rules.softcap`).
 ``block_size=n`` processes ``n`` queries by ``n`` keys at a time with an online softmax (peak
 extra memory O(B Hq n (n + Dv)) instead of O(B Hq Tq Tk)); ``ATTNPROPS_CAPABILITIES`` declares
 it so the property suite draws block sizes too. ``block_size="dense"`` is the dense path (one
@@ -45,6 +49,8 @@ ATTNPROPS_CAPABILITIES = {
     "window": "offsets",  # window=(left, right), as FlashAttention's window_size
     "segment_ids": True,  # packed documents
     "chunk_size": True,  # chunked attention (Llama 4)
+    "alibi": True,  # alibi_slopes
+    "softcap": True,  # softcap: c * tanh(s / c)
 }
 
 __all__ = [

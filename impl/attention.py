@@ -98,7 +98,7 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
     ) -> AttentionCall:
         """Every rule but the fully-masked-row rule (:func:`oracle.rules.check_attention_call`;
         ``options``: attn_mask, is_causal, query_start, scale, window, segment_ids,
-        chunk_size). ``scan=False``: query, key
+        chunk_size, alibi_slopes, softcap). ``scan=False``: query, key
         and value are not scanned for NaN/infinity (the paths call :meth:`check_finite`)."""
         return check_attention_call(
             query, key, value, **options, needs_value=needs_value, scan=scan
@@ -167,6 +167,8 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
         window=None,
         segment_ids=None,
         chunk_size=None,
+        alibi_slopes=None,
+        softcap=None,
     ) -> np.ndarray:
         """Attention weights ``softmax(scale * query @ key^T + mask)`` along the key axis.
 
@@ -190,6 +192,12 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
                 document masks; :mod:`oracle.rules.packing`); None: one document.
             chunk_size: chunked attention (Llama 4): the query at ``p`` sees only keys ``j``
                 with ``p // chunk_size == j // chunk_size``; None: no chunks.
+            alibi_slopes: ALiBi, ``(Hq,)`` or ``(B, Hq)`` floats: ``-slope * |p - j|`` is
+                added to the scaled scores, computed in the compute dtype (FlashAttention's
+                ``alibi_slopes``; :mod:`oracle.rules.alibi`); None: no ALiBi.
+            softcap: ``c > 0``: the scaled scores become ``c * tanh(s / c)`` before the mask
+                and the biases (Gemma 2, FlashAttention's ``softcap``;
+                :mod:`oracle.rules.softcap`); None: no cap.
 
         Returns:
             ``(B, Hq, Tq, Tk)`` (or ``(Tq, Tk)``) in the input dtype; rows sum to 1, hidden
@@ -208,6 +216,8 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
             window=window,
             segment_ids=segment_ids,
             chunk_size=chunk_size,
+            alibi_slopes=alibi_slopes,
+            softcap=softcap,
         )
         call = self.validate(query, key, None, options, needs_value=False)
         self.check_rows(call)
@@ -227,6 +237,8 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
         window=None,
         segment_ids=None,
         chunk_size=None,
+        alibi_slopes=None,
+        softcap=None,
         block_size=None,
     ) -> np.ndarray:
         """Scaled dot-product attention ``softmax(scale * query @ key^T + mask) @ value``.
@@ -235,8 +247,8 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
             query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; float16, float32 or float64.
             key: ``(B, Hkv, Tk, D)`` or ``(Tk, D)``, same dtype, ``Hq % Hkv == 0``.
             value: ``(B, Hkv, Tk, Dv)`` or ``(Tk, Dv)``, same dtype.
-            attn_mask, is_causal, query_start, scale, window, segment_ids, chunk_size: as in
-                :meth:`attention_weights`.
+            attn_mask, is_causal, query_start, scale, window, segment_ids, chunk_size,
+                alibi_slopes, softcap: as in :meth:`attention_weights`.
             block_size: which path computes the call; the result differs between paths by
                 rounding only, and every path follows the same rules with the same errors.
 
@@ -277,6 +289,8 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
             window=window,
             segment_ids=segment_ids,
             chunk_size=chunk_size,
+            alibi_slopes=alibi_slopes,
+            softcap=softcap,
         )
         # Every rule but finiteness first (array-free, the same for both paths); then the dense
         # path scans query, key and value whole, the blocked path block by block as it reads

@@ -17,6 +17,7 @@ import numpy as np
 
 from attnprops.oracle.rules import (
     AttentionCall,
+    alibi_bias,
     chunk_visible,
     raise_fully_masked_row,
     raise_score_overflow,
@@ -74,7 +75,27 @@ class Scores:
             )
             if call.float_mask:
                 bound += max(abs(float(call.mask.min())), abs(float(call.mask.max())))
+            if call.alibi is not None:  # |slope| times a bound on every |p - j|
+                distance = abs(call.query_start) + call.shape[2] + call.shape[3]
+                bound += float(np.abs(call.alibi).max()) * distance
         return bool(bound < 0.5 * float(np.finfo(compute).max))  # NaN compares False
+
+    def alibi_block(
+        self, call: AttentionCall, rows: slice, keys: slice, compute: np.dtype
+    ) -> np.ndarray | None:
+        """ALiBi's ``-slope * |p - j|`` for the block, in the compute dtype (slope and
+        distance converted, the product rounded once), ``(B or 1, Hq, len(rows),
+        len(keys))``; None without ``alibi_slopes`` (:mod:`oracle.rules.alibi`)."""
+        return alibi_bias(call.alibi, call.query_start, rows, keys, compute)
+
+    def softcap_scores(self, scores: np.ndarray, call: AttentionCall, compute: np.dtype) -> None:
+        """In place: ``c * tanh(s / c)`` on the scaled scores, in the compute dtype, before
+        the mask and the biases (:mod:`oracle.rules.softcap`; Gemma 2, FlashAttention's
+        ``softcap``)."""
+        cap = compute.type(call.softcap)
+        np.divide(scores, cap, out=scores)
+        np.tanh(scores, out=scores)
+        np.multiply(scores, cap, out=scores)
 
     # -- visibility -----------------------------------------------------------------------
     def mask_block(self, call: AttentionCall, rows: slice, keys: slice) -> np.ndarray | None:
@@ -186,8 +207,8 @@ class Scores:
                     raise_fully_masked_row(np.broadcast_to(empty, (B, Hq, Tq)))
             return
         mb, mh = (1, 1) if call.mask is None else call.mask.shape[:2]
-        if call.segments is not None:
-            mb = max(mb, call.segments[0].shape[0])
+        if call.segments is not None:  # either id array may hold one row per batch element
+            mb = max(mb, call.segments[0].shape[0], call.segments[1].shape[0])
         if block_size is None:
             block_size = max(1, _ROW_CHECK_ELEMENTS // (mb * mh * Tq))
         # rows differ by position (causality, window, chunks) or document
@@ -219,7 +240,9 @@ class Scores:
         keys: slice,
         in_range: bool = False,
     ) -> None:
-        """In place on ``scores`` ``(B, Hq, len(rows), len(keys))``: add the float mask, raise
+        """In place on ``scores`` ``(B, Hq, len(rows), len(keys))``: cap them when the call has
+        a ``softcap`` (:meth:`softcap_scores`), add the float mask and ALiBi's bias
+        (:meth:`alibi_block`), raise
         on a visible score that overflows (not scanned when ``in_range``, see
         :meth:`scores_in_range`), set hidden keys (mask, causality, window, documents, chunks) to
         ``-inf``. Visible entries get exactly
@@ -229,9 +252,17 @@ class Scores:
             oracle.rules.ScoreOverflowError for a visible score that is not finite.
         """
         mask = self.mask_block(call, rows, keys)
+        alibi = self.alibi_block(call, rows, keys, compute)
         with np.errstate(over="ignore", invalid="ignore"):
+            if call.softcap is not None:  # the scaled score must fit before it is capped
+                if not in_range and not np.isfinite(scores).all():
+                    if np.any(~np.isfinite(scores) & self.visible_block(call, rows, keys)):
+                        raise_score_overflow(call)
+                self.softcap_scores(scores, call, compute)
             if mask is not None and mask.dtype != np.bool_:
                 np.add(scores, mask.astype(compute, copy=False), out=scores)
+            if alibi is not None:
+                np.add(scores, alibi, out=scores)
             if not in_range:
                 finite = np.isfinite(scores)
                 if not finite.all():

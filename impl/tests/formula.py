@@ -1,6 +1,6 @@
 """The attention formula written out plainly, for the tests that hold impl's dense path to it
 bitwise: the rulebook's dense visibility (:func:`oracle.rules.check_attention_inputs`), then
-scaled scores plus float mask, ``-inf`` where hidden, the max-subtracted softmax over keys and
+scaled scores plus float mask (and ALiBi's bias), ``-inf`` where hidden, the max-subtracted softmax over keys and
 ``weights @ value`` (Vaswani et al. 2017, eq. 1), every step in the compute dtype, query heads
 grouped by a reshape. Not a subject of the suite: a test helper.
 """
@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnprops.oracle.rules import check_attention_inputs, compute_dtype, raise_score_overflow
+from attnprops.oracle.rules import (
+    alibi_bias,
+    check_attention_inputs,
+    compute_dtype,
+    raise_score_overflow,
+)
 
 
 def _weights(problem, compute):
@@ -20,8 +25,16 @@ def _weights(problem, compute):
         query = problem.query.astype(compute, copy=False) * compute.type(scale)
         key_t = problem.key.astype(compute, copy=False)[:, :, None].swapaxes(-1, -2)
         scores = np.matmul(query.reshape(B, Hkv, G, Tq, D), key_t).reshape(B, Hq, Tq, Tk)
+        if problem.softcap is not None:  # c tanh(s / c) before the biases
+            if not np.isfinite(scores[problem.visible]).all():
+                raise_score_overflow(problem)
+            cap = compute.type(problem.softcap)
+            scores = np.tanh(scores / cap) * cap
         if problem.bias is not None:
             scores = scores + problem.bias.astype(compute, copy=False)
+        if problem.alibi is not None:  # -slope |p - j| in the compute dtype
+            everything = slice(0, Tq), slice(0, Tk)
+            scores = scores + alibi_bias(problem.alibi, problem.query_start, *everything, compute)
     if not np.isfinite(scores[problem.visible]).all():
         raise_score_overflow(problem)
     scores = np.where(problem.visible, scores, compute.type(-np.inf))

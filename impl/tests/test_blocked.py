@@ -29,8 +29,8 @@ DTYPES = (np.float16, np.float32, np.float64)
 
 def _random_call(rng, n):
     """A random valid-or-invalid call: shapes, GQA, masks of several broadcast shapes (some
-    fully masking a row), causality with and without query_start, local windows, 2-D
-    inputs."""
+    fully masking a row), causality with and without query_start, local windows, ALiBi,
+    packed documents and chunks, 2-D inputs."""
     dtype = DTYPES[n % 3]
     two_d = n % 7 == 0
     B, Hkv, G = (1, 1, 1) if two_d else tuple(int(x) for x in rng.integers(1, 3, size=3))
@@ -64,6 +64,12 @@ def _random_call(rng, n):
     if n % 3 == 1:  # a local window, sides 0..4 or unbounded (some rows see nothing)
         sides = [None if rng.random() < 0.25 else int(rng.integers(0, 5)) for _ in "lr"]
         options["window"] = tuple(sides)
+    if n % 4 == 2:  # ALiBi slopes, per head or per batch element and head
+        options["alibi_slopes"] = rng.uniform(-1, 1, size=(Hq,) if n % 8 == 2 else (B, Hq))
+    if n % 5 == 3:  # packed documents (some queries without a key of theirs) and chunks
+        ids = np.sort(rng.integers(0, 3, size=(B, Tk)), axis=-1)
+        options["segment_ids"] = (np.sort(rng.integers(0, 3, size=(B, Tq)), axis=-1), ids)
+        options["chunk_size"] = int(rng.integers(1, 6)) if n % 2 else None
     if two_d:
         q, k, v = q[0, 0], k[0, 0], v[0, 0]
     return q, k, v, options

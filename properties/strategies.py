@@ -60,18 +60,20 @@ class AttentionCase(NamedTuple):
     window: tuple[int | None, int | None] | None = None  # local window (left, right)
     segment_ids: tuple[np.ndarray, np.ndarray] | None = None  # documents of queries, keys
     chunk_size: int | None = None  # chunked attention
+    alibi_slopes: np.ndarray | None = None  # ALiBi, (Hq,) or (B, Hq)
+    softcap: float | None = None  # c: scores become c tanh(s / c)
 
     def kwargs(self) -> dict:
         """The call's keyword arguments in the shared API (what the oracle takes too);
-        ``window``, ``segment_ids`` and ``chunk_size`` only when the case has them (a subject
-        without them never gets them)."""
+        ``window``, ``segment_ids``, ``chunk_size``, ``alibi_slopes`` and ``softcap`` only
+        when the case has them (a subject without them never gets them)."""
         kwargs = dict(
             attn_mask=self.attn_mask,
             is_causal=self.is_causal,
             query_start=self.query_start,
             scale=self.scale,
         )
-        for name in ("window", "segment_ids", "chunk_size"):
+        for name in ("window", "segment_ids", "chunk_size", "alibi_slopes", "softcap"):
             if getattr(self, name) is not None:
                 kwargs[name] = getattr(self, name)
         return kwargs
@@ -104,6 +106,8 @@ class AttentionCase(NamedTuple):
                 f"{self.segment_ids[1].tolist()})"
             )
             + ("" if self.chunk_size is None else f" chunk_size={self.chunk_size}")
+            + ("" if self.alibi_slopes is None else f" alibi_slopes={self.alibi_slopes.tolist()}")
+            + ("" if self.softcap is None else f" softcap={self.softcap}")
             + ("" if self.block_size is None else f" block_size={self.block_size}")
         )
 
@@ -319,25 +323,44 @@ def anchor_in_window(mask: np.ndarray | None, start: int, Tq: int, Tk: int) -> N
 
 @st.composite
 def documents(draw, batch: int, Tq: int, Tk: int, start: int):
-    """``segment_ids`` for packed documents: per batch element (or one row for all, or the
-    1-D form), each key's document id, non-decreasing with gaps (an id skipped is a document
-    of length zero) or, a third of the time, any small id (FlexAttention allows documents
-    that interleave); each query gets the id of the key at its own position (clipped to
-    ``[0, Tk)``), so every query has a key of its document at its position."""
-    rows = draw(st.sampled_from([batch, 1, 0]))  # 0: the 1-D form
+    """``segment_ids`` for packed documents: each key's document id, per batch element or
+    one row for all (query and key ids choose apart, so ``(1, Tq)`` meets ``(B, Tk)``), or
+    the 1-D form; non-decreasing with gaps (an id skipped is a document of length zero) or,
+    a third of the time, any small id (FlexAttention allows documents that interleave).
+    Each query gets the id of the key at its own position (clipped to ``[0, Tk)``) in every
+    batch element, so every query has a key of its document at its position."""
+    flat = draw(st.booleans()) and draw(st.booleans())  # the 1-D form, a quarter of the time
+    rows_k = 1 if flat else draw(st.sampled_from([batch, 1]))
+    rows_q = 1 if flat else draw(st.sampled_from([batch, 1]))
     keys = []
-    for _ in range(max(rows, 1)):
+    for _ in range(rows_k):
         if draw(st.integers(0, 2)) == 0:
             ids = draw(hnp.arrays(np.int64, Tk, elements=st.integers(0, 3)))
         else:
             steps = draw(hnp.arrays(np.int64, Tk, elements=st.integers(0, 2)))
             ids = np.cumsum(steps) - steps[0]
         keys.append(ids)
-    key_ids = np.stack(keys)
-    query_ids = key_ids[:, np.clip(start + np.arange(Tq), 0, Tk - 1)]
-    if rows == 0:
+    key_ids = np.stack(keys)  # (rows_k, Tk)
+    own = np.clip(start + np.arange(Tq), 0, Tk - 1)  # each query's own key
+    query_ids = np.broadcast_to(key_ids[:, own], (max(rows_q, rows_k), Tq))[:rows_q].copy()
+    if rows_q == 1 and rows_k > 1:  # one row of query ids: every batch element's own key too
+        key_ids[:, own] = query_ids[0]
+    if flat:
         return query_ids[0], key_ids[0]
     return query_ids, key_ids
+
+
+@st.composite
+def alibi_slopes(draw, batch: int, num_heads: int):
+    """ALiBi slopes, ``(Hq,)`` or ``(B, Hq)`` float64: Press et al.'s geometric
+    ``2**(-8 k / Hq)``, ``k = 1 .. Hq`` (half the time), else any in ``[-2, 2]`` (a negative
+    slope, a slope of 0, per batch element)."""
+    if draw(st.booleans()):
+        slopes = 2.0 ** (-8.0 * np.arange(1, num_heads + 1) / num_heads)
+    else:
+        shape = draw(st.sampled_from([(num_heads,), (batch, num_heads)]))
+        slopes = draw(hnp.arrays(np.float64, shape, elements=st.floats(-2, 2, width=32)))
+    return slopes
 
 
 @st.composite
@@ -355,6 +378,8 @@ def attention_cases(
     block_sizes: bool = False,
     windows: str | None = None,
     packing: bool = False,
+    alibi: bool = False,
+    softcap: bool = False,
     d: Dims | None = None,
     **dim_kwargs,
 ) -> AttentionCase:
@@ -377,6 +402,9 @@ def attention_cases(
         packing: also draw ``segment_ids`` (:func:`documents`, each a third of the time
             absent) and ``chunk_size`` (None or 1 .. Tk + 1; only when no query is before
             position 0); the mask then shows each query its own position too.
+        alibi: also draw ``alibi_slopes`` (:func:`alibi_slopes`).
+        softcap: also draw a ``softcap``: Gemma 2's 50 and 30, and any in ``[0.25, 64]``
+            (with ``large`` values the scores reach far past it, ``tanh`` saturates).
         d: fixed sizes; else drawn by :func:`dims` with ``dim_kwargs``.
     """
     if windows == "sliding_window":
@@ -429,6 +457,8 @@ def attention_cases(
             chunk_size = draw(st.one_of(st.none(), st.integers(1, Tk + 1)))
     if windows is not None or packing:
         anchor_in_window(attn_mask, start, Tq, Tk)
+    slopes = draw(alibi_slopes(B, Hq)) if alibi else None
+    cap = draw(st.one_of(st.sampled_from([50.0, 30.0]), st.floats(0.25, 64))) if softcap else None
     return AttentionCase(
         query,
         key,
@@ -443,6 +473,8 @@ def attention_cases(
         window,
         segment_ids,
         chunk_size,
+        slopes,
+        cap,
     )
 
 

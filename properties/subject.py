@@ -43,6 +43,12 @@ key is optional and an unknown key is an error (a typo must not silently pass):
                        an adapter); default False
 ``chunk_size``         takes ``chunk_size=C``, chunked attention (Llama 4): the query at ``p``
                        sees only keys ``j`` with ``p // C == j // C``; default False
+``alibi``              takes ``alibi_slopes`` (``(Hq,)`` or ``(B, Hq)``): ``-slope * |p - j|``
+                       added to the scores (FlashAttention's ``alibi_slopes``;
+                       :mod:`oracle.rules.alibi`); default False
+``softcap``            takes ``softcap=c``: the scaled scores become ``c * tanh(s / c)`` before
+                       the mask and the biases (Gemma 2, FlashAttention's ``softcap``;
+                       :mod:`oracle.rules.softcap`); default False
 ``rounds_weights``     the unnormalised weights ``exp(s - m)`` are rounded to the input dtype
                        before the weighted sum of the values (FlashAttention's ``P``, PyTorch's
                        CPU flash kernel for float16); default False
@@ -96,6 +102,8 @@ _DEFAULTS = {
     "window": None,
     "segment_ids": False,
     "chunk_size": False,
+    "alibi": False,
+    "softcap": False,
 }
 WINDOW_CONVENTIONS = ("offsets", "sliding_window")
 
@@ -126,6 +134,8 @@ class Capabilities:
     window: str | None = None
     segment_ids: bool = False
     chunk_size: bool = False
+    alibi: bool = False
+    softcap: bool = False
 
 
 @dataclass(frozen=True, repr=False)
@@ -344,7 +354,7 @@ def load_subject(name: str | None = None) -> Subject:
             f"one of {WINDOW_CONVENTIONS}"
         )
     flags = ("rounds_weights", "validates_inputs", "two_d_inputs", "float_masks", "block_size")
-    for key in (*flags, "segment_ids", "chunk_size"):
+    for key in (*flags, "segment_ids", "chunk_size", "alibi", "softcap"):
         if not isinstance(caps[key], (bool, np.bool_)):
             raise SubjectError(f"subject {name!r}: {key}={caps[key]!r} must be True or False")
     capabilities = Capabilities(
@@ -362,5 +372,7 @@ def load_subject(name: str | None = None) -> Subject:
         window=caps["window"],
         segment_ids=bool(caps["segment_ids"]),
         chunk_size=bool(caps["chunk_size"]),
+        alibi=bool(caps["alibi"]),
+        softcap=bool(caps["softcap"]),
     )
     return Subject(name=name, module=module, capabilities=capabilities)

@@ -266,13 +266,15 @@ def _positions(row: np.ndarray) -> list[int]:
 _LOCAL = dict(
     windows=True if SUBJECT.capabilities.window else None,
     packing=SUBJECT.capabilities.segment_ids and SUBJECT.capabilities.chunk_size,
+    softcap=SUBJECT.capabilities.softcap,  # with every key zero the capped scores are 0
 )
 
 
 @given(case=subject_cases(SUBJECT, float_masks=False, magnitudes=("unit",), **_LOCAL))
 def test_each_query_sees_exactly_its_keys(subject, case):
     """Each query sees exactly the keys the rulebook shows it: the mask AND causality AND, as
-    the subject declares them, the window, the document and the chunk. With every key zero
+    the subject declares them, the window, the document and the chunk (and a soft cap, which
+    must hide nothing and show nothing hidden). With every key zero
     all visible scores are equal, and with the values the identity over keys (``Dv = Tk``)
     the output row is the weight row, ``1/n`` on the ``n`` visible keys and exactly 0
     elsewhere. A window one key too wide or too narrow (FlashAttention's ``window_size=(W,

@@ -49,6 +49,8 @@ def test_declared_arithmetic_reaches_the_bounds(monkeypatch):
         ({"validates_inputs": 0}, "validates_inputs=0 must be True or False"),
         ({"segment_ids": "yes"}, "segment_ids='yes' must be True or False"),
         ({"chunk_size": 64}, "chunk_size=64 must be True or False"),
+        ({"alibi": "yes"}, "alibi='yes' must be True or False"),
+        ({"softcap": 50.0}, "softcap=50.0 must be True or False"),
     ],
 )
 def test_bad_arithmetic_declarations_are_errors(monkeypatch, caps, message):

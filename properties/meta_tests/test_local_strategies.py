@@ -1,13 +1,14 @@
-"""Meta-tests: the strategies of windows, packed documents and chunks draw every region the
-properties rely on, and never a row without a key.
+"""Meta-tests: the strategies of windows, packed documents, chunks, ALiBi and soft caps draw
+every region the properties rely on, and never a row without a key.
 
 Pooled like ``test_strategy_coverage`` (:func:`pooled_draws`), from :data:`RUNS` = 8
 independent runs of 25 draws (half its 16: the draws cost about 15 ms each). Per-run miss
 rates measured over 100 runs (seeds 1000..1099, 2026-12-02, :func:`pooled_draws` of one
-run each and the feature functions below): small cases at most 0.27 ("segment ids per batch
-element"), then 0.19, 0.12, 0.09, 0.08 and 0.05 or less (all 8 runs miss one of them with
-probability about ``0.27 ** 8 + 0.19 ** 8 + ...`` ~ 3e-5); kernel specs 0.32 ("window starts
-mid-block"), 0.07, 0.03, 0 (about ``0.32 ** 8`` ~ 1e-4). The seeds are fixed, so a miss shows
+run each and the feature functions below, windows, documents, chunks, ALiBi and caps drawn
+together): small cases at most 0.19 ("interleaved documents"), then 0.15, 0.13, 0.11 and
+0.03 or less (all 8 runs miss one of them with probability about ``0.19 ** 8 + 0.15 ** 8 +
+...`` ~ 2e-6); kernel specs 0.32 ("window starts mid-block"), 0.07, 0.03, 0 (about
+``0.32 ** 8`` ~ 1e-4). The seeds are fixed, so a miss shows
 only after a change of the strategies, which calls for re-measuring.
 """
 
@@ -41,6 +42,9 @@ SMALL = (
     "a document hides a key",
     "a chunk hides a key",
     "chunks with query_start > 0",
+    "alibi per batch element",
+    "a negative slope",
+    "a cap the scores pass threefold",
 )
 RUNS = 8
 KERNEL = (
@@ -90,6 +94,17 @@ def small_features(case) -> set[str]:
         found["a document hides a key"] = bool(
             (query_ids[..., :, None] != key_ids[..., None, :]).any()
         )
+    if case.alibi_slopes is not None:
+        found["alibi per batch element"] = case.alibi_slopes.ndim == 2
+        found["a negative slope"] = bool((case.alibi_slopes < 0).any())
+    if case.softcap is not None:
+        q, k = case.query.astype(np.float64), case.key.astype(np.float64)
+        scale = 1 / np.sqrt(q.shape[-1]) if case.scale is None else case.scale
+        largest = np.abs(q @ np.swapaxes(k, -1, -2)).max() * scale if q.ndim == 2 else None
+        if largest is None:
+            group = q.shape[1] // k.shape[1]
+            largest = np.abs(q @ np.repeat(k, group, axis=1).swapaxes(-1, -2)).max() * scale
+        found["a cap the scores pass threefold"] = bool(largest > 3 * case.softcap)
     if case.chunk_size is not None:
         p = start + np.arange(Tq)
         found["a chunk hides a key"] = bool(
@@ -121,7 +136,9 @@ def kernel_features(spec) -> set[str]:
 
 @functools.cache
 def _small() -> tuple:
-    strategy = attention_cases(windows="offsets", packing=True, block_sizes=True)
+    strategy = attention_cases(
+        windows="offsets", packing=True, alibi=True, softcap=True, block_sizes=True
+    )
     return tuple(pooled_draws(strategy, RUNS))
 
 

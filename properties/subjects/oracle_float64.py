@@ -30,6 +30,8 @@ ATTNPROPS_CAPABILITIES = {
     "window": "offsets",
     "segment_ids": True,
     "chunk_size": True,
+    "alibi": True,
+    "softcap": True,
 }
 
 __all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]

@@ -20,7 +20,9 @@ properties.subjects.probe torch_sdpa``, see ``docs/conventions.md``):
   right``, ``p = query_start + i``), so the window properties test SDPA with the masks a
   windowed model builds for it; a side past the sequence is unbounded (kept out of int64).
   Packed documents (``segment_ids``) and chunks (``chunk_size``) are AND-ed in the same way
-  (FlexAttention's document and chunk ``mask_mod``\ s, as explicit masks).
+  (FlexAttention's document and chunk ``mask_mod``\ s, as explicit masks). ALiBi
+  (``alibi_slopes``) is added to the float mask: ``-slope * |p - j|`` in float64, converted
+  to the query's dtype with the rest of the mask.
 - GQA: ``enable_gqa=True`` when ``Hq != Hkv`` (SDPA maps query head ``h`` to K/V head
   ``h // (Hq // Hkv)``, this project's convention).
 - ``attention_weights`` is SDPA applied to an identity value matrix: ``softmax(...) @ I``
@@ -65,6 +67,7 @@ ATTNPROPS_CAPABILITIES = {
     "window": "offsets",  # built into the bool mask (see the module docstring)
     "segment_ids": True,  # likewise
     "chunk_size": True,  # likewise
+    "alibi": True,  # a float mask
 }
 
 _TORCH_DTYPES = {
@@ -134,9 +137,10 @@ def packing_mask(
     ``(T,)``) and the same chunk (``p // chunk_size == j // chunk_size``, ``p = query_start +
     i``); ``None`` when neither is given."""
     visible = None
-    if segment_ids is not None:
-        query_ids, key_ids = (torch.as_tensor(np.asarray(x)) for x in segment_ids)
-        visible = query_ids[..., :, None] == key_ids[..., None, :]  # (B, Tq, Tk) or (Tq, Tk)
+    if segment_ids is not None:  # compared by NumPy: exact across integer dtypes, any strides
+        query_ids, key_ids = (np.asarray(x) for x in segment_ids)
+        same = query_ids[..., :, None] == key_ids[..., None, :]  # (B, Tq, Tk) or (Tq, Tk)
+        visible = torch.from_numpy(np.ascontiguousarray(same))
         if visible.ndim == 3:
             visible = visible[:, None]
     if chunk_size is not None:
@@ -160,6 +164,8 @@ def sdpa_mask(
     window=None,
     segment_ids=None,
     chunk_size=None,
+    alibi_slopes=None,
+    two_d: bool = False,
 ) -> torch.Tensor | None:
     """The ``attn_mask`` to pass to SDPA (which is then called with ``is_causal=False``).
 
@@ -171,6 +177,11 @@ def sdpa_mask(
         query_len, key_len: ``Tq`` and ``Tk``.
         window: ``(left, right)`` or None (see :func:`window_mask`).
         segment_ids, chunk_size: packed documents and chunks, or None (:func:`packing_mask`).
+        alibi_slopes: ``(Hq,)`` or ``(B, Hq)``, or None: ``-slope * |p - j|`` joins the float
+            mask (a bool mask becomes 0 / ``-inf``), computed in float64, then cast to
+            ``dtype``.
+        two_d: the inputs are ``(T, D)``: the mask is returned as ``(Tq, Tk)`` (documents and
+            ALiBi build it with leading axes of 1).
 
     Returns:
         ``None``, a bool tensor (True = attend) or a float tensor (``-inf`` = hide).
@@ -187,13 +198,30 @@ def sdpa_mask(
     packed = packing_mask(query_len, key_len, query_start, segment_ids, chunk_size)
     if packed is not None:
         positions = packed if positions is None else positions & packed
-    if positions is None:
-        return mask
-    if mask is None:
-        return positions
-    if mask.dtype == torch.bool:
-        return mask & positions
-    return torch.where(positions, mask, torch.tensor(float("-inf"), dtype=dtype))
+    if alibi_slopes is not None:  # ALiBi joins the float mask, in float64 first
+        start = key_len - query_len if query_start is None else int(query_start)
+        p = torch.arange(query_len, dtype=torch.float64) + start
+        distance = (p[:, None] - torch.arange(key_len, dtype=torch.float64)).abs()
+        slopes = torch.as_tensor(np.asarray(alibi_slopes, dtype=np.float64))
+        slopes = slopes.reshape((1,) * (2 - slopes.ndim) + tuple(slopes.shape))
+        bias = -slopes[:, :, None, None] * distance  # (B or 1, Hq, Tq, Tk)
+        if mask is not None:
+            bias = bias + (
+                torch.where(mask, 0.0, float("-inf")).double()
+                if mask.dtype == torch.bool
+                else mask.double()
+            )
+        mask = bias.to(dtype)
+    if positions is not None:
+        if mask is None:
+            mask = positions
+        elif mask.dtype == torch.bool:
+            mask = mask & positions
+        else:
+            mask = torch.where(positions, mask, torch.tensor(float("-inf"), dtype=dtype))
+    if two_d and mask is not None and mask.ndim > 2:  # (T, D) inputs take a (Tq, Tk) mask
+        mask = mask.reshape(mask.shape[-2:])
+    return mask
 
 
 def sdpa(
@@ -208,6 +236,7 @@ def sdpa(
     window=None,
     segment_ids=None,
     chunk_size=None,
+    alibi_slopes=None,
 ) -> torch.Tensor:
     """SDPA on tensors under this project's conventions (see the module docstring).
 
@@ -225,6 +254,8 @@ def sdpa(
         window=window,
         segment_ids=segment_ids,
         chunk_size=chunk_size,
+        alibi_slopes=alibi_slopes,
+        two_d=query.ndim == 2,
     )
     gqa = query.ndim == 4 and key.ndim == 4 and query.shape[1] != key.shape[1]
     return F.scaled_dot_product_attention(
@@ -250,6 +281,7 @@ def attention(
     window=None,
     segment_ids=None,
     chunk_size=None,
+    alibi_slopes=None,
 ) -> np.ndarray:
     """Scaled dot-product attention through ``torch.nn.functional.scaled_dot_product_attention``.
 
@@ -264,6 +296,7 @@ def attention(
         window: ``(left, right)`` local window over absolute positions, or None
             (:func:`window_mask`; not SDPA's: an explicit mask).
         segment_ids, chunk_size: packed documents and chunks (:func:`packing_mask`), or None.
+        alibi_slopes: ALiBi's slopes, joined to the float mask (:func:`sdpa_mask`), or None.
 
     Returns:
         ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``), the input dtype.
@@ -284,6 +317,7 @@ def attention(
         window=window,
         segment_ids=segment_ids,
         chunk_size=chunk_size,
+        alibi_slopes=alibi_slopes,
     )
     return to_numpy(out)
 

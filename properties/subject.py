@@ -4,6 +4,9 @@ A *subject* is any importable module exposing ``attention(query, key, value, *, 
 is_causal, query_start, scale)`` and optionally ``attention_weights``, ``KVCache``,
 ``cached_attention`` and ``kv_cache_bytes`` with :mod:`impl`'s signatures and shape
 conventions (query ``(B, Hq, Tq, D)``, key ``(B, Hkv, Tk, D)``, value ``(B, Hkv, Tk, Dv)``).
+The keywords of the features a subject declares below (``window``, ``segment_ids``,
+``chunk_size``, ``alibi_slopes``, ``softcap``) are passed only to subjects that declare them,
+and only in calls that use them.
 
 It is chosen by ``pytest --attn-impl MODULE`` or the environment variable ``ATTN_IMPL``
 (default ``impl``). A subject declares what it does not support, and which convention it
@@ -36,7 +39,7 @@ key is optional and an unknown key is an error (a typo must not silently pass):
                        (called with ``sliding_window=W``: causal, ``W`` keys counting the
                        query's own, i.e. ``(W - 1, 0)``; Hugging Face, Mistral). The suite
                        draws windows in its own convention and passes them in the declared one
-                       (:meth:`Subject.call_kwargs`), so a subject one key off fails
+                       (:meth:`Subject.call_kwargs`), so a subject one key off fails.
 ``segment_ids``        takes ``segment_ids=(query_segments, key_segments)``, packed documents:
                        a query sees only keys of its own document (:mod:`oracle.rules.packing`;
                        FlexAttention's document masks, FlashAttention's ``cu_seqlens`` through

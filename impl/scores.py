@@ -83,15 +83,25 @@ class Scores:
     def alibi_block(
         self, call: AttentionCall, rows: slice, keys: slice, compute: np.dtype
     ) -> np.ndarray | None:
-        """ALiBi's ``-slope * |p - j|`` for the block, in the compute dtype (slope and
-        distance converted, the product rounded once), ``(B or 1, Hq, len(rows),
-        len(keys))``; None without ``alibi_slopes`` (:mod:`oracle.rules.alibi`)."""
-        return alibi_bias(call.alibi, call.query_start, rows, keys, compute)
+        """ALiBi's ``-slope * |p - j|`` for the block in the compute dtype (the product in
+        float64, rounded once to it: a distance of 0 stays 0 whatever the slope),
+        ``(B or 1, Hq, len(rows), len(keys))``; None without ``alibi_slopes``
+        (:mod:`oracle.rules.alibi`). A bias beyond the compute dtype's range becomes
+        ``-inf``/``inf`` and a visible one raises the score-overflow rule."""
+        with np.errstate(over="ignore", invalid="ignore"):  # beyond the dtype: -inf, raised
+            bias = alibi_bias(call.alibi, call.query_start, rows, keys)  # float64
+            return None if bias is None else bias.astype(compute)
 
     def softcap_scores(self, scores: np.ndarray, call: AttentionCall, compute: np.dtype) -> None:
         """In place: ``c * tanh(s / c)`` on the scaled scores, in the compute dtype, before
         the mask and the biases (:mod:`oracle.rules.softcap`; Gemma 2, FlashAttention's
-        ``softcap``)."""
+        ``softcap``); in float64, rounded once to the compute dtype, when ``c`` is outside its
+        normal range (``1e39`` in float32 would be ``inf``, and ``s / inf * inf`` NaN)."""
+        info = np.finfo(compute)
+        if not info.tiny <= call.softcap <= info.max:  # a cap the compute dtype cannot hold
+            capped = call.softcap * np.tanh(scores.astype(np.float64) / call.softcap)
+            np.copyto(scores, capped.astype(compute))  # in float64, rounded once
+            return
         cap = compute.type(call.softcap)
         np.divide(scores, cap, out=scores)
         np.tanh(scores, out=scores)

@@ -245,15 +245,22 @@ def _exact_difference(a: float, b: float) -> mpmath.mpf:
 
 
 def _capped_difference(difference, scores: Scores, dot_j: int, dot_m: int, shift: int):
-    """``c tanh(s_j / c) - c tanh(s_m / c)`` from the exact difference ``s_j - s_m`` of the
-    scaled scores: ``c sinh((s_j - s_m) / c) / (cosh(s_j / c) cosh(s_m / c))``, which keeps
-    every digit where the two tanh would cancel (and is an exact 0 for a tie)."""
+    """``c tanh(s_j / c) - c tanh(s_m / c)``, exactly 0 for a tie (``difference``, the exact
+    ``s_j - s_m`` of the scaled scores, is 0), else to an absolute error far below
+    ``10**-DIGITS``: each ``tanh`` at ``DIGITS + 10`` digits plus the digits of ``c`` (its
+    error is at most ``c`` times its relative one, and ``tanh'' <= 1`` keeps the scores'
+    own rounding below it). The weights need exactly that, an absolute error of the shifted
+    score being a relative one of ``exp``; ``tanh`` of any argument stays in ``[-1, 1]``, so
+    huge scores or tiny caps overflow nothing."""
     if not difference:
         return difference
-    cap = mpmath.mpf(scores.softcap)
-    s_j = scores.scale * _scaled(dot_j, shift)
-    s_m = scores.scale * _scaled(dot_m, shift)
-    return cap * mpmath.sinh(difference / cap) / (mpmath.cosh(s_j / cap) * mpmath.cosh(s_m / cap))
+    extra = max(0, int(mpmath.ceil(mpmath.log10(scores.softcap))))
+    with mpmath.workdps(DIGITS + 10 + extra):
+        cap = mpmath.mpf(scores.softcap)
+        s_j = scores.scale * _scaled(dot_j, shift)
+        s_m = scores.scale * _scaled(dot_m, shift)
+        capped = cap * (mpmath.tanh(s_j / cap) - mpmath.tanh(s_m / cap))
+    return +capped  # rounded to the working precision
 
 
 def _weights(scores: Scores) -> np.ndarray:
@@ -280,7 +287,7 @@ def _weights(scores: Scores) -> np.ndarray:
             slope, p = _slope(scores.alibi, b, h), scores.query_start + i
         for j in visible:
             x = scores.scale * _scaled(dots[j] - dots[m], shift)
-            if scores.softcap is not None:  # c (tanh(s_j / c) - tanh(s_m / c)), no cancellation
+            if scores.softcap is not None:  # c (tanh(s_j / c) - tanh(s_m / c)), to 1e-60
                 x = _capped_difference(x, scores, dots[j], dots[m], shift)
             if scores.bias is not None:
                 x = x + _exact_difference(scores.bias[index + (j,)], scores.bias[index + (m,)])

@@ -24,7 +24,10 @@ inputs' and the result's), to which the float mask is converted and the results 
    the slope, their product and its conversion to the storage dtype, as a subject that
    builds it as a float mask does, are at most four roundings of at most ``us`` relative
    each, ``gamma_s`` being ``gamma`` with ``us``; its addition is in ``u |s_j|``, ``s_j``
-   the score with both biases). With ``softcap=c`` the scaled score ``s0_j`` becomes
+   the score with both biases). With ALiBi the mask's term is ``gamma_s(2) |b_j|``: a
+   subject that forms ``a_j + b_j`` as one float mask rounds ``b_j`` twice (the sum, in a
+   dtype at least as precise as the storage one, and its conversion), as ``torch_sdpa``
+   does (in float64, then to the query's dtype). With ``softcap=c`` the scaled score ``s0_j`` becomes
    ``t_j = c tanh(s0_j / c)`` before the biases, which adds::
 
        u min(A_j, c / 2)  +  (5 u + 4 u^2) min(A_j, c)  +  2 tiny,     A_j = scale sum_d |q_d k_jd|
@@ -211,6 +214,7 @@ def attention_bounds(case, parts, arithmetic: Arithmetic | None = None) -> Bound
     visible = np.isfinite(scores)
     bias = _abs_bias(case)
     alibi = _abs_alibi(case)
+    mask_term = gamma(2, us) if getattr(case, "alibi_slopes", None) is not None else us
     tiny = float(np.finfo(arithmetic.compute).smallest_subnormal)
     with np.errstate(invalid="ignore", over="ignore"):
         finite_scores = np.where(visible, scores, 0.0)
@@ -220,7 +224,7 @@ def attention_bounds(case, parts, arithmetic: Arithmetic | None = None) -> Bound
         delta = (
             gamma(D + 5, u) * abs_qk
             + u * np.abs(finite_scores)
-            + us * bias
+            + mask_term * bias
             + gamma(4, us) * alibi
             + _softcap_error(case, abs_qk, u, tiny)
         )
@@ -268,11 +272,11 @@ def agreement_bounds(case, visible: np.ndarray, arithmetic: Arithmetic | None = 
     bound)::
 
         |s_j| <= A_j + |b_j| + |a_j| <= S,   |x_j| = |s_j - m| <= 2 S,   sum_j w_j |v_jc| <= V_c
-        eta_j <= E = gamma(D + 5) max_j A_j + u S + us max_j |b_j| + gamma_s(4) max_j |a_j|
+        eta_j <= E = gamma(D + 5) max_j A_j + u S + us' max_j |b_j| + gamma_s(4) max_j |a_j|
                      + C + 4 u S + 2 u (Tk + 1) + rho
 
     (``C``: the cap's term of item 1 at ``max_j A_j``, an upper bound of it at every ``j``;
-    0 without ``softcap``)
+    0 without ``softcap``; ``us'``: ``gamma_s(2)`` with ALiBi, else ``us``)
         eta_j + eta_bar <= 2 E   (eta_bar = log sum_k w_k e^{eta_k} <= max_k eta_k)
         R = e^{2E} (1 + gamma(Tk + 1)) (1 + tn) - 1   (bounds bp_j / w_j of item 3)
 
@@ -338,7 +342,7 @@ def agreement_from(maxima: RowMaxima, arithmetic: Arithmetic, *, query_ndim: int
         e = (
             gamma(D + 5, u) * maxima.a_max
             + u * maxima.s_max
-            + us * maxima.b_max
+            + (gamma(2, us) if np.any(maxima.alibi_max) else us) * maxima.b_max
             + gamma(4, us) * maxima.alibi_max
             + _softcap_error(maxima, maxima.a_max, u, tiny)
             + 4 * u * maxima.s_max

@@ -236,7 +236,8 @@ def kernel_specs(
     window = None
     if windows is not None:
         side = st.one_of(boundary_sizes(max(Tq, Tk) + 1), st.just(0), st.none())
-        left = draw(side, label="window left")
+        count = st.one_of(boundary_sizes(max(Tq, Tk) + 1), st.just(0))  # Hugging Face's W - 1
+        left = draw(count if windows == "sliding_window" else side, label="window left")
         right = None if windows == "sliding_window" else draw(side, label="window right")
         start = Tk - Tq if query_start is None else query_start
         window = fit_window((left, right), start)

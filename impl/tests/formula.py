@@ -28,13 +28,19 @@ def _weights(problem, compute):
         if problem.softcap is not None:  # c tanh(s / c) before the biases
             if not np.isfinite(scores[problem.visible]).all():
                 raise_score_overflow(problem)
-            cap = compute.type(problem.softcap)
-            scores = np.tanh(scores / cap) * cap
+            info = np.finfo(compute)
+            if info.tiny <= problem.softcap <= info.max:
+                cap = compute.type(problem.softcap)
+                scores = np.tanh(scores / cap) * cap
+            else:
+                cap = problem.softcap
+                scores = (cap * np.tanh(scores.astype(np.float64) / cap)).astype(compute)
         if problem.bias is not None:
             scores = scores + problem.bias.astype(compute, copy=False)
         if problem.alibi is not None:  # -slope |p - j| in the compute dtype
             everything = slice(0, Tq), slice(0, Tk)
-            scores = scores + alibi_bias(problem.alibi, problem.query_start, *everything, compute)
+            bias = alibi_bias(problem.alibi, problem.query_start, *everything)  # float64
+            scores = scores + bias.astype(compute)
     if not np.isfinite(scores[problem.visible]).all():
         raise_score_overflow(problem)
     scores = np.where(problem.visible, scores, compute.type(-np.inf))

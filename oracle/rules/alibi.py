@@ -2,7 +2,8 @@
 (:mod:`oracle.rules`).
 
 ``alibi_slopes``: one slope per query head, ``(Hq,)``, or per batch element and head,
-``(B, Hq)``; finite floats of any float dtype (read exactly). The query at absolute position
+``(B, Hq)``; finite float16, float32 or float64 (read exactly; a longdouble is refused, a
+float64 could not hold it). The query at absolute position
 ``p = query_start + i`` adds ``-slope[b, h] * |p - j|`` to its scaled score for key ``j``,
 with the float mask, before the softmax; exactly that value, not a rounding of it (the
 oracle computes it exactly). ALiBi hides no key.
@@ -27,7 +28,7 @@ __all__ = ["alibi_bias", "check_alibi_slopes"]
 
 
 def check_alibi_slopes(alibi_slopes, batch: int, num_heads: int) -> np.ndarray | None:
-    """``None`` or a float array of shape ``(Hq,)`` or ``(B, Hq)`` with finite entries,
+    """``None`` or a float16/32/64 array of shape ``(Hq,)`` or ``(B, Hq)`` with finite entries,
     returned as float64 ``(B or 1, Hq)`` (exact: every float16/32/64 is a float64).
 
     Raises:
@@ -43,8 +44,8 @@ def check_alibi_slopes(alibi_slopes, batch: int, num_heads: int) -> np.ndarray |
         slopes = np.asarray(alibi_slopes)
     except Exception as exc:
         raise AlibiError(f"{form}; cannot be read as an array ({exc})") from None
-    if not np.issubdtype(slopes.dtype, np.floating):
-        raise AlibiError(f"{form}; got dtype {slopes.dtype}")
+    if slopes.dtype not in (np.float16, np.float32, np.float64):  # each read exactly
+        raise AlibiError(f"{form} (float16, float32 or float64); got dtype {slopes.dtype}")
     if slopes.shape not in ((num_heads,), (batch, num_heads)):
         raise AlibiError(f"{form}; got shape {slopes.shape}")
     if not np.isfinite(slopes).all():
@@ -54,8 +55,9 @@ def check_alibi_slopes(alibi_slopes, batch: int, num_heads: int) -> np.ndarray |
 
 def alibi_bias(slopes, query_start: int, rows: slice, keys: slice, dtype=np.float64):
     """``-slope * |p - j|`` in ``dtype`` (the slope and the distance converted to it, the
-    product rounded once): ``(B or 1, Hq, len(rows), len(keys))``; ``None`` without slopes.
-    An approximation for implementations and estimates; the oracle computes it exactly."""
+    product rounded once; default float64): ``(B or 1, Hq, len(rows), len(keys))``; ``None``
+    without slopes. An approximation for implementations and estimates; the oracle computes
+    it exactly."""
     if slopes is None:
         return None
     dtype = np.dtype(dtype)

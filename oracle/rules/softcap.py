@@ -36,7 +36,10 @@ def check_softcap(softcap) -> float | None:
         return None
     if isinstance(softcap, (bool, np.bool_)) or not isinstance(softcap, numbers.Real):
         raise SoftcapError(f"softcap: {softcap!r} is not a real number; pass None or a float > 0")
-    value = float(softcap)
+    try:
+        value = float(softcap)
+    except OverflowError:  # 10**400, Fraction(10**400): past every float
+        raise SoftcapError(f"softcap: {softcap!r} is too large for a float") from None
     if not np.isfinite(value) or value <= 0:
         raise SoftcapError(
             f"softcap: {softcap!r} must be finite and > 0 (scores become softcap * tanh(s / "

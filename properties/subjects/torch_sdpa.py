@@ -189,8 +189,8 @@ def sdpa_mask(
     mask = None if attn_mask is None else to_tensor(attn_mask)
     if mask is not None and mask.ndim < 2:  # SDPA wants (..., Tq, Tk); NumPy broadcasting
         mask = mask.reshape((1,) * (2 - mask.ndim) + tuple(mask.shape))  # prepends axes
-    if mask is not None and mask.is_floating_point():  # integer masks go to SDPA as they are
-        mask = mask.to(dtype)
+    if mask is not None and mask.is_floating_point() and alibi_slopes is None:
+        mask = mask.to(dtype)  # integer masks go to SDPA as they are; ALiBi's below
     positions = window_mask(query_len, key_len, query_start, window)
     if is_causal:
         causal = causal_mask(query_len, key_len, query_start)
@@ -205,7 +205,7 @@ def sdpa_mask(
         slopes = torch.as_tensor(np.asarray(alibi_slopes, dtype=np.float64))
         slopes = slopes.reshape((1,) * (2 - slopes.ndim) + tuple(slopes.shape))
         bias = -slopes[:, :, None, None] * distance  # (B or 1, Hq, Tq, Tk)
-        if mask is not None:
+        if mask is not None:  # the caller's mask as given: the sum is rounded to dtype once
             bias = bias + (
                 torch.where(mask, 0.0, float("-inf")).double()
                 if mask.dtype == torch.bool

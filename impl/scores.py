@@ -8,7 +8,8 @@ it). Visibility is read one block of ``rows`` by ``keys`` at a time, never broad
 ``j > query_start + i``) AND the local window (:meth:`Scores.window_hidden`: hidden iff
 ``j < p - left`` or ``j > p + right``, ``p = query_start + i``) AND the document
 (:meth:`Scores.segment_hidden`) AND the chunk (:meth:`Scores.chunk_hidden`). The "fully
-masked row" rule is checked the same way (:meth:`Scores.check_rows`). Shape legend as in :mod:`impl`; ``G = Hq // Hkv``.
+masked row" rule is checked the same way (:meth:`Scores.check_rows`). Shape legend as in
+:mod:`impl`; ``G = Hq // Hkv``.
 """
 
 from __future__ import annotations
@@ -252,11 +253,10 @@ class Scores:
     ) -> None:
         """In place on ``scores`` ``(B, Hq, len(rows), len(keys))``: cap them when the call has
         a ``softcap`` (:meth:`softcap_scores`), add the float mask and ALiBi's bias
-        (:meth:`alibi_block`), raise
-        on a visible score that overflows (not scanned when ``in_range``, see
-        :meth:`scores_in_range`), set hidden keys (mask, causality, window, documents, chunks) to
-        ``-inf``. Visible entries get exactly
-        ``scores + mask.astype(compute)``.
+        (:meth:`alibi_block`), raise on a visible score that overflows (not scanned when
+        ``in_range``, see :meth:`scores_in_range`), set hidden keys (mask, causality, window,
+        documents, chunks) to ``-inf``. Visible entries get exactly ``capped(scores) +
+        mask.astype(compute) + alibi``.
 
         Raises:
             oracle.rules.ScoreOverflowError for a visible score that is not finite.

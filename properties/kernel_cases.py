@@ -284,7 +284,7 @@ def boundary_rows(case: AttentionCase, *, limit: int = 24) -> list[int]:
     equal to ``k t`` or ``k t + 1``); larger tiles first (they are also edges of the smaller
     ones)."""
     Tq, Tk = case.query.shape[-2], case.key.shape[-2]
-    start = Tk - Tq if case.query_start is None else case.query_start
+    start = case.start
     left = None if case.window is None else case.window[0]
     rows = [0, Tq - 1]
     for t in sorted(TILES, reverse=True):

@@ -90,6 +90,14 @@ class AttentionCase(NamedTuple):
     def dtype(self) -> np.dtype:
         return self.query.dtype
 
+    @property
+    def start(self) -> int:
+        """The absolute position of the first query: ``query_start``, or ``Tk - Tq`` for
+        None (the rulebook's convention; negative when ``Tq > Tk``)."""
+        if self.query_start is not None:
+            return self.query_start
+        return self.key.shape[-2] - self.query.shape[-2]
+
     def describe(self) -> str:
         mask = (
             "None" if self.attn_mask is None else f"{self.attn_mask.dtype} {self.attn_mask.shape}"

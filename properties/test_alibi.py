@@ -45,7 +45,7 @@ def _explicit(case) -> np.ndarray:
     """``case``'s ALiBi and mask as one float64 mask ``(B or 1, Hq, Tq, Tk)``:
     ``-slope |p - j|`` rounded to float64, plus the float mask (a bool mask as 0 / ``-inf``)."""
     Tq, Tk = case.query.shape[-2], case.key.shape[-2]
-    start = Tk - Tq if case.query_start is None else case.query_start
+    start = case.start
     distance = np.abs(start + np.arange(Tq)[:, None] - np.arange(Tk)[None, :])
     slopes = case.alibi_slopes.reshape(
         (1,) * (2 - case.alibi_slopes.ndim) + case.alibi_slopes.shape

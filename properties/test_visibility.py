@@ -143,7 +143,7 @@ def test_is_causal_equals_explicit_mask(subject, case):
     assume(case.is_causal)
     q4 = four_d(case.query)
     Tq, Tk = q4.shape[2], four_d(case.key).shape[2]
-    start = Tk - Tq if case.query_start is None else case.query_start
+    start = case.start
     causal = np.arange(Tk)[None, :] <= start + np.arange(Tq)[:, None]  # (Tq, Tk)
     mask = case.attn_mask
     if mask is None:
@@ -293,9 +293,8 @@ def test_each_query_sees_exactly_its_keys(subject, case):
     if np.array_equal(seen, visible):
         return
     b, h, i = (int(n) for n in np.argwhere((seen != visible).any(axis=-1))[0])
-    start = Tk - case.query.shape[-2] if case.query_start is None else case.query_start
     fail(
-        f"query (batch={b}, head={h}, query={i}) at position {start + i} sees keys "
+        f"query (batch={b}, head={h}, query={i}) at position {case.start + i} sees keys "
         f"{_positions(seen[b, h, i])}; the rulebook shows it {_positions(visible[b, h, i])}\n"
         f"  call: {probe.describe()}"
     )

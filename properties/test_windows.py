@@ -59,7 +59,7 @@ def _covering(case, data):
     Tq - 1``, ``right >= Tk - 1 - start``, up to ``2**63`` (a side kept in a 64-bit integer
     overflows there)."""
     Tq, Tk = case.query.shape[-2], case.key.shape[-2]
-    start = Tk - Tq if case.query_start is None else case.query_start
+    start = case.start
 
     def beyond(reach):
         return st.one_of(

@@ -96,13 +96,19 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy().copy()
 
 
+def first_position(query_len: int, key_len: int, query_start: int | None) -> int:
+    """The absolute position of the first query: ``query_start``, ``None`` meaning
+    ``Tk - Tq`` (the queries are the last ``Tq`` positions: the KV-cache alignment)."""
+    return key_len - query_len if query_start is None else int(query_start)
+
+
 def causal_mask(query_len: int, key_len: int, query_start: int | None) -> torch.Tensor:
     """Bool ``(Tq, Tk)``: key ``j`` visible to local query ``i`` iff ``j <= query_start + i``.
 
     ``query_start=None`` means ``Tk - Tq`` (the queries are the last ``Tq`` positions: the
     KV-cache alignment). PyTorch's own ``is_causal`` is this mask with ``query_start=0``.
     """
-    start = key_len - query_len if query_start is None else int(query_start)
+    start = first_position(query_len, key_len, query_start)
     rows = torch.arange(query_len).unsqueeze(-1)  # (Tq, 1)
     cols = torch.arange(key_len).unsqueeze(0)  # (1, Tk)
     return cols <= rows + start
@@ -117,7 +123,7 @@ def window_mask(
     is unbounded (so ``2**63`` never reaches torch's int64)."""
     if window is None:
         return None
-    start = key_len - query_len if query_start is None else int(query_start)
+    start = first_position(query_len, key_len, query_start)
     reach = key_len + query_len + abs(start)  # no query is farther than this from any key
     left, right = (None if side is None else min(int(side), reach) for side in window)
     offset = torch.arange(key_len).unsqueeze(0) - (torch.arange(query_len).unsqueeze(-1) + start)
@@ -144,7 +150,7 @@ def packing_mask(
         if visible.ndim == 3:
             visible = visible[:, None]
     if chunk_size is not None:
-        start = key_len - query_len if query_start is None else int(query_start)
+        start = first_position(query_len, key_len, query_start)
         p = torch.arange(query_len) + start
         same = torch.div(p, chunk_size, rounding_mode="floor")[:, None] == torch.div(
             torch.arange(key_len), chunk_size, rounding_mode="floor"
@@ -199,7 +205,7 @@ def sdpa_mask(
     if packed is not None:
         positions = packed if positions is None else positions & packed
     if alibi_slopes is not None:  # ALiBi joins the float mask, in float64 first
-        start = key_len - query_len if query_start is None else int(query_start)
+        start = first_position(query_len, key_len, query_start)
         p = torch.arange(query_len, dtype=torch.float64) + start
         distance = (p[:, None] - torch.arange(key_len, dtype=torch.float64)).abs()
         slopes = torch.as_tensor(np.asarray(alibi_slopes, dtype=np.float64))

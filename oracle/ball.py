@@ -51,6 +51,7 @@ from attnprops.oracle.rules import (
     check_attention_inputs,
     compute_dtype,
     raise_score_overflow,
+    slope_at,
 )
 
 PRECISION = 256  # bits to start with
@@ -239,7 +240,7 @@ def _parts(
                         s = [t + b_j for t, b_j in zip(s, b_row)]
                         x = [t + (b_j - b_m) for t, b_j in zip(x, b_row)]
                     if problem.alibi is not None:  # -slope |p - j|, and its difference to m
-                        slope = arb(float(problem.alibi[b if len(problem.alibi) > 1 else 0, h]))
+                        slope = arb(slope_at(problem.alibi, b, h))
                         p = problem.query_start + i
                         s = [t - slope * abs(p - j) for t, j in zip(s, visible)]
                         x = [t - slope * (abs(p - j) - abs(p - m)) for t, j in zip(x, visible)]
@@ -289,7 +290,7 @@ def _exact_score(rational: Fraction | None, dot: arb, bias, index, problem):
         b = Fraction(0) if bias is None else Fraction(float(bias[index]))
         if problem.alibi is not None:
             n, h, i, j = index
-            slope = float(problem.alibi[n if len(problem.alibi) > 1 else 0, h])
+            slope = slope_at(problem.alibi, n, h)
             b -= Fraction(slope) * abs(problem.query_start + i - j)
         return rational * _fraction(dot) + b
 

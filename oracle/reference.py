@@ -37,6 +37,7 @@ from attnprops.oracle.rules import (
     compute_dtype,
     kv_cache_bytes,
     raise_score_overflow,
+    slope_at,
 )
 
 DIGITS = 50
@@ -182,7 +183,7 @@ class Scores(NamedTuple):
 
 def _slope(alibi: np.ndarray, b: int, h: int) -> mpmath.mpf:
     """The ALiBi slope of batch element ``b`` and query head ``h``, exact."""
-    return mpmath.mpf(float(alibi[b if alibi.shape[0] > 1 else 0, h]))
+    return mpmath.mpf(slope_at(alibi, b, h))
 
 
 def _scores(problem: AttentionProblem) -> Scores:

@@ -93,6 +93,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from attnprops.oracle.rules import alibi_bias, check_alibi_slopes
+
 U64 = 2.0**-53
 
 
@@ -170,12 +172,11 @@ def _abs_alibi(case) -> np.ndarray | float:
     slopes = getattr(case, "alibi_slopes", None)
     if slopes is None:
         return 0.0
-    Tq, Tk = case.query.shape[-2], case.key.shape[-2]
+    B, Hq, Tq, _ = _four_d(case.query).shape
+    Tk = case.key.shape[-2]
     start = Tk - Tq if case.query_start is None else case.query_start
-    distance = np.abs(start + np.arange(Tq)[:, None] - np.arange(Tk)[None, :])
-    heads = np.abs(np.asarray(slopes, dtype=np.float64))
-    heads = heads.reshape((1,) * (2 - heads.ndim) + heads.shape)  # (B or 1, Hq)
-    return heads[:, :, None, None] * distance * (1 + 2.0**-52)
+    bias = alibi_bias(check_alibi_slopes(slopes, B, Hq), start, slice(0, Tq), slice(0, Tk))
+    return np.abs(bias) * (1 + 2.0**-52)
 
 
 def _softcap_error(case, a: np.ndarray, u: float, tiny: float) -> np.ndarray | float:

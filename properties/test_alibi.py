@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 
+from attnprops.oracle.rules import alibi_bias, check_alibi_slopes
 from attnprops.properties._support import (
     assert_output_matches_oracle,
     fit_to_subject,
@@ -44,13 +45,9 @@ def test_alibi_output_matches_oracle(subject, case):
 def _explicit(case) -> np.ndarray:
     """``case``'s ALiBi and mask as one float64 mask ``(B or 1, Hq, Tq, Tk)``:
     ``-slope |p - j|`` rounded to float64, plus the float mask (a bool mask as 0 / ``-inf``)."""
-    Tq, Tk = case.query.shape[-2], case.key.shape[-2]
-    start = case.start
-    distance = np.abs(start + np.arange(Tq)[:, None] - np.arange(Tk)[None, :])
-    slopes = case.alibi_slopes.reshape(
-        (1,) * (2 - case.alibi_slopes.ndim) + case.alibi_slopes.shape
-    )
-    bias = -slopes[:, :, None, None] * distance
+    B, Hq, Tq, _ = case.query.shape
+    slopes = check_alibi_slopes(case.alibi_slopes, B, Hq)
+    bias = alibi_bias(slopes, case.start, slice(0, Tq), slice(0, case.key.shape[-2]))
     mask = case.attn_mask
     if mask is not None:
         mask = four_d(mask) if mask.ndim == 2 else mask

@@ -24,7 +24,7 @@ import numpy as np
 
 from attnprops.oracle.rules.errors import AlibiError
 
-__all__ = ["alibi_bias", "check_alibi_slopes"]
+__all__ = ["alibi_bias", "check_alibi_slopes", "slope_at"]
 
 
 def check_alibi_slopes(alibi_slopes, batch: int, num_heads: int) -> np.ndarray | None:
@@ -51,6 +51,12 @@ def check_alibi_slopes(alibi_slopes, batch: int, num_heads: int) -> np.ndarray |
     if not np.isfinite(slopes).all():
         raise AlibiError(f"{form}; it contains NaN or infinity")
     return slopes.astype(np.float64).reshape(-1, num_heads)
+
+
+def slope_at(slopes: np.ndarray, batch: int, head: int) -> float:
+    """The slope of batch element ``batch`` and query head ``head`` in checked slopes
+    ``(B or 1, Hq)`` (:func:`check_alibi_slopes`)."""
+    return float(slopes[batch if len(slopes) > 1 else 0, head])
 
 
 def alibi_bias(slopes, query_start: int, rows: slice, keys: slice, dtype=np.float64):

@@ -61,6 +61,18 @@ def subject_output(subject, case, parts, what: str = "attention") -> np.ndarray:
     return assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype, what="output")
 
 
+def attend(subject, case, what: str = "attention") -> np.ndarray:
+    """The subject's ``attention`` for ``case`` (a raise is a violation: the call is valid),
+    required to be an ndarray of shape ``query.shape[:-1] + value.shape[-1:]`` and the case's
+    dtype, without NaN: :func:`subject_output` without the oracle's parts."""
+    __tracebackhide__ = True
+    out = call_subject(
+        subject.attention, case.query, case.key, case.value, **case.subject_kwargs(), what=what
+    )
+    shape = case.query.shape[:-1] + case.value.shape[-1:]
+    return assert_shape_dtype(out=out, shape=shape, dtype=case.dtype, what=what)
+
+
 def subject_weights(subject, case, parts) -> np.ndarray:
     """The subject's ``attention_weights`` for ``case``, of the oracle's weights' shape and
     the case's dtype, without NaN."""

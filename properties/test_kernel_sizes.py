@@ -19,7 +19,7 @@ from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
 from attnprops.oracle import ball
-from attnprops.properties._support import decode_in_chunks, one_head, repeat_kv, visibility
+from attnprops.properties._support import attend, decode_in_chunks, one_head, repeat_kv, visibility
 from attnprops.properties.bounds import (
     Arithmetic,
     agreement_bounds,
@@ -32,7 +32,6 @@ from attnprops.properties.checks import (
     assert_equal,
     assert_shape_dtype,
     assert_within,
-    call_subject,
     fail,
 )
 from attnprops.properties.kernel_cases import boundary_rows, subject_kernel_specs
@@ -44,15 +43,6 @@ SUBJECT = current_subject()
 # products, about 45 ns each at 256 bits): at most this many rows are checked exactly. The
 # reference rows are the tight check; every row also gets the float64 check.
 REFERENCE_WORK = 2_500_000
-
-
-def _attend(subject, case, what="attention"):
-    out = call_subject(
-        subject.attention, case.query, case.key, case.value, **case.subject_kwargs(), what=what
-    )
-    return assert_shape_dtype(
-        out=out, shape=case.query.shape[:3] + case.value.shape[3:], dtype=case.dtype, what=what
-    )
 
 
 def _rows_of(case, rows: list[int]):
@@ -99,7 +89,7 @@ def _matches_float64_evaluation(subject, case, what: str = "output") -> np.ndarr
     arithmetic plus that of float64 of a float64 evaluation (so within the sum of both of
     the exact result's bounds); returns the output."""
     __tracebackhide__ = True
-    out = _attend(subject, case)
+    out = attend(subject, case)
     visible = visibility(case)
     with np.errstate(over="ignore"):
         maxima = row_maxima(case, visible)  # the float64 evaluation reads the same values
@@ -229,7 +219,7 @@ def test_kernel_sized_chunk_equals_rows_of_full_causal(subject, spec, data):
     full = spec._replace(is_causal=True, query_start=None).build()
     T = full.key.shape[2]
     assume(T >= 2)
-    expected = _attend(subject, full, "full causal attention")
+    expected = attend(subject, full, "full causal attention")
     t = data.draw(st.sampled_from(TILES), label="tile")
     starts = {t - 1, t, t + 1, data.draw(boundary_sizes(T - 1), label="query_start")}
     for s in sorted(x for x in starts if 1 <= x <= T - 1):
@@ -249,7 +239,7 @@ def test_kernel_sized_chunk_equals_rows_of_full_causal(subject, spec, data):
             _agree(
                 subject,
                 chunk,
-                _attend(subject, chunk, f"chunk, {what}"),
+                attend(subject, chunk, f"chunk, {what}"),
                 expected[:, :, rows],
                 what=f"chunk [{s}, {s + n}) ({what}) vs rows of full causal (T={T})",
             )
@@ -267,8 +257,8 @@ def test_kernel_sized_gqa_equals_repeated_kv(subject, spec):
     _agree(
         subject,
         case,
-        _attend(subject, case, "grouped K/V"),
-        _attend(subject, repeated, "K/V repeated to Hq"),
+        attend(subject, case, "grouped K/V"),
+        attend(subject, repeated, "K/V repeated to Hq"),
         what=f"GQA (G={group}) vs K/V repeated by h // {group}",
     )
 
@@ -282,14 +272,14 @@ def test_kernel_sized_batch_and_heads_independent(subject, spec):
     case = spec.build()
     B, Hq, Tq, _ = case.query.shape
     assume(B * Hq > 1)
-    batched = _attend(subject, case, "batched")
+    batched = attend(subject, case, "batched")
     for b in range(B):
         for h in range(Hq):
             one = one_head(case, b, h)
             _agree(
                 subject,
                 one,
-                _attend(subject, one, f"batch {b} head {h} alone"),
+                attend(subject, one, f"batch {b} head {h} alone"),
                 batched[b : b + 1, h : h + 1],
                 what=f"batch {b}, head {h} alone vs batched",
             )
@@ -307,8 +297,8 @@ def test_kernel_sized_bool_mask_equals_additive_mask(subject, spec):
     _agree(
         subject,
         case,
-        _attend(subject, case, "bool mask"),
-        _attend(subject, case._replace(attn_mask=additive), "additive 0/-inf mask"),
+        attend(subject, case, "bool mask"),
+        attend(subject, case._replace(attn_mask=additive), "additive 0/-inf mask"),
         what="bool mask vs additive 0/-inf mask",
     )
 
@@ -330,8 +320,8 @@ def test_kernel_sized_hidden_keys_do_not_change_output(subject, spec, data):
         seen, case.value, (1e3 * rng.standard_normal(case.value.shape)).astype(case.dtype)
     )
     note(f"hidden K/V positions: {int((~seen).sum())} of {seen.size}")
-    before = _attend(subject, case, "original K/V")
-    after = _attend(subject, case._replace(key=key, value=value), "hidden K/V changed")
+    before = attend(subject, case, "original K/V")
+    after = attend(subject, case._replace(key=key, value=value), "hidden K/V changed")
     assert_equal(out=after, expected=before, what="output after changing hidden K/V", case=case)
 
 
@@ -395,6 +385,6 @@ def test_kernel_sized_cache_growth_equals_full_causal(subject, run):
         subject,
         case,
         decoded,
-        _attend(subject, case, "full causal attention"),
+        attend(subject, case, "full causal attention"),
         what=f"cached decode in {len(chunks)} chunks vs full causal (T={T})",
     )

@@ -17,13 +17,14 @@ from hypothesis import strategies as st
 
 from attnprops.properties._support import (
     assert_output_matches_oracle,
+    attend,
     case_from,
     fit_to_subject,
     four_d,
     visibility,
 )
 from attnprops.properties.bounds import agreement_bounds, two_computations
-from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject
+from attnprops.properties.checks import assert_within
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.strategies import dims, subject_cases, values, window_sides
 
@@ -63,12 +64,6 @@ def packed_rows(draw):
     return q, k, v, lengths, causal, window
 
 
-def _call(subject, q, k, v, what, **kwargs):
-    out = call_subject(subject.attention, q, k, v, what=what, **kwargs)
-    shape = q.shape[:-1] + v.shape[-1:]
-    return assert_shape_dtype(out=out, shape=shape, dtype=q.dtype, what=what)
-
-
 @pytest.mark.requires("segment_ids")
 @given(row=packed_rows())
 def test_packed_documents_equal_each_document_alone(subject, row):
@@ -79,18 +74,14 @@ def test_packed_documents_equal_each_document_alone(subject, row):
     q, k, v, lengths, causal, window = row
     ids = np.repeat(np.arange(len(lengths)), lengths)
     note(f"lengths {lengths}, segment ids {ids.tolist()}, causal {causal}, window {window}")
-    extra = {} if window is None else {"window": window}
-    kwargs = dict(is_causal=causal, **extra)
-    packed = _call(subject, q, k, v, "packed row", segment_ids=(ids, ids), **kwargs)
+    row_case = case_from(q, k, v, is_causal=causal)._replace(window=window)
+    packed = attend(subject, row_case._replace(segment_ids=(ids, ids)), "packed row")
     for doc, (start, n) in enumerate(zip(np.cumsum([0] + lengths[:-1]), lengths)):
         if n == 0:
             continue
         part = slice(int(start), int(start + n))
-        alone = _call(
-            subject, q[:, :, part], k[:, :, part], v[:, :, part], f"document {doc}", **kwargs
-        )
-        case = case_from(q[:, :, part], k[:, :, part], v[:, :, part], is_causal=causal)
-        case = case._replace(window=window)
+        case = row_case._replace(query=q[:, :, part], key=k[:, :, part], value=v[:, :, part])
+        alone = attend(subject, case, f"document {doc}")
         with np.errstate(over="ignore"):
             bound = two_computations(
                 agreement_bounds(case, visibility(case), subject.arithmetic(q.dtype))

@@ -21,26 +21,19 @@ from hypothesis import strategies as st
 from attnprops.properties._support import (
     assert_decode_matches_oracle,
     assert_output_matches_oracle,
+    attend,
     fit_to_subject,
     four_d,
     visibility,
 )
 from attnprops.properties.bounds import agreement_bounds, two_computations
-from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject
+from attnprops.properties.checks import assert_within
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.strategies import subject_cases, window_sides
 from attnprops.properties.test_kv_cache import cache_runs
 
 SUBJECT = current_subject()
 SLIDING = SUBJECT.capabilities.window == "sliding_window"
-
-
-def _attend(subject, case, what="attention"):
-    out = call_subject(
-        subject.attention, case.query, case.key, case.value, **case.subject_kwargs(), what=what
-    )
-    shape = case.query.shape[:-1] + case.value.shape[-1:]
-    return assert_shape_dtype(out=out, shape=shape, dtype=case.dtype, what=what)
 
 
 @pytest.mark.requires("window")
@@ -80,8 +73,8 @@ def test_window_covering_every_key_equals_no_window(subject, case, data):
     case = fit_to_subject(case, subject)
     wide = _covering(case, data)
     note(f"window: {wide.window}")
-    plain = _attend(subject, case, what="attention without a window")
-    windowed = _attend(subject, wide, what=f"attention with window {wide.window}")
+    plain = attend(subject, case, what="attention without a window")
+    windowed = attend(subject, wide, what=f"attention with window {wide.window}")
     with np.errstate(over="ignore"):
         bound = two_computations(
             agreement_bounds(case, visibility(case), subject.arithmetic(case.dtype))

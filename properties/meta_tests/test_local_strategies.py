@@ -20,7 +20,7 @@ import numpy as np
 
 from attnprops.oracle.rules import check_attention_inputs
 from attnprops.properties.kernel_cases import kernel_specs
-from attnprops.properties.meta_tests.test_strategy_coverage import pooled_draws
+from attnprops.properties.meta_tests.test_strategy_coverage import _scores, pooled_draws
 from attnprops.properties.strategies import attention_cases
 
 SMALL = (
@@ -62,7 +62,7 @@ def _start(query_start, Tq: int, Tk: int) -> int:
 def small_features(case) -> set[str]:
     left, right = case.window
     Tq, Tk = case.query.shape[-2], case.key.shape[-2]
-    start = _start(case.query_start, Tq, Tk)
+    start = case.start
     kwargs = case.kwargs()
     windowed = check_attention_inputs(case.query, case.key, case.value, **kwargs).visible
     del kwargs["window"]
@@ -98,12 +98,7 @@ def small_features(case) -> set[str]:
         found["alibi per batch element"] = case.alibi_slopes.ndim == 2
         found["a negative slope"] = bool((case.alibi_slopes < 0).any())
     if case.softcap is not None:
-        q, k = case.query.astype(np.float64), case.key.astype(np.float64)
-        scale = 1 / np.sqrt(q.shape[-1]) if case.scale is None else case.scale
-        largest = np.abs(q @ np.swapaxes(k, -1, -2)).max() * scale if q.ndim == 2 else None
-        if largest is None:
-            group = q.shape[1] // k.shape[1]
-            largest = np.abs(q @ np.repeat(k, group, axis=1).swapaxes(-1, -2)).max() * scale
+        largest = np.abs(_scores(case)).max()
         found["a cap the scores pass threefold"] = bool(largest > 3 * case.softcap)
     if case.chunk_size is not None:
         p = start + np.arange(Tq)

@@ -245,23 +245,22 @@ def _exact_difference(a: float, b: float) -> mpmath.mpf:
     return _scaled((na << (shift - sa)) - (nb << (shift - sb)), shift)
 
 
-def _capped_difference(difference, scores: Scores, dot_j: int, dot_m: int, shift: int):
-    """``c tanh(s_j / c) - c tanh(s_m / c)``, exactly 0 for a tie (``difference``, the exact
-    ``s_j - s_m`` of the scaled scores, is 0), else to an absolute error far below
-    ``10**-DIGITS``: each ``tanh`` at ``DIGITS + 10`` digits plus the digits of ``c`` (its
-    error is at most ``c`` times its relative one, and ``tanh'' <= 1`` keeps the scores'
-    own rounding below it). The weights need exactly that, an absolute error of the shifted
-    score being a relative one of ``exp``; ``tanh`` of any argument stays in ``[-1, 1]``, so
-    huge scores or tiny caps overflow nothing."""
-    if not difference:
-        return difference
-    extra = max(0, int(mpmath.ceil(mpmath.log10(scores.softcap))))
-    with mpmath.workdps(DIGITS + 10 + extra):
-        cap = mpmath.mpf(scores.softcap)
-        s_j = scores.scale * _scaled(dot_j, shift)
-        s_m = scores.scale * _scaled(dot_m, shift)
-        capped = cap * (mpmath.tanh(s_j / cap) - mpmath.tanh(s_m / cap))
-    return +capped  # rounded to the working precision
+def _cap_digits(softcap: float) -> int:
+    """The digits at which the capped scores' ``tanh`` are taken for the softmax shift:
+    ``DIGITS + 10`` plus the digits of ``c``. The shift ``c (tanh(s_j / c) - tanh(s_m / c))``
+    then has an absolute error far below ``10**-DIGITS`` (each ``tanh``'s error is at most
+    ``c`` times its relative one, and ``tanh' <= 1`` keeps the scores' own rounding below
+    it), which is what the weights need, an absolute error of the shifted score being a
+    relative one of ``exp``; ``tanh`` of any argument stays in ``[-1, 1]``, so huge scores or
+    tiny caps overflow nothing."""
+    return DIGITS + 10 + max(0, int(mpmath.ceil(mpmath.log10(softcap))))
+
+
+def _capped_tanh(scores: Scores, dot: int, shift: int, digits: int) -> mpmath.mpf:
+    """``tanh(s / c)`` of the scaled score whose exact dot product is ``dot / 2**shift``, at
+    ``digits`` digits (:func:`_cap_digits`)."""
+    with mpmath.workdps(digits):
+        return mpmath.tanh(scores.scale * _scaled(dot, shift) / mpmath.mpf(scores.softcap))
 
 
 def _weights(scores: Scores) -> np.ndarray:
@@ -274,6 +273,7 @@ def _weights(scores: Scores) -> np.ndarray:
     left nothing of the dot products: uniform weights)."""
     values = scores.values
     weights = np.empty(values.shape, dtype=object)
+    digits = None if scores.softcap is None else _cap_digits(scores.softcap)
     for index in np.ndindex(values.shape[:-1]):
         row = values[index]
         visible = [j for j, s in enumerate(row) if s != mpmath.mpf("-inf")]
@@ -286,10 +286,16 @@ def _weights(scores: Scores) -> np.ndarray:
         if scores.alibi is not None:
             b, h, i = index
             slope, p = _slope(scores.alibi, b, h), scores.query_start + i
+        if scores.softcap is not None:  # the row's largest key's tanh, once
+            tanh_m = _capped_tanh(scores, dots[m], shift, digits)
         for j in visible:
             x = scores.scale * _scaled(dots[j] - dots[m], shift)
-            if scores.softcap is not None:  # c (tanh(s_j / c) - tanh(s_m / c)), to 1e-60
-                x = _capped_difference(x, scores, dots[j], dots[m], shift)
+            if scores.softcap is not None and x:  # c (tanh(s_j/c) - tanh(s_m/c)); a tie is 0
+                with mpmath.workdps(digits):
+                    capped = mpmath.mpf(scores.softcap) * (
+                        _capped_tanh(scores, dots[j], shift, digits) - tanh_m
+                    )
+                x = +capped  # rounded to the working precision
             if scores.bias is not None:
                 x = x + _exact_difference(scores.bias[index + (j,)], scores.bias[index + (m,)])
             if scores.alibi is not None:  # -slope (|p - j| - |p - m|), exact

@@ -179,9 +179,8 @@ def _abs_alibi(case) -> np.ndarray | float:
     return np.abs(bias) * (1 + 2.0**-52)
 
 
-def _softcap_error(case, a: np.ndarray, u: float, tiny: float) -> np.ndarray | float:
-    """The score error the cap adds (item 1), from ``A_j`` (``a``); 0.0 without a cap."""
-    cap = getattr(case, "softcap", None)
+def _softcap_error(cap: float | None, a: np.ndarray, u: float, tiny: float) -> np.ndarray | float:
+    """The score error the cap ``cap`` adds (item 1), from ``A_j`` (``a``); 0.0 without."""
     if cap is None:
         return 0.0
     return u * np.minimum(a, cap / 2) + (5 * u + 4 * u * u) * np.minimum(a, cap) + 2 * tiny
@@ -227,7 +226,7 @@ def attention_bounds(case, parts, arithmetic: Arithmetic | None = None) -> Bound
             + u * np.abs(finite_scores)
             + mask_term * bias
             + gamma(4, us) * alibi
-            + _softcap_error(case, abs_qk, u, tiny)
+            + _softcap_error(getattr(case, "softcap", None), abs_qk, u, tiny)
         )
         eta = np.where(visible, delta + 2 * u * np.abs(shifted) + 2 * u * (Tk + 1) + rho, 0.0)
         positive = weights > 0  # 0 * inf must count as 0 where eta is enormous
@@ -345,7 +344,7 @@ def agreement_from(maxima: RowMaxima, arithmetic: Arithmetic, *, query_ndim: int
             + u * maxima.s_max
             + (gamma(2, us) if np.any(maxima.alibi_max) else us) * maxima.b_max
             + gamma(4, us) * maxima.alibi_max
-            + _softcap_error(maxima, maxima.a_max, u, tiny)
+            + _softcap_error(maxima.softcap, maxima.a_max, u, tiny)
             + 4 * u * maxima.s_max
             + 2 * u * (Tk + 1)
             + rho

@@ -5,12 +5,13 @@ dims)::
 
     attention(query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None,
               window=None, segment_ids=None, chunk_size=None, alibi_slopes=None, softcap=None,
-              block_size=None)
+              sinks=None, block_size=None)
     attention_weights(query, key, *, attn_mask=None, is_causal=False, query_start=None, scale=None,
                       window=None, segment_ids=None, chunk_size=None, alibi_slopes=None,
-                      softcap=None)
+                      softcap=None, sinks=None)
     KVCache(batch, num_kv_heads, head_dim, value_dim=None, *, dtype=numpy.float64)
-    cached_attention(query, key, value, cache, *, attn_mask=None, scale=None, window=None)
+    cached_attention(query, key, value, cache, *, attn_mask=None, scale=None, window=None,
+                     sinks=None)
     kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype)
     AttentionInputError  (a ValueError; subclasses in oracle.rules)
 
@@ -19,7 +20,8 @@ right)`` is local attention: the query at absolute position ``p`` sees keys ``p 
 right`` (:func:`oracle.rules.check_window`, with the other libraries' conventions);
 ``segment_ids`` packs documents and ``chunk_size`` chunks positions (:mod:`oracle.rules.packing`);
 ``alibi_slopes`` adds ALiBi's ``-slope * |p - j|`` (:mod:`oracle.rules.alibi`); ``softcap``
-caps the scaled scores, ``c * tanh(s / c)`` (:mod:`oracle.rules.softcap`).
+caps the scaled scores, ``c * tanh(s / c)`` (:mod:`oracle.rules.softcap`); ``sinks`` adds one
+logit per query head to every softmax denominator (:mod:`oracle.rules.sinks`).
 ``block_size=n`` processes ``n`` queries by ``n`` keys at a time with an online softmax (peak
 extra memory O(B Hq n (n + Dv)) instead of O(B Hq Tq Tk)); ``ATTNPROPS_CAPABILITIES`` declares
 it so the property suite draws block sizes too. ``block_size="dense"`` is the dense path (one
@@ -51,6 +53,7 @@ ATTNPROPS_CAPABILITIES = {
     "chunk_size": True,  # chunked attention (Llama 4)
     "alibi": True,  # alibi_slopes
     "softcap": True,  # softcap: c * tanh(s / c)
+    "sinks": True,  # sinks: one logit per query head in the softmax denominator
 }
 
 __all__ = [

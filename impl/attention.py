@@ -98,7 +98,7 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
     ) -> AttentionCall:
         """Every rule but the fully-masked-row rule (:func:`oracle.rules.check_attention_call`;
         ``options``: attn_mask, is_causal, query_start, scale, window, segment_ids,
-        chunk_size, alibi_slopes, softcap). ``scan=False``: query, key
+        chunk_size, alibi_slopes, softcap, sinks). ``scan=False``: query, key
         and value are not scanned for NaN/infinity (the paths call :meth:`check_finite`)."""
         return check_attention_call(
             query, key, value, **options, needs_value=needs_value, scan=scan
@@ -169,6 +169,7 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
         chunk_size=None,
         alibi_slopes=None,
         softcap=None,
+        sinks=None,
     ) -> np.ndarray:
         """Attention weights ``softmax(scale * query @ key^T + mask)`` along the key axis.
 
@@ -198,6 +199,10 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
             softcap: ``c > 0``: the scaled scores become ``c * tanh(s / c)`` before the mask
                 and the biases (Gemma 2, FlashAttention's ``softcap``;
                 :mod:`oracle.rules.softcap`); None: no cap.
+            sinks: ``(Hq,)`` float logits, finite or ``-inf``: one per query head, in every
+                row's softmax denominator, with no value (gpt-oss; :mod:`oracle.rules.sinks`):
+                rows then sum to ``sigmoid(lse - sigma_h)``; a row that sees no key is allowed
+                when its head's sink is finite, and its weights are 0. None: no sinks.
 
         Returns:
             ``(B, Hq, Tq, Tk)`` (or ``(Tq, Tk)``) in the input dtype; rows sum to 1, hidden
@@ -218,6 +223,7 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
             chunk_size=chunk_size,
             alibi_slopes=alibi_slopes,
             softcap=softcap,
+            sinks=sinks,
         )
         call = self.validate(query, key, None, options, needs_value=False)
         self.check_rows(call)
@@ -239,6 +245,7 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
         chunk_size=None,
         alibi_slopes=None,
         softcap=None,
+        sinks=None,
         block_size=None,
     ) -> np.ndarray:
         """Scaled dot-product attention ``softmax(scale * query @ key^T + mask) @ value``.
@@ -248,7 +255,8 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
             key: ``(B, Hkv, Tk, D)`` or ``(Tk, D)``, same dtype, ``Hq % Hkv == 0``.
             value: ``(B, Hkv, Tk, Dv)`` or ``(Tk, Dv)``, same dtype.
             attn_mask, is_causal, query_start, scale, window, segment_ids, chunk_size,
-                alibi_slopes, softcap: as in :meth:`attention_weights`.
+                alibi_slopes, softcap, sinks: as in :meth:`attention_weights` (a row that sees
+                no key but has a finite sink gives 0).
             block_size: which path computes the call; the result differs between paths by
                 rounding only, and every path follows the same rules with the same errors.
 
@@ -291,6 +299,7 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
             chunk_size=chunk_size,
             alibi_slopes=alibi_slopes,
             softcap=softcap,
+            sinks=sinks,
         )
         # Every rule but finiteness first (array-free, the same for both paths); then the dense
         # path scans query, key and value whole, the blocked path block by block as it reads

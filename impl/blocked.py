@@ -6,8 +6,9 @@ A running row maximum ``m`` and running sum ``l``; the running output is rescale
 ``exp(m_old - m_new)`` whenever the maximum grows. Peak extra memory is O(B Hq n (n + Dv))
 instead of O(B Hq Tq Tk), and each tile's scores stay in cache. Key blocks that no query of a
 tile may see (causal) are skipped, and query rows that see nothing of a key block are left out
-of it; so are the key blocks outside every row's local window. Masks are read one block at a time (:class:`impl.scores.Scores`). Results agree with the
-dense path up to rounding (within the suite's error bounds). :class:`BlockedPath` is a mixin
+of it; so are the key blocks outside every row's local window. Masks are read one block at a
+time (:class:`impl.scores.Scores`); each head's sink is folded in once per query tile, after
+its last key block. Results agree with the dense path up to rounding (within the suite's error bounds). :class:`BlockedPath` is a mixin
 of :class:`impl.attention.Attention`, one method per step. Shape legend as in :mod:`impl`.
 """
 
@@ -74,6 +75,19 @@ class BlockedPath:
         acc += np.matmul(p, value)
         m[...] = m_new
 
+    def fold_sinks(
+        self, m: np.ndarray, l: np.ndarray, acc: np.ndarray, call: AttentionCall
+    ) -> None:
+        """Fold each head's sink into a tile's running state, in place, once, after its last
+        key block: one more online-softmax step (:meth:`online_softmax_step`) over a key of
+        score ``sigma_h`` and value 0 (:mod:`oracle.rules.sinks`). ``m``, ``l``, ``acc`` as
+        there, grouped ``(B, Hkv, G, n, 1)`` / ``(..., n, Dv)``. A sink of ``-inf`` changes
+        nothing; a row that saw no key gets ``l = 1``, ``acc = 0``."""
+        B, Hkv, G, n, _ = m.shape
+        s = np.empty(m.shape, dtype=m.dtype)
+        s[...] = call.sinks.astype(m.dtype).reshape(1, Hkv, G, 1, 1)
+        self.online_softmax_step(m, l, acc, s, np.zeros((1, 1, 1, 1, acc.shape[-1]), m.dtype))
+
     def blocked_output(self, call: AttentionCall, compute: np.dtype, block_size: int) -> np.ndarray:
         """``softmax(scores) @ value`` ``(B, Hq, Tq, Dv)`` in the compute dtype, in tiles of
         ``block_size`` queries by ``block_size`` keys with an online softmax (running max
@@ -131,7 +145,9 @@ class BlockedPath:
                         s,
                         value[:, :, None, keys],
                     )
-                # every row has a visible key (checked), so l >= 1
+                if call.sinks is not None:
+                    self.fold_sinks(m, l, acc, call)
+                # every row has a visible key or a finite sink (checked), so l >= 1
                 np.divide(acc, l, out=out[:, :, :, t0:t1])
         if scanned < Tk:  # keys that no query sees are inputs too: the rule covers them
             self.check_finite(call.key[:, :, scanned:], "key")

@@ -52,9 +52,24 @@ class DensePath:
             np.divide(scores, total, out=scores)
         return scores
 
+    def softmax_with_sinks(
+        self, scores: np.ndarray, call: AttentionCall, compute: np.dtype
+    ) -> np.ndarray:
+        """Softmax of masked scores ``(B, Hq, Tq, Tk)`` whose denominators also hold each
+        head's sink (:mod:`oracle.rules.sinks`): the sink is one more key column, of score
+        ``sigma_h`` in the compute dtype, through :meth:`softmax`, and its column is dropped.
+        A row that sees no key has weights 0 there (its finite sink is its maximum)."""
+        B, Hq, Tq, Tk = scores.shape
+        sink = np.broadcast_to(call.sinks.astype(compute)[:, None, None], (B, Hq, Tq, 1))
+        return self.softmax(np.concatenate([scores, sink], axis=-1))[..., :Tk]
+
     def dense_weights(self, call: AttentionCall, compute: np.dtype) -> np.ndarray:
-        """Attention weights ``(B, Hq, Tq, Tk)`` in the compute dtype."""
-        return self.softmax(self.dense_scores(call, compute))
+        """Attention weights ``(B, Hq, Tq, Tk)`` in the compute dtype (with the sinks in the
+        denominators when the call has them, :meth:`softmax_with_sinks`)."""
+        scores = self.dense_scores(call, compute)
+        if call.sinks is None:
+            return self.softmax(scores)
+        return self.softmax_with_sinks(scores, call, compute)
 
     def weighted_values(
         self, weights: np.ndarray, call: AttentionCall, compute: np.dtype

@@ -114,7 +114,7 @@ class CachedAttention:
     cache_type: type = KVCache
 
     def cached_attention(
-        self, query, key, value, cache, *, attn_mask=None, scale=None, window=None
+        self, query, key, value, cache, *, attn_mask=None, scale=None, window=None, sinks=None
     ):
         """Append ``key``/``value`` to ``cache``, then attend causally over everything cached.
 
@@ -127,6 +127,7 @@ class CachedAttention:
             scale: as in :func:`impl.attention`.
             window: ``(left, right)`` over absolute positions, as in :func:`impl.attention`
                 (a causal sliding window of ``left + 1`` keys), or None.
+            sinks: ``(Hq,)`` sink logits as in :func:`impl.attention`, or None.
 
         Returns:
             ``(B, Hq, Tnew, Dv)``: causal attention with ``query_start`` = the cache length
@@ -150,6 +151,7 @@ class CachedAttention:
                 query_start=start,
                 scale=scale,
                 window=window,
+                **({} if sinks is None else {"sinks": sinks}),  # (only to who takes them)
             )
         except BaseException:
             cache._restore(snapshot)

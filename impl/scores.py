@@ -23,6 +23,7 @@ from attnprops.oracle.rules import (
     raise_fully_masked_row,
     raise_score_overflow,
     segment_visible,
+    sink_catches,
     window_visible,
 )
 
@@ -205,6 +206,7 @@ class Scores:
         Without a mask, window, segments or chunks every row sees a key: key 0 is causally
         visible to every query because ``query_start >= 0`` whenever ``is_causal``. A window
         alone is checked by position (:meth:`window_rows_empty`), the rest block by block.
+        The rows of a head with a finite sink are spared (:mod:`oracle.rules.sinks`).
 
         Raises:
             oracle.rules.FullyMaskedRowError naming the first such row and their count.
@@ -213,7 +215,7 @@ class Scores:
         packed = call.segments is not None or call.chunk_size is not None
         if call.mask is None and not packed:
             if call.window is not None:
-                empty = self.window_rows_empty(call)
+                empty = self.window_rows_empty(call) & ~sink_catches(call.sinks, Hq)
                 if empty.any():
                     raise_fully_masked_row(np.broadcast_to(empty, (B, Hq, Tq)))
             return
@@ -238,7 +240,7 @@ class Scores:
             seen |= np.any(visible, axis=-1)
             if seen.all():
                 return
-        empty = ~np.broadcast_to(seen, (B, Hq, Tq))
+        empty = ~np.broadcast_to(seen, (B, Hq, Tq)) & ~sink_catches(call.sinks, Hq)
         if empty.any():
             raise_fully_masked_row(empty)
 

@@ -4,7 +4,8 @@ The 50-digit oracle (:mod:`oracle.reference`) is the specification, a Python loo
 seconds at ``T = 256``. This backend computes the same formula (Vaswani et al. 2017, eq. 1)::
 
     s_j = scale * (query . key_j)  (-> c tanh(s_j / c))  (+ attn_mask_j)  (- slope |p - j|)
-    w_j = exp(x_j) / sum_k exp(x_k),  x_j = s_j - s_m  (m: a visible key of largest score)
+    w_j = exp(x_j) / (sum_k exp(x_k) (+ exp(sigma_h - s_m))),  x_j = s_j - s_m
+                                       (m: a visible key of largest score; sigma_h: the sink)
     o   = sum_j w_j * value_j
 
 in interval ("ball") arithmetic, where every number is a midpoint and a radius that provably
@@ -51,6 +52,7 @@ from attnprops.oracle.rules import (
     check_attention_inputs,
     compute_dtype,
     raise_score_overflow,
+    sink_at,
     slope_at,
 )
 
@@ -219,7 +221,7 @@ def _parts(
             for h in range(g * problem.group, (g + 1) * problem.group):
                 dots = (_matrix(problem.query[b, h, list(rows)]) * key_t).entries()  # exact
                 w_entries = [zero] * (r * Tk)
-                uniform: dict[int, list[int]] = {}  # row -> visible keys, all scores tied
+                uniform: dict[int, tuple] = {}  # row -> (visible keys, terms), all tied
                 for n, i in enumerate(rows):
                     visible = np.flatnonzero(problem.visible[b, h, i]).tolist()
                     if not visible:  # only under fully_masked_rows="zeros": weights 0
@@ -255,14 +257,20 @@ def _parts(
                     # relative at the start (far inside float64's 2**-53), about 40% less
                     # time than at 256 bits; exp(0) stays exactly 1
                     half = ctx.prec // 2 if ctx.prec < MAX_PRECISION else ctx.prec
+                    sink = sink_at(problem.sinks, h)
                     with ctx.workprec(max(64, half)):  # the last refinement: all of it
                         exps = [t.exp() for t in x]
+                        if sink != -np.inf:  # sigma_h - s_m: the sink's term, no value
+                            sink_exp = (arb(sink) - s[visible.index(m)]).exp()
                     total = sum(exps[1:], exps[0])
+                    if sink != -np.inf:
+                        total = total + sink_exp
                     w = [e / total for e in exps]
                     for j, w_j in zip(visible, w):
                         w_entries[n * Tk + j] = w_j
-                    if all(e.is_exact() and e == 1 for e in exps):  # every score tied
-                        uniform[n] = visible
+                    ones = exps if sink == -np.inf else exps + [sink_exp]
+                    if all(e.is_exact() and e == 1 for e in ones):  # every score tied
+                        uniform[n] = (visible, len(ones))  # the sink's too: its 0 joins
                     if i in rows_out:
                         k = keep.index(n)
                         scores[b, h, k, visible] = [
@@ -297,12 +305,15 @@ def _exact_score(rational: Fraction | None, dot: arb, bias, index, problem):
     return exact
 
 
-def _exact_mean(value: np.ndarray, visible: list[int] | None, c: int):
+def _exact_mean(value: np.ndarray, tied: tuple | None, c: int):
     """``exact`` for :func:`_to_float` of output component ``c`` of a row whose visible
-    scores all tie (``visible``; None: not such a row): the mean of ``value[visible, c]``."""
-    if visible is None:
+    scores all tie (``tied``: the visible keys and the number of terms of the softmax, one
+    more with a sink tied with them; None: not such a row): ``sum value[visible, c] /
+    terms``."""
+    if tied is None:
         return None
-    return lambda: sum(Fraction(float(value[j, c])) for j in visible) / len(visible)
+    visible, terms = tied
+    return lambda: sum(Fraction(float(value[j, c])) for j in visible) / terms
 
 
 def _rows(rows, Tq: int) -> tuple[int, ...]:
@@ -338,6 +349,7 @@ def attention_parts(
     chunk_size=None,
     alibi_slopes=None,
     softcap=None,
+    sinks=None,
     fully_masked_rows="raise",
     rows=None,
     precision: int = PRECISION,
@@ -348,8 +360,8 @@ def attention_parts(
         query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; key ``(B, Hkv, Tk, D)`` or ``(Tk, D)``; value
             ``(B, Hkv, Tk, Dv)`` or ``(Tk, Dv)`` or None (then no output); float16, float32 or
             float64, one dtype. ``attn_mask``, ``is_causal``, ``query_start``, ``scale``,
-            ``window``, ``segment_ids``, ``chunk_size``, ``alibi_slopes``, ``softcap`` and
-            ``fully_masked_rows`` as in
+            ``window``, ``segment_ids``, ``chunk_size``, ``alibi_slopes``, ``softcap``, ``sinks``
+            and ``fully_masked_rows`` as in
             :func:`oracle.attention` (the rules of :mod:`oracle.rules`).
         rows: the local query rows to compute (a non-empty sequence of ints in ``[0, Tq)``,
             any order, repeats dropped); None for every row. Results keep the sorted order.
@@ -377,6 +389,7 @@ def attention_parts(
         chunk_size=chunk_size,
         alibi_slopes=alibi_slopes,
         softcap=softcap,
+        sinks=sinks,
         fully_masked_rows=fully_masked_rows,
         needs_value=value is not None,
     )

@@ -69,6 +69,7 @@ def cached_attention(
     attn_mask=None,
     scale=None,
     window=None,
+    sinks=None,
     fully_masked_rows="raise",
     attend=None,
 ) -> OracleResult:
@@ -78,13 +79,16 @@ def cached_attention(
     attention to run over the cache (default :func:`attention`; e.g. ``lambda *a, **k:
     oracle.ball.attention_parts(*a, **k).output`` for long caches), called with the
     cache's keys and values and ``is_causal=True, query_start=start``. ``window``: a local
-    window over the cache's absolute positions (:func:`oracle.rules.check_window`).
+    window over the cache's absolute positions (:func:`oracle.rules.check_window`);
+    ``sinks``: one logit per query head (:mod:`oracle.rules.sinks`), passed to ``attend``
+    only when given.
     """
     check_cache_instance(cache, KVCache)
     check_cached_query(query, key, cache)
     attend = attention if attend is None else attend
     blocks = list(cache._blocks)
     start = cache.append(key, value)
+    extra = {} if sinks is None else {"sinks": sinks}
     try:
         return attend(
             query,
@@ -96,6 +100,7 @@ def cached_attention(
             scale=scale,
             window=window,
             fully_masked_rows=fully_masked_rows,
+            **extra,
         )
     except BaseException:
         cache._blocks = blocks

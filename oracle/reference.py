@@ -37,6 +37,7 @@ from attnprops.oracle.rules import (
     compute_dtype,
     kv_cache_bytes,
     raise_score_overflow,
+    sink_at,
     slope_at,
 )
 
@@ -169,7 +170,9 @@ class Scores(NamedTuple):
     integer over ``2**dot_shift[b, h, i]`` (``dots``, object array, None where hidden), the
     scale (an ``mpf``), the float mask (``bias``, float64 or None), the ALiBi slopes
     (``alibi``, float64 ``(B or 1, Hq)`` or None), the first query's position and the cap
-    (``softcap``, or None)."""
+    (``softcap``, or None), the sink logits (``sinks``, float64 ``(Hq,)`` or None) and what
+    the scale is (``scale_given``: the caller's float, or None for ``1/sqrt(head_dim)``),
+    from which the sink's shift recomputes it at more digits."""
 
     values: np.ndarray
     dots: np.ndarray
@@ -179,6 +182,9 @@ class Scores(NamedTuple):
     alibi: np.ndarray | None = None
     query_start: int = 0
     softcap: float | None = None
+    sinks: np.ndarray | None = None
+    scale_given: float | None = None
+    head_dim: int = 1
 
 
 def _slope(alibi: np.ndarray, b: int, h: int) -> mpmath.mpf:
@@ -233,7 +239,17 @@ def _scores(problem: AttentionProblem) -> Scores:
                     scores[b, h, i, j] = s
     bias = None if problem.bias is None else problem.bias.astype(np.float64)
     return Scores(
-        scores, dots, dot_shift, scale, bias, problem.alibi, problem.query_start, problem.softcap
+        scores,
+        dots,
+        dot_shift,
+        scale,
+        bias,
+        problem.alibi,
+        problem.query_start,
+        problem.softcap,
+        problem.sinks,
+        problem.scale,
+        D,
     )
 
 
@@ -263,8 +279,40 @@ def _capped_tanh(scores: Scores, dot: int, shift: int, digits: int) -> mpmath.mp
         return mpmath.tanh(scores.scale * _scaled(dot, shift) / mpmath.mpf(scores.softcap))
 
 
+def _sink_shift(scores: Scores, index: tuple[int, int, int], m: int) -> mpmath.mpf:
+    """``sigma_h - s_m``: the sink logit of the row's head minus the row's largest score (key
+    ``m``), at 50 digits, with an absolute error far below ``10**-DIGITS``: its terms (the
+    sink, ``scale q.k_m`` or its cap, the mask entry and ALiBi's bias) are subtracted at
+    ``DIGITS + 10`` digits plus the digits of the largest of them, the scale recomputed there
+    (a 50-digit ``s_m`` of ``1e300`` would keep nothing below ``1e250``)."""
+    b, h, i = index
+    sink = mpmath.mpf(float(scores.sinks[h]))
+    dot = _scaled(scores.dots[index + (m,)], scores.dot_shift[index])
+    terms = [sink, scores.scale * dot]
+    if scores.bias is not None:
+        terms.append(mpmath.mpf(float(scores.bias[index + (m,)])))
+    if scores.alibi is not None:
+        terms.append(-_slope(scores.alibi, b, h) * abs(scores.query_start + i - m))
+    size = max((mpmath.mag(t) for t in terms if t), default=0)
+    with mpmath.workdps(DIGITS + 10 + max(0, int(size * 0.30103) + 1)):
+        if scores.scale_given is None:
+            scale = 1 / mpmath.sqrt(scores.head_dim)
+        else:
+            scale = mpmath.mpf(scores.scale_given)
+        terms[1] = scale * dot
+        if scores.softcap is not None:
+            cap = mpmath.mpf(scores.softcap)
+            terms[1] = cap * mpmath.tanh(terms[1] / cap)
+        shift = terms[0] - mpmath.fsum(terms[1:])
+    return +shift  # rounded to the working precision
+
+
 def _weights(scores: Scores) -> np.ndarray:
     """Softmax over the last axis at 50 digits; a row with no visible key stays all zeros.
+
+    With sinks (:mod:`oracle.rules.sinks`) the denominator also holds ``exp(sigma_h - s_m)``
+    (:func:`_sink_shift`), which a sink of ``-inf`` makes 0; a row with no visible key and a
+    finite sink is all zeros.
 
     Each exponent is ``x_j = scale (d_j - d_m) + (b_j - b_m)`` for the key ``m`` of the
     largest 50-digit score, with the dot products ``d`` and the mask ``b`` subtracted
@@ -301,7 +349,10 @@ def _weights(scores: Scores) -> np.ndarray:
             if scores.alibi is not None:  # -slope (|p - j| - |p - m|), exact
                 x = x - slope * (abs(p - j) - abs(p - m))
             exps[j] = mpmath.exp(x)
+        sink = sink_at(scores.sinks, index[1])
         total = mpmath.fsum(exps)
+        if sink != -np.inf:  # the sink's term joins the denominator only
+            total += mpmath.exp(_sink_shift(scores, index, m))
         weights[index] = [e / total for e in exps]
     return weights
 
@@ -347,6 +398,7 @@ def attention_scores(
     chunk_size=None,
     alibi_slopes=None,
     softcap=None,
+    sinks=None,
     fully_masked_rows="raise",
 ) -> OracleResult:
     """Scaled scores plus float mask at 50 digits, ``-inf`` where hidden.
@@ -358,7 +410,8 @@ def attention_scores(
     ``segment_ids`` and ``chunk_size``: packed documents and chunks
     (:mod:`oracle.rules.packing`), or None; ``alibi_slopes``: ALiBi's bias, exactly
     (:mod:`oracle.rules.alibi`), or None; ``softcap``: ``c tanh(s / c)`` at 50 digits
-    (:mod:`oracle.rules.softcap`), or None.
+    (:mod:`oracle.rules.softcap`), or None; ``sinks``: one logit per query head in the
+    softmax's denominator (:mod:`oracle.rules.sinks`; scores do not show it), or None.
 
     Raises:
         oracle.rules.AttentionInputError, like the implementation.
@@ -378,6 +431,7 @@ def attention_scores(
         chunk_size=chunk_size,
         alibi_slopes=alibi_slopes,
         softcap=softcap,
+        sinks=sinks,
     )
     with mpmath.workdps(DIGITS):
         return _result(_scores(problem).values, problem.two_d)
@@ -396,11 +450,13 @@ def attention_weights(
     chunk_size=None,
     alibi_slopes=None,
     softcap=None,
+    sinks=None,
     fully_masked_rows="raise",
 ) -> OracleResult:
     """Attention weights at 50 digits, ``(B, Hq, Tq, Tk)``; hidden keys are exactly 0.
 
-    Under ``fully_masked_rows="zeros"`` a row with no visible key is all zeros.
+    Under ``fully_masked_rows="zeros"``, or with a finite sink, a row with no visible key is
+    all zeros; with sinks a row sums to ``sigmoid(lse - sigma_h)``.
     Source: Vaswani et al. 2017, eq. 1. Raises oracle.rules.AttentionInputError.
     """
     problem = _check(
@@ -418,6 +474,7 @@ def attention_weights(
         chunk_size=chunk_size,
         alibi_slopes=alibi_slopes,
         softcap=softcap,
+        sinks=sinks,
     )
     with mpmath.workdps(DIGITS):
         return _result(_weights(_scores(problem)), problem.two_d)
@@ -437,12 +494,14 @@ def attention(
     chunk_size=None,
     alibi_slopes=None,
     softcap=None,
+    sinks=None,
     fully_masked_rows="raise",
 ) -> OracleResult:
     """Attention output at 50 digits, ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)`` for 2-D inputs).
 
     ``output[b, h, i] = sum_j weights[b, h, i, j] * value[b, h // G, j]`` with G = Hq // Hkv.
-    Under ``fully_masked_rows="zeros"`` a row with no visible key gives a zero output row.
+    Under ``fully_masked_rows="zeros"``, or with a finite sink (:mod:`oracle.rules.sinks`), a
+    row with no visible key gives a zero output row.
     Source: Vaswani et al. 2017, eq. 1; Ainslie et al. 2023 for the head grouping.
     Raises oracle.rules.AttentionInputError.
     """
@@ -459,6 +518,7 @@ def attention(
         chunk_size=chunk_size,
         alibi_slopes=alibi_slopes,
         softcap=softcap,
+        sinks=sinks,
         fully_masked_rows=fully_masked_rows,
     ).output
 
@@ -486,6 +546,7 @@ def attention_parts(
     chunk_size=None,
     alibi_slopes=None,
     softcap=None,
+    sinks=None,
     fully_masked_rows="raise",
 ) -> OracleParts:
     """Scores, weights and output of one attention call in one pass (see :func:`attention`)."""
@@ -503,6 +564,7 @@ def attention_parts(
         chunk_size=chunk_size,
         alibi_slopes=alibi_slopes,
         softcap=softcap,
+        sinks=sinks,
     )
     B, Hq, Tq, _ = problem.query.shape
     Dv = problem.value.shape[3]

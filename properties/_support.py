@@ -185,13 +185,18 @@ def new_cache(subject, case):
 
 def decode_in_chunks(subject, case, chunks):
     """Run the subject's ``cached_attention`` over ``case`` chunk by chunk (``chunks``: the
-    positions per call, summing to at most ``Tk``) on a new cache, with the case's scale and
-    window; return the cache and the outputs concatenated along the query axis."""
+    positions per call, summing to at most ``Tk``) on a new cache, with the case's scale,
+    window and sinks (each only when the case has it); return the cache and the outputs
+    concatenated along the query axis."""
     cache = new_cache(subject, case)
     outputs, start = [], 0
     for n in chunks:
         rows = slice(start, start + n)
-        window = {} if case.window is None else {"window": case.window}
+        extra = {
+            name: getattr(case, name)
+            for name in ("window", "sinks")
+            if getattr(case, name) is not None
+        }
         out = call_subject(
             subject.cached_attention,
             case.query[:, :, rows],
@@ -199,7 +204,7 @@ def decode_in_chunks(subject, case, chunks):
             case.value[:, :, rows],
             cache,
             scale=case.scale,
-            **window,
+            **extra,
             what=f"cached_attention of positions [{start}, {start + n})",
         )
         outputs.append(np.asarray(out))
@@ -210,7 +215,7 @@ def decode_in_chunks(subject, case, chunks):
 def assert_decode_matches_oracle(subject, case, chunks, what: str):
     """Decode ``case`` through the subject's cache in ``chunks`` (:func:`decode_in_chunks`)
     and hold the outputs to the 50-digit oracle's attention over the whole case (causal,
-    with its window), within :func:`bounds.attention_bounds`; returns the cache."""
+    with its window and sinks), within :func:`bounds.attention_bounds`; returns the cache."""
     __tracebackhide__ = True
     parts, bounds = oracle_with_bounds(case, subject)
     cache, decoded = decode_in_chunks(subject, case, chunks)

@@ -85,6 +85,15 @@ whenever ``|o|`` is not tiny next to ``sum_j w_j |v_j|``.
    where both calls have the same bound (the same exact parts, the same sums of magnitudes,
    the same lengths, as for repeated K/V or permuted keys) that is ``2 beta``. No reference
    value enters the comparison, only the bounds.
+
+5. Sinks (:mod:`oracle.rules.sinks`). A sink ``sigma_h`` is, in items 1-3, one more key of
+   every row of head ``h``: ``A = 0`` (no dot product), its score ``sigma_h`` charged as a
+   float-mask entry (``us |sigma_h|``: a subject may convert it to the storage dtype, as one
+   that passes it in a float mask does), no ALiBi, value 0 (it adds no term to the weighted
+   sum), weight ``w_sigma = 1 - sum_j w_j``, and ``Tk`` counts it. That is the computation:
+   the denominator gets one more term ``exp(sigma_h - m)`` (a subtraction, an ``exp``, one
+   more addition), and a blocked subject folds it in as one more rescale. A sink of ``-inf``
+   is a hidden key (bound 0, as no sink).
 """
 
 from __future__ import annotations
@@ -186,6 +195,29 @@ def _softcap_error(cap: float | None, a: np.ndarray, u: float, tiny: float) -> n
     return u * np.minimum(a, cap / 2) + (5 * u + 4 * u * u) * np.minimum(a, cap) + 2 * tiny
 
 
+def _with_sink_key(sinks, abs_qk, scores, weights, bias, alibi, value):
+    """The sink (:mod:`oracle.rules.sinks`) as one more key of every row, the view the bounds
+    take of it (item 5 of the module doc): ``A = 0``, score ``sigma_h`` (hidden when
+    ``-inf``), mask magnitude ``|sigma_h|``, no ALiBi, value 0, and weight ``1 - sum_j w_j``
+    (from the oracle's rounded weights, as every other weight)."""
+    B, Hq, Tq, _ = scores.shape
+    sink = np.broadcast_to(np.asarray(sinks, np.float64).reshape(1, Hq, 1, 1), (B, Hq, Tq, 1))
+    zero = np.zeros((B, Hq, Tq, 1))
+    sink_weight = np.clip(1 - weights.sum(axis=-1, keepdims=True), 0.0, 1.0)
+    sink_weight = np.where(np.isfinite(sink), sink_weight, 0.0)
+    cat = lambda a, b: np.concatenate([a, b], axis=-1)  # noqa: E731
+    if value is not None:  # (B, Hkv, Tk + 1, Dv)
+        value = np.concatenate([value, np.zeros(value.shape[:2] + (1, value.shape[3]))], axis=2)
+    return (
+        cat(abs_qk, zero),
+        cat(scores, sink),
+        cat(weights, sink_weight),
+        cat(bias, np.where(np.isfinite(sink), np.abs(sink), 0.0)),
+        cat(alibi, zero),
+        value,
+    )
+
+
 def _grouped_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` with ``a`` ``(B, Hq, m, k)`` and ``b`` ``(B, Hkv, k, n)``: query head ``h``
     takes K/V head ``h // (Hq // Hkv)``, without repeating ``b`` (memory at kernel sizes)."""
@@ -204,16 +236,21 @@ def attention_bounds(case, parts, arithmetic: Arithmetic | None = None) -> Bound
     key = _four_d(case.key).astype(np.float64)  # (B, Hkv, Tk, D)
     value = None if case.value is None else _four_d(case.value).astype(np.float64)
     B, Hq, Tq, D = query.shape
-    Tk = key.shape[2]
     arithmetic = arithmetic or Arithmetic.of(case.query.dtype)
-    u, us, rho, tw, tp, to, tn = arithmetic.terms(Tk)
     scale = 1 / np.sqrt(D) if case.scale is None else case.scale
     abs_qk = _grouped_matmul(scale * np.abs(query), np.abs(key).swapaxes(-1, -2))  # (B,Hq,Tq,Tk)
     scores = _four_d(parts.scores.value)
     weights = _four_d(parts.weights.value)
+    bias = np.broadcast_to(_abs_bias(case), scores.shape)
+    alibi = np.broadcast_to(_abs_alibi(case), scores.shape)
+    sinks = getattr(case, "sinks", None)
+    if sinks is not None:  # the sink as one more key: score sigma_h, |b| = |sigma_h|, value 0
+        abs_qk, scores, weights, bias, alibi, value = _with_sink_key(
+            sinks, abs_qk, scores, weights, bias, alibi, value
+        )
+    Tk = scores.shape[-1]
+    u, us, rho, tw, tp, to, tn = arithmetic.terms(Tk)
     visible = np.isfinite(scores)
-    bias = _abs_bias(case)
-    alibi = _abs_alibi(case)
     mask_term = gamma(2, us) if getattr(case, "alibi_slopes", None) is not None else us
     tiny = float(np.finfo(arithmetic.compute).smallest_subnormal)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -253,6 +290,8 @@ def attention_bounds(case, parts, arithmetic: Arithmetic | None = None) -> Bound
                 + to
             )
         bound_o = np.where(np.isnan(bound_o), np.inf, bound_o)
+    if sinks is not None:
+        bound_w = bound_w[..., :-1]  # the sink's own weight is no result
     if case.query.ndim == 2:
         bound_w = bound_w[0, 0]
         bound_o = None if bound_o is None else bound_o[0, 0]

@@ -62,18 +62,19 @@ class AttentionCase(NamedTuple):
     chunk_size: int | None = None  # chunked attention
     alibi_slopes: np.ndarray | None = None  # ALiBi, (Hq,) or (B, Hq)
     softcap: float | None = None  # c: scores become c tanh(s / c)
+    sinks: np.ndarray | None = None  # one logit per query head, (Hq,), in the case's dtype
 
     def kwargs(self) -> dict:
         """The call's keyword arguments in the shared API (what the oracle takes too);
-        ``window``, ``segment_ids``, ``chunk_size``, ``alibi_slopes`` and ``softcap`` only
-        when the case has them (a subject without them never gets them)."""
+        ``window``, ``segment_ids``, ``chunk_size``, ``alibi_slopes``, ``softcap`` and
+        ``sinks`` only when the case has them (a subject without them never gets them)."""
         kwargs = dict(
             attn_mask=self.attn_mask,
             is_causal=self.is_causal,
             query_start=self.query_start,
             scale=self.scale,
         )
-        for name in ("window", "segment_ids", "chunk_size", "alibi_slopes", "softcap"):
+        for name in ("window", "segment_ids", "chunk_size", "alibi_slopes", "softcap", "sinks"):
             if getattr(self, name) is not None:
                 kwargs[name] = getattr(self, name)
         return kwargs
@@ -116,6 +117,7 @@ class AttentionCase(NamedTuple):
             + ("" if self.chunk_size is None else f" chunk_size={self.chunk_size}")
             + ("" if self.alibi_slopes is None else f" alibi_slopes={self.alibi_slopes.tolist()}")
             + ("" if self.softcap is None else f" softcap={self.softcap}")
+            + ("" if self.sinks is None else f" sinks={self.sinks.tolist()}")
             + ("" if self.block_size is None else f" block_size={self.block_size}")
         )
 
@@ -372,6 +374,58 @@ def alibi_slopes(draw, batch: int, num_heads: int):
 
 
 @st.composite
+def attention_sinks(draw, num_heads: int, dtype):
+    """Sink logits ``(Hq,)`` in ``dtype`` (:mod:`oracle.rules.sinks`): each ``-inf`` (no sink),
+    near the scores (``[-8, 8]``), far above them (the sink takes nearly all the weight) or
+    far below (``-100``: nothing), a third of the time one value for every head."""
+    logit = st.one_of(
+        st.just(-np.inf),
+        st.floats(-8, 8, width=16),
+        st.sampled_from([0.0, 30.0, -100.0]),
+        st.floats(-300, 300, width=16),
+    )
+    if draw(st.integers(0, 2)) == 0:
+        return np.full(num_heads, draw(logit), dtype=dtype)
+    return np.array(draw(st.lists(logit, min_size=num_heads, max_size=num_heads)), dtype=dtype)
+
+
+@st.composite
+def rows_left_to_the_sink(draw, case: AttentionCase) -> AttentionCase:
+    """``case`` (with sinks) with some query rows of heads whose sink is finite hiding every
+    key (a bool mask, or ``-inf`` in the float mask, now full ``(B, Hq, Tq, Tk)``): the rows a
+    sink makes valid, whose weights and output are 0. Unchanged when no head has a finite
+    sink, or (a third of the time) drawn so."""
+    finite = np.flatnonzero(np.isfinite(case.sinks))
+    if not finite.size or draw(st.integers(0, 2)) == 0:
+        return case
+    two_d = case.query.ndim == 2
+    B, Hq, Tq, _ = case.query.shape if not two_d else (1, 1) + case.query.shape
+    Tk = case.key.shape[-2]
+    hidden = np.zeros((B, Hq, Tq), dtype=bool)
+    for b, h, i in draw(
+        st.lists(
+            st.tuples(
+                st.integers(0, B - 1), st.sampled_from(finite.tolist()), st.integers(0, Tq - 1)
+            ),
+            min_size=1,
+            max_size=3,
+        )
+    ):
+        hidden[b, h, i] = True
+    hidden = hidden[..., None]  # (B, Hq, Tq, 1)
+    mask = case.attn_mask
+    if mask is not None and mask.dtype != np.bool_:
+        full = np.where(hidden, -np.inf, np.broadcast_to(mask, (B, Hq, Tq, Tk)))
+        full = full.astype(mask.dtype)
+    else:
+        seen = True if mask is None else mask
+        full = np.broadcast_to(seen, (B, Hq, Tq, Tk)) & ~hidden
+    if two_d:
+        return case._replace(attn_mask=full[0, 0], mask_layout="(Tq, Tk)")
+    return case._replace(attn_mask=full, mask_layout="per-head (B, Hq, Tq, Tk)")
+
+
+@st.composite
 def attention_cases(
     draw,
     *,
@@ -388,6 +442,7 @@ def attention_cases(
     packing: bool = False,
     alibi: bool = False,
     softcap: bool = False,
+    sinks: bool = False,
     d: Dims | None = None,
     **dim_kwargs,
 ) -> AttentionCase:
@@ -413,6 +468,8 @@ def attention_cases(
         alibi: also draw ``alibi_slopes`` (:func:`alibi_slopes`).
         softcap: also draw a ``softcap``: Gemma 2's 50 and 30, and any in ``[0.25, 64]``
             (with ``large`` values the scores reach far past it, ``tanh`` saturates).
+        sinks: also draw ``sinks`` (:func:`attention_sinks`), and rows that only a finite
+            sink makes valid (:func:`rows_left_to_the_sink`).
         d: fixed sizes; else drawn by :func:`dims` with ``dim_kwargs``.
     """
     if windows == "sliding_window":
@@ -467,7 +524,8 @@ def attention_cases(
         anchor_in_window(attn_mask, start, Tq, Tk)
     slopes = draw(alibi_slopes(B, Hq)) if alibi else None
     cap = draw(st.one_of(st.sampled_from([50.0, 30.0]), st.floats(0.25, 64))) if softcap else None
-    return AttentionCase(
+    logits = draw(attention_sinks(1 if two_d else Hq, dtype)) if sinks else None
+    case = AttentionCase(
         query,
         key,
         value,
@@ -483,7 +541,9 @@ def attention_cases(
         chunk_size,
         slopes,
         cap,
+        logits,
     )
+    return draw(rows_left_to_the_sink(case)) if sinks else case
 
 
 def subject_declared(subject, kwargs: dict) -> dict:
@@ -497,6 +557,21 @@ def subject_declared(subject, kwargs: dict) -> dict:
         "float_masks": subject.capabilities.float_masks,
         "block_sizes": subject.capabilities.block_size,
         **kwargs,
+    }
+
+
+def declared_variants(subject, **overrides) -> dict:
+    """The variant flags of :func:`attention_cases` that ``subject`` declares (``windows``,
+    ``packing``, ``alibi``, ``softcap``, ``sinks``), so a property of one variant draws it
+    together with every other the subject has; ``overrides`` set flags explicitly."""
+    caps = subject.capabilities
+    return {
+        "windows": True if caps.window else None,
+        "packing": caps.segment_ids and caps.chunk_size,
+        "alibi": caps.alibi,
+        "softcap": caps.softcap,
+        "sinks": caps.sinks,
+        **overrides,
     }
 
 

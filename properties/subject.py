@@ -5,7 +5,8 @@ is_causal, query_start, scale)`` and optionally ``attention_weights``, ``KVCache
 ``cached_attention`` and ``kv_cache_bytes`` with :mod:`impl`'s signatures and shape
 conventions (query ``(B, Hq, Tq, D)``, key ``(B, Hkv, Tk, D)``, value ``(B, Hkv, Tk, Dv)``).
 The keywords of the features a subject declares below (``window``, ``segment_ids``,
-``chunk_size``, ``alibi_slopes``, ``softcap``) are passed only to subjects that declare them,
+``chunk_size``, ``alibi_slopes``, ``softcap``, ``sinks``) are passed only to subjects that
+declare them,
 and only in calls that use them.
 
 It is chosen by ``pytest --attn-impl MODULE`` or the environment variable ``ATTN_IMPL``
@@ -52,6 +53,10 @@ key is optional and an unknown key is an error (a typo must not silently pass):
 ``softcap``            takes ``softcap=c``: the scaled scores become ``c * tanh(s / c)`` before
                        the mask and the biases (Gemma 2, FlashAttention's ``softcap``;
                        :mod:`oracle.rules.softcap`); default False
+``sinks``              takes ``sinks`` (``(Hq,)``, finite or ``-inf``): one logit per query head
+                       in every row's softmax denominator, with no value; a row that sees no
+                       key but has a finite sink gives 0 (gpt-oss; :mod:`oracle.rules.sinks`);
+                       default False
 ``rounds_weights``     the unnormalised weights ``exp(s - m)`` are rounded to the input dtype
                        before the weighted sum of the values (FlashAttention's ``P``, PyTorch's
                        CPU flash kernel for float16); default False
@@ -107,6 +112,7 @@ _DEFAULTS = {
     "chunk_size": False,
     "alibi": False,
     "softcap": False,
+    "sinks": False,
 }
 WINDOW_CONVENTIONS = ("offsets", "sliding_window")
 
@@ -139,6 +145,7 @@ class Capabilities:
     chunk_size: bool = False
     alibi: bool = False
     softcap: bool = False
+    sinks: bool = False
 
 
 @dataclass(frozen=True, repr=False)
@@ -357,7 +364,7 @@ def load_subject(name: str | None = None) -> Subject:
             f"one of {WINDOW_CONVENTIONS}"
         )
     flags = ("rounds_weights", "validates_inputs", "two_d_inputs", "float_masks", "block_size")
-    for key in (*flags, "segment_ids", "chunk_size", "alibi", "softcap"):
+    for key in (*flags, "segment_ids", "chunk_size", "alibi", "softcap", "sinks"):
         if not isinstance(caps[key], (bool, np.bool_)):
             raise SubjectError(f"subject {name!r}: {key}={caps[key]!r} must be True or False")
     capabilities = Capabilities(
@@ -377,5 +384,6 @@ def load_subject(name: str | None = None) -> Subject:
         chunk_size=bool(caps["chunk_size"]),
         alibi=bool(caps["alibi"]),
         softcap=bool(caps["softcap"]),
+        sinks=bool(caps["sinks"]),
     )
     return Subject(name=name, module=module, capabilities=capabilities)

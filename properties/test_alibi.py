@@ -20,21 +20,20 @@ from attnprops.properties._support import (
 )
 from attnprops.properties.checks import assert_within
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.strategies import subject_cases
+from attnprops.properties.strategies import declared_variants, subject_cases
 
 SUBJECT = current_subject()
-CAPS = SUBJECT.capabilities
-# ALiBi with what else the subject declares: windows, documents and chunks
-_WITH = dict(windows=True if CAPS.window else None, packing=CAPS.segment_ids and CAPS.chunk_size)
+# ALiBi with what else the subject declares: windows, documents, chunks, caps, sinks
+_WITH = declared_variants(SUBJECT, alibi=True)
 
 
 @pytest.mark.requires("alibi")
 @pytest.mark.oracle_backed
-@given(case=subject_cases(SUBJECT, alibi=True, **_WITH))
+@given(case=subject_cases(SUBJECT, **_WITH))
 def test_alibi_output_matches_oracle(subject, case):
     """With ALiBi slopes (Press et al.'s geometric ones, and any in [-2, 2], per head or per
-    batch element and head; with masks, causality, offsets, GQA, windows and documents as
-    declared) the output is within the error bound of the 50-digit oracle's, which adds
+    batch element and head; with masks, causality, offsets, GQA, windows, documents, caps
+    and sinks as declared) the output is within the error bound of the 50-digit oracle's, which adds
     ``-slope |p - j|`` exactly: a sign inverted, a distance from the wrong origin or a slope
     read from the wrong head moves it."""
     assert_output_matches_oracle(

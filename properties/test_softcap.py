@@ -12,24 +12,19 @@ from hypothesis import given
 
 from attnprops.properties._support import assert_output_matches_oracle, fit_to_subject
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.strategies import subject_cases
+from attnprops.properties.strategies import declared_variants, subject_cases
 
 SUBJECT = current_subject()
-CAPS = SUBJECT.capabilities
-_WITH = dict(
-    windows=True if CAPS.window else None,
-    packing=CAPS.segment_ids and CAPS.chunk_size,
-    alibi=CAPS.alibi,
-)
+_WITH = declared_variants(SUBJECT, softcap=True)
 
 
 @pytest.mark.requires("softcap")
 @pytest.mark.oracle_backed
-@given(case=subject_cases(SUBJECT, softcap=True, **_WITH))
+@given(case=subject_cases(SUBJECT, **_WITH))
 def test_softcapped_output_matches_oracle(subject, case):
     """With a cap (Gemma 2's 50 and 30, and any in [0.25, 64]; with masks, causality,
-    offsets, GQA, ALiBi, windows and documents as declared; scores from well inside the cap
-    to far past it) the output is within the error bound of the 50-digit oracle's, which
+    offsets, GQA, ALiBi, windows, documents and sinks as declared; scores from well inside
+    the cap to far past it) the output is within the error bound of the 50-digit oracle's, which
     caps before the mask and the biases and carries the cap's own rounding (``tanh`` within
     2 ulp, :mod:`properties.bounds`)."""
     assert_output_matches_oracle(

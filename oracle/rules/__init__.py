@@ -49,10 +49,16 @@ ALiBi and soft-capping
     score ``s`` becomes ``c * tanh(s / c)`` before the mask and the biases
     (:mod:`oracle.rules.softcap`).
 
-The rules live in seven modules, re-exported here (``from attnprops.oracle.rules import ...``
+Sinks
+    ``sinks``: one logit per query head that joins every row's softmax denominator and
+    carries no value; a row with no visible key but a finite sink is allowed and gives 0
+    (:mod:`oracle.rules.sinks`).
+
+The rules live in eight modules, re-exported here (``from attnprops.oracle.rules import ...``
 is the one way to use them): :mod:`oracle.rules.errors`, :mod:`oracle.rules.arguments` (one
 argument at a time), :mod:`oracle.rules.packing` (documents and chunks),
 :mod:`oracle.rules.alibi` (the bias by distance), :mod:`oracle.rules.softcap`,
+:mod:`oracle.rules.sinks`,
 :mod:`oracle.rules.attention` (a whole call) and :mod:`oracle.rules.cache` (the KV cache).
 """
 
@@ -62,4 +68,5 @@ from attnprops.oracle.rules.attention import *  # noqa: F403
 from attnprops.oracle.rules.cache import *  # noqa: F403
 from attnprops.oracle.rules.errors import *  # noqa: F403
 from attnprops.oracle.rules.packing import *  # noqa: F403
+from attnprops.oracle.rules.sinks import *  # noqa: F403
 from attnprops.oracle.rules.softcap import *  # noqa: F403

@@ -34,6 +34,7 @@ from attnprops.oracle.rules.packing import (
     chunk_visible,
     segment_visible,
 )
+from attnprops.oracle.rules.sinks import check_sinks
 from attnprops.oracle.rules.softcap import check_softcap
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "check_attention_inputs",
     "raise_fully_masked_row",
     "raise_score_overflow",
+    "sink_catches",
 ]
 
 
@@ -63,7 +65,10 @@ class AttentionProblem:
     segment ids and ``chunk_size`` the chunk length (:mod:`oracle.rules.packing`); all three
     are already in ``visible``. ``alibi``: the checked slopes, float64 ``(B or 1, Hq)``
     (:mod:`oracle.rules.alibi`), NOT in ``bias`` (each reference adds it exactly).
-    ``softcap``: the cap ``c`` or None (:mod:`oracle.rules.softcap`).
+    ``softcap``: the cap ``c`` or None (:mod:`oracle.rules.softcap`). ``sinks``: float64
+    ``(Hq,)`` sink logits or None (:mod:`oracle.rules.sinks`); a row that ``visible`` leaves
+    without a key is one whose head's sink is finite (or, under ``fully_masked_rows="zeros"``,
+    any).
     """
 
     query: np.ndarray
@@ -81,6 +86,7 @@ class AttentionProblem:
     chunk_size: int | None = None
     alibi: np.ndarray | None = None
     softcap: float | None = None
+    sinks: np.ndarray | None = None
 
     @property
     def batch(self) -> int:
@@ -118,7 +124,8 @@ class AttentionCall(NamedTuple):
     positions per chunk or None, a chunk longer than every distance written shorter (see
     :func:`_reach`; same chunks) (:mod:`oracle.rules.packing`). ``alibi``: float64 ``(B or 1, Hq)``
     slopes or None (:mod:`oracle.rules.alibi`). ``softcap``: the cap or None
-    (:mod:`oracle.rules.softcap`).
+    (:mod:`oracle.rules.softcap`). ``sinks``: float64 ``(Hq,)`` logits or None
+    (:mod:`oracle.rules.sinks`).
     """
 
     query: np.ndarray  # (B, Hq, Tq, D)
@@ -135,6 +142,7 @@ class AttentionCall(NamedTuple):
     chunk_size: int | None = None
     alibi: np.ndarray | None = None
     softcap: float | None = None
+    sinks: np.ndarray | None = None
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -161,6 +169,7 @@ def check_attention_call(
     chunk_size=None,
     alibi_slopes=None,
     softcap=None,
+    sinks=None,
     needs_value: bool = True,
     scan: bool = True,
 ) -> AttentionCall:
@@ -171,7 +180,7 @@ def check_attention_call(
     ``scale``, then dtype/size/finiteness of query,
     key (and value), ndim and dtype agreement, batch/head_dim/head grouping/length agreement,
     ``query_start``, then ``attn_mask`` (dtype, broadcast shape, entries), then ``window``,
-    ``segment_ids``, ``chunk_size``, ``alibi_slopes`` and ``softcap``.
+    ``segment_ids``, ``chunk_size``, ``alibi_slopes``, ``softcap`` and ``sinks``.
 
     ``scan=False``: query, key and value are not scanned for NaN/infinity here (see
     :func:`check_float_array`); the caller must scan them before using their values.
@@ -237,6 +246,7 @@ def check_attention_call(
         chunk_size = min(chunk_size, abs(start) + Tq + Tk)
     alibi = check_alibi_slopes(alibi_slopes, B, Hq)
     softcap = check_softcap(softcap)
+    sinks = check_sinks(sinks, Hq)
     return AttentionCall(
         q,
         k,
@@ -252,6 +262,7 @@ def check_attention_call(
         chunk_size,
         alibi,
         softcap,
+        sinks,
     )
 
 
@@ -284,6 +295,7 @@ def check_attention_inputs(
     chunk_size=None,
     alibi_slopes=None,
     softcap=None,
+    sinks=None,
     fully_masked_rows: str = "raise",
     needs_value: bool = True,
 ) -> AttentionProblem:
@@ -292,7 +304,9 @@ def check_attention_inputs(
     oracle; :func:`check_attention_call` is the same without the visibility).
 
     The rules of :func:`check_attention_call`, then the fully-masked-row rule on the dense
-    visibility (mask AND causality AND window AND segments AND chunks) under ``fully_masked_rows="raise"``.
+    visibility (mask AND causality AND window AND segments AND chunks) under
+    ``fully_masked_rows="raise"``, which spares the rows of a head with a finite sink
+    (:mod:`oracle.rules.sinks`: such a row gives 0).
     Raises a subclass of :class:`AttentionInputError` naming the argument and the rule.
     Reads its inputs only.
     """
@@ -314,6 +328,7 @@ def check_attention_inputs(
         chunk_size=chunk_size,
         alibi_slopes=alibi_slopes,
         softcap=softcap,
+        sinks=sinks,
         needs_value=needs_value,
     )
     target = call.shape  # (B, Hq, Tq, Tk)
@@ -341,7 +356,7 @@ def check_attention_inputs(
         if positional is not None:
             visible = visible & positional
     if fully_masked_rows == "raise":
-        empty = ~visible.any(axis=-1)
+        empty = ~visible.any(axis=-1) & ~sink_catches(call.sinks, target[1])
         if empty.any():
             raise_fully_masked_row(empty)
     visible.setflags(write=False)
@@ -361,7 +376,16 @@ def check_attention_inputs(
         chunk_size=call.chunk_size,
         alibi=call.alibi,
         softcap=call.softcap,
+        sinks=call.sinks,
     )
+
+
+def sink_catches(sinks: np.ndarray | None, num_heads: int) -> np.ndarray:
+    """Bool ``(Hq, 1)``: True for the heads whose finite sink makes a row without a visible
+    key allowed (:mod:`oracle.rules.sinks`); all False without sinks."""
+    if sinks is None:
+        return np.zeros((num_heads, 1), dtype=bool)
+    return np.isfinite(sinks)[:, None]
 
 
 def raise_fully_masked_row(empty: np.ndarray) -> None:
@@ -369,8 +393,9 @@ def raise_fully_masked_row(empty: np.ndarray) -> None:
     row sees no key (at least one True): the first such row and their count."""
     b, h, i = (int(n) for n in np.argwhere(empty)[0])
     raise FullyMaskedRowError(
-        f"attn_mask/is_causal/window/segment_ids/chunk_size: query row (batch={b}, head={h}, query={i}) has no visible key "
-        f"({int(empty.sum())} such rows); every query must see at least one key"
+        f"attn_mask/is_causal/window/segment_ids/chunk_size: query row (batch={b}, head={h}, "
+        f"query={i}) has no visible key ({int(empty.sum())} such rows); every query must see "
+        "at least one key (or its head have a finite sink)"
     )
 
 

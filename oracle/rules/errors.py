@@ -14,6 +14,7 @@ __all__ = [
     "ScaleError",
     "ScoreOverflowError",
     "SegmentIdsError",
+    "SinksError",
     "ShapeError",
     "SoftcapError",
     "WindowError",
@@ -68,3 +69,7 @@ class AlibiError(AttentionInputError):
 
 class SoftcapError(AttentionInputError):
     """``softcap`` is not ``None`` or a finite number > 0."""
+
+
+class SinksError(AttentionInputError):
+    """``sinks`` is not ``None`` or a float array ``(Hq,)`` with entries finite or ``-inf``."""

@@ -35,11 +35,13 @@ ELEMENTS = {
 
 @st.composite
 def calls(draw):
-    """``(query, key, value, kwargs)``: small calls of every kind, 4-D or 2-D."""
+    """``(query, key, value, kwargs)``: small calls of every kind, 4-D or 2-D, with sinks,
+    windows, ALiBi and caps or without each."""
     B, Hkv, G = draw(st.integers(1, 2)), draw(st.integers(1, 2)), draw(st.integers(1, 3))
     Tq, Tk, D, Dv = (draw(st.integers(1, 5)) for _ in range(4))
     dtype = draw(st.sampled_from([np.float64, np.float32, np.float16]))
-    elements = ELEMENTS[draw(st.sampled_from(sorted(ELEMENTS)))](np.dtype(dtype).itemsize * 8)
+    regime = draw(st.sampled_from(sorted(ELEMENTS)))
+    elements = ELEMENTS[regime](np.dtype(dtype).itemsize * 8)
     q = draw(hnp.arrays(dtype, (B, Hkv * G, Tq, D), elements=elements))
     k = draw(hnp.arrays(dtype, (B, Hkv, Tk, D), elements=elements))
     v = draw(hnp.arrays(dtype, (B, Hkv, Tk, Dv), elements=elements))
@@ -58,6 +60,23 @@ def calls(draw):
     elif mask_kind == "float":
         bias = st.one_of(st.just(-np.inf), st.floats(-8, 8))
         kwargs["attn_mask"] = draw(hnp.arrays(np.float64, (Tq, Tk), elements=bias))
+    Hq = Hkv * G
+    logit = st.one_of(st.just(-np.inf), st.floats(-8, 8), st.floats(-300, 300))
+    # The variants, each drawn or not; sinks and caps not with "spread" values: a saturated
+    # tanh, or a sink 1e8 below the scores, moves a tied row's rational output (a float64
+    # midpoint) by less than 2**-8192, which the ball reference refuses to guess
+    # (ReferenceUnresolvedError, its documented limit; the oracle rounds it to the midpoint).
+    features = {
+        "sinks": hnp.arrays(np.float64, (Hq,), elements=logit),
+        "window": st.tuples(st.none() | st.integers(0, 5), st.none() | st.integers(0, 5)),
+        "alibi_slopes": hnp.arrays(np.float64, (Hq,), elements=st.floats(-2, 2)),
+        "softcap": st.floats(0.25, 64),
+    }
+    for name, strategy in features.items():
+        if name in ("sinks", "softcap") and regime == "spread":
+            continue
+        if draw(st.booleans()):
+            kwargs[name] = draw(strategy)
     if draw(st.booleans()) and B == Hkv == G == 1:
         q, k, v = q[0, 0], k[0, 0], v[0, 0]
         if mask_kind == "bool":

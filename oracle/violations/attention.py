@@ -1,6 +1,7 @@
 """The rules of an attention call (:func:`oracle.rules.check_attention_call`), each with its
 break function: shapes, dtypes, non-finite values, ``query_start``, ``scale``, score overflow,
-fully masked rows, ``window``, ``segment_ids``, ``chunk_size``, ``alibi_slopes``, ``softcap``, ``is_causal``."""
+fully masked rows, ``window``, ``segment_ids``, ``chunk_size``, ``alibi_slopes``, ``softcap``, ``sinks``,
+``is_causal``."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from attnprops.oracle.rules import (
     ScoreOverflowError,
     SegmentIdsError,
     ShapeError,
+    SinksError,
     SoftcapError,
     WindowError,
 )
@@ -268,6 +270,16 @@ def _softcap_invalid(call, pick):
     return changed(call, kw_softcap=pick.choice([0.0, -30.0, float("inf"), True, "50"]))
 
 
+def _sinks_invalid(call, pick):
+    Hq = call.query.shape[1] if call.query.ndim == 4 else 1
+    how = pick.choice(["one sink too many", "integer sinks", "NaN sink", "+inf sink"])
+    if how == "one sink too many":
+        return changed(call, kw_sinks=np.zeros(Hq + 1))
+    if how == "integer sinks":
+        return changed(call, kw_sinks=np.zeros(Hq, dtype=np.int64))
+    return changed(call, kw_sinks=np.full(Hq, np.nan if how == "NaN sink" else np.inf))
+
+
 def _chunk_size_invalid(call, pick):
     return changed(call, kw_chunk_size=pick.choice([0, -4, 2.0, True]))
 
@@ -507,6 +519,19 @@ ATTENTION: tuple[Violation, ...] = (
         _softcap_invalid,
         (E("softcap-zero"), E("softcap-inf", answers=(float("inf"),))),
         needs=(("softcap", True),),
+    ),
+    # SinksError
+    Violation(
+        "sinks malformed",
+        SinksError,
+        "sinks",
+        _sinks_invalid,
+        (
+            E("sinks-too-many"),
+            E("sinks-int", answers=("integer sinks",)),
+            E("sinks-plus-inf", answers=("+inf sink",)),
+        ),
+        needs=(("sinks", True),),
     ),
     Violation(
         "is_causal not a bool",

@@ -1,15 +1,15 @@
-"""Meta-tests: the strategies of windows, packed documents, chunks, ALiBi and soft caps draw
-every region the properties rely on, and never a row without a key.
+"""Meta-tests: the strategies of windows, packed documents, chunks, ALiBi, soft caps and
+sinks draw every region the properties rely on, and never an invalid row.
 
 Pooled like ``test_strategy_coverage`` (:func:`pooled_draws`), from :data:`RUNS` = 8
 independent runs of 25 draws (half its 16: the draws cost about 15 ms each). Per-run miss
 rates measured over 100 runs (seeds 1000..1099, 2026-12-02, :func:`pooled_draws` of one
-run each and the feature functions below, windows, documents, chunks, ALiBi and caps drawn
-together): small cases at most 0.19 ("interleaved documents"), then 0.15, 0.13, 0.11 and
-0.03 or less (all 8 runs miss one of them with probability about ``0.19 ** 8 + 0.15 ** 8 +
-...`` ~ 2e-6); kernel specs 0.32 ("window starts mid-block"), 0.07, 0.03, 0 (about
-``0.32 ** 8`` ~ 1e-4). The seeds are fixed, so a miss shows
-only after a change of the strategies, which calls for re-measuring.
+run each and the feature functions below, windows, documents, chunks, ALiBi, caps and sinks
+drawn together): small cases at most 0.22 ("segment ids per batch element"), then 0.19,
+0.19, 0.10, 0.09 and 0.06 or less, the three of the sinks 0 (all 8 runs miss one of them
+with probability about ``0.22 ** 8 + 2 * 0.19 ** 8 + ...`` ~ 1e-5); kernel specs 0.32
+("window starts mid-block"), 0.07, 0.03, 0 (about ``0.32 ** 8`` ~ 1e-4). The seeds are
+fixed, so a miss shows only after a change of the strategies, which calls for re-measuring.
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ SMALL = (
     "alibi per batch element",
     "a negative slope",
     "a cap the scores pass threefold",
+    "a sink of -inf",
+    "a sink above its row's scores",
+    "a row only a sink makes valid",
 )
 RUNS = 8
 KERNEL = (
@@ -100,6 +103,15 @@ def small_features(case) -> set[str]:
     if case.softcap is not None:
         largest = np.abs(_scores(case)).max()
         found["a cap the scores pass threefold"] = bool(largest > 3 * case.softcap)
+    if case.sinks is not None:
+        heads = np.isfinite(case.sinks)
+        seen = windowed.any(axis=-1)  # (B, Hq, Tq)
+        top = np.where(windowed, _scores(case), -np.inf).max(axis=-1)
+        found["a sink of -inf"] = not heads.all()
+        found["a sink above its row's scores"] = bool(
+            (case.sinks.astype(float)[:, None] > top).any()
+        )
+        found["a row only a sink makes valid"] = bool((~seen & heads[:, None]).any())
     if case.chunk_size is not None:
         p = start + np.arange(Tq)
         found["a chunk hides a key"] = bool(
@@ -132,7 +144,7 @@ def kernel_features(spec) -> set[str]:
 @functools.cache
 def _small() -> tuple:
     strategy = attention_cases(
-        windows="offsets", packing=True, alibi=True, softcap=True, block_sizes=True
+        windows="offsets", packing=True, alibi=True, softcap=True, sinks=True, block_sizes=True
     )
     return tuple(pooled_draws(strategy, RUNS))
 
@@ -143,9 +155,10 @@ def test_local_and_packed_cases_draw_every_region():
 
 
 def test_local_and_packed_cases_leave_every_row_a_key():
-    """The rulebook accepts every drawn case with windows, documents and chunks (anchors at
-    each query's own position, whose document the query takes; ``right`` raised for queries
-    before key 0; no chunks then): no property gets an invalid call."""
+    """The rulebook accepts every drawn case with windows, documents, chunks and sinks
+    (anchors at each query's own position, whose document the query takes; ``right`` raised
+    for queries before key 0; no chunks then; a row hides every key only from a head with a
+    finite sink): no property gets an invalid call."""
     for case in _small():
         check_attention_inputs(case.query, case.key, case.value, **case.kwargs())
 

@@ -32,6 +32,7 @@ ATTNPROPS_CAPABILITIES = {
     "chunk_size": True,
     "alibi": True,
     "softcap": True,
+    "sinks": True,
 }
 
 __all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
@@ -48,7 +49,7 @@ def attention(query, key, value, **options) -> np.ndarray:
     (``oracle.attention(...).value``, or :func:`oracle.ball.attention` past
     :data:`MPMATH_SCORES`). Keyword arguments and rules as :func:`impl.attention` (without
     ``block_size``): ``attn_mask``, ``is_causal``, ``query_start``, ``scale``, ``window``,
-    ``segment_ids``, ``chunk_size``.
+    ``segment_ids``, ``chunk_size``, ``alibi_slopes``, ``softcap``, ``sinks``.
 
     Raises:
         oracle.rules.AttentionInputError for any broken rule (including a fully masked row);
@@ -80,7 +81,7 @@ def _exact_output(query, key, value, **kwargs):
 
 
 def cached_attention(
-    query, key, value, cache: KVCache, *, attn_mask=None, scale=None, window=None
+    query, key, value, cache: KVCache, *, attn_mask=None, scale=None, window=None, sinks=None
 ) -> np.ndarray:
     """``oracle.cached_attention(...).value``: append to ``cache`` (an :class:`oracle.KVCache`),
     then causal attention at ``query_start`` = the previous length, ``(B, Hq, Tnew, Dv)``, exact
@@ -97,5 +98,6 @@ def cached_attention(
         attn_mask=attn_mask,
         scale=scale,
         window=window,
+        sinks=sinks,
         attend=_exact_output,
     ).value

@@ -22,7 +22,10 @@ properties.subjects.probe torch_sdpa``, see ``docs/conventions.md``):
   Packed documents (``segment_ids``) and chunks (``chunk_size``) are AND-ed in the same way
   (FlexAttention's document and chunk ``mask_mod``\ s, as explicit masks). ALiBi
   (``alibi_slopes``) is added to the float mask: ``-slope * |p - j|`` in float64, converted
-  to the query's dtype with the rest of the mask.
+  to the query's dtype with the rest of the mask. Sinks (``sinks``, one logit per query head)
+  are one more key: a zero key and a zero value appended to K and V, its float-mask column
+  the head's sink (score ``scale * q . 0 + sigma_h = sigma_h``, value 0), so SDPA's softmax
+  holds ``exp(sigma_h - m)`` in each denominator (:func:`with_sink_key`).
 - GQA: ``enable_gqa=True`` when ``Hq != Hkv`` (SDPA maps query head ``h`` to K/V head
   ``h // (Hq // Hkv)``, this project's convention).
 - ``attention_weights`` is SDPA applied to an identity value matrix: ``softmax(...) @ I``
@@ -68,6 +71,7 @@ ATTNPROPS_CAPABILITIES = {
     "segment_ids": True,  # likewise
     "chunk_size": True,  # likewise
     "alibi": True,  # a float mask
+    "sinks": True,  # a zero key whose float-mask column is the sink (with_sink_key)
 }
 
 _TORCH_DTYPES = {
@@ -230,6 +234,33 @@ def sdpa_mask(
     return mask
 
 
+def with_sink_key(mask, key, value, sinks, query_len: int):
+    """The sinks (``(Hq,)``, :mod:`oracle.rules.sinks`) as one more key for SDPA: K and V get
+    a zero row each (``(..., Tk + 1, D)``, ``(..., Tk + 1, Dv)``) and the mask a float column
+    ``sigma_h`` (in the query's dtype; a bool mask becomes 0 / ``-inf``, no mask 0), broadcast
+    to ``(B or 1, Hq, Tq, Tk + 1)`` (``(Tq, Tk + 1)`` for 2-D inputs). Returns ``(mask, key,
+    value)``."""
+    dtype, Tk = key.dtype, key.shape[-2]
+    logits = torch.as_tensor(np.asarray(sinks)).to(dtype)  # (Hq,)
+    Hq = logits.shape[0]
+    if mask is None:
+        mask = torch.zeros((query_len, Tk), dtype=dtype)
+    elif mask.dtype == torch.bool:
+        mask = torch.where(mask, torch.tensor(0.0, dtype=dtype), float("-inf")).to(dtype)
+    if key.ndim == 2:  # (T, D) inputs: one head
+        column = logits.reshape(1, 1).expand(query_len, 1)
+        mask = torch.cat([mask.reshape(query_len, Tk), column], dim=-1)
+    else:
+        mask = mask.reshape((1,) * (4 - mask.ndim) + tuple(mask.shape))
+        mask = mask.expand(mask.shape[0], Hq, query_len, Tk)
+        column = logits.reshape(1, Hq, 1, 1).expand(mask.shape[0], Hq, query_len, 1)
+        mask = torch.cat([mask, column], dim=-1)
+    zeros = lambda x: torch.zeros(x.shape[:-2] + (1, x.shape[-1]), dtype=dtype)  # noqa: E731
+    key = torch.cat([key, zeros(key)], dim=-2)
+    value = torch.cat([value, zeros(value)], dim=-2)
+    return mask, key, value
+
+
 def sdpa(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -243,6 +274,7 @@ def sdpa(
     segment_ids=None,
     chunk_size=None,
     alibi_slopes=None,
+    sinks=None,
 ) -> torch.Tensor:
     """SDPA on tensors under this project's conventions (see the module docstring).
 
@@ -263,6 +295,8 @@ def sdpa(
         alibi_slopes=alibi_slopes,
         two_d=query.ndim == 2,
     )
+    if sinks is not None:
+        mask, key, value = with_sink_key(mask, key, value, sinks, query.shape[-2])
     gqa = query.ndim == 4 and key.ndim == 4 and query.shape[1] != key.shape[1]
     return F.scaled_dot_product_attention(
         query,
@@ -288,6 +322,7 @@ def attention(
     segment_ids=None,
     chunk_size=None,
     alibi_slopes=None,
+    sinks=None,
 ) -> np.ndarray:
     """Scaled dot-product attention through ``torch.nn.functional.scaled_dot_product_attention``.
 
@@ -303,6 +338,7 @@ def attention(
             (:func:`window_mask`; not SDPA's: an explicit mask).
         segment_ids, chunk_size: packed documents and chunks (:func:`packing_mask`), or None.
         alibi_slopes: ALiBi's slopes, joined to the float mask (:func:`sdpa_mask`), or None.
+        sinks: ``(Hq,)`` sink logits, one more key (:func:`with_sink_key`), or None.
 
     Returns:
         ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``), the input dtype.
@@ -324,6 +360,7 @@ def attention(
         segment_ids=segment_ids,
         chunk_size=chunk_size,
         alibi_slopes=alibi_slopes,
+        sinks=sinks,
     )
     return to_numpy(out)
 
@@ -402,7 +439,7 @@ class KVCache:
 
 
 def cached_attention(
-    query, key, value, cache: KVCache, *, attn_mask=None, scale=None, window=None
+    query, key, value, cache: KVCache, *, attn_mask=None, scale=None, window=None, sinks=None
 ) -> np.ndarray:
     """Append ``key``/``value`` to ``cache``, then SDPA over the whole cache.
 
@@ -411,7 +448,7 @@ def cached_attention(
         key: ``(B, Hkv, Tnew, D)``; value: ``(B, Hkv, Tnew, Dv)``; the cache's dtype.
         cache: a :class:`KVCache` (modified in place).
         attn_mask: ``None`` or a mask broadcastable to ``(B, Hq, Tnew, T_total)``.
-        scale, window: as in :func:`attention`.
+        scale, window, sinks: as in :func:`attention`.
 
     Returns:
         ``(B, Hq, Tnew, Dv)``: causal attention with ``query_start`` = the cache length before
@@ -436,6 +473,7 @@ def cached_attention(
             query_start=start,
             scale=scale,
             window=window,
+            sinks=sinks,
         )
     except BaseException:
         cache._keys, cache._values = before

@@ -5,7 +5,7 @@ dims)::
 
     attention(query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None,
               window=None, segment_ids=None, chunk_size=None, alibi_slopes=None, softcap=None,
-              sinks=None, block_size=None)
+              sinks=None, block_size=None, return_lse=False)
     attention_weights(query, key, *, attn_mask=None, is_causal=False, query_start=None, scale=None,
                       window=None, segment_ids=None, chunk_size=None, alibi_slopes=None,
                       softcap=None, sinks=None)
@@ -54,6 +54,7 @@ ATTNPROPS_CAPABILITIES = {
     "alibi": True,  # alibi_slopes
     "softcap": True,  # softcap: c * tanh(s / c)
     "sinks": True,  # sinks: one logit per query head in the softmax denominator
+    "lse": True,  # attention(..., return_lse=True) returns (output, lse)
 }
 
 __all__ = [

@@ -47,6 +47,7 @@ from attnprops.oracle.rules import (
     AttentionInputError,
     check_attention_call,
     check_block_size,
+    check_flag,
     check_float_array,
     compute_dtype,
 )
@@ -109,12 +110,19 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
         check_float_array(array, name)
 
     # -- the output -----------------------------------------------------------------------
-    def output(self, call: AttentionCall, compute: np.dtype, block_size: int | None) -> np.ndarray:
+    def output(
+        self,
+        call: AttentionCall,
+        compute: np.dtype,
+        block_size: int | None,
+        lse: np.ndarray | None = None,
+    ) -> np.ndarray:
         """``(B, Hq, Tq, Dv)`` in the compute dtype: the dense path for ``block_size=None``,
-        else the blocked path with tiles of ``block_size``."""
+        else the blocked path with tiles of ``block_size``; each fills ``lse`` (``(B, Hq,
+        Tq)``, the compute dtype) with the rows' log-sum-exp when given."""
         if block_size is None:
-            return self.dense_output(call, compute)
-        return self.blocked_output(call, compute, block_size)
+            return self.dense_output(call, compute, lse)
+        return self.blocked_output(call, compute, block_size, lse)
 
     def rescaled_output(
         self, call: AttentionCall, compute: np.dtype, block_size: int | None
@@ -247,7 +255,8 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
         softcap=None,
         sinks=None,
         block_size=None,
-    ) -> np.ndarray:
+        return_lse=False,
+    ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         """Scaled dot-product attention ``softmax(scale * query @ key^T + mask) @ value``.
 
         Args:
@@ -273,9 +282,17 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
                   softmax (:mod:`impl.blocked`), peak extra memory O(B Hq n (n + Dv))
                   (Milakov & Gimelshein 2018; Dao et al. 2022).
 
+            return_lse: also return each query row's log-sum-exp (FlashAttention's
+                ``softmax_lse``, FlexAttention's ``return_lse``).
+
         Returns:
             ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``) in the input dtype (float16 is computed in
-            float32); always finite: should values near the dtype's maximum make a sum on the
+            float32); with ``return_lse=True`` the pair ``(output, lse)``, ``lse`` of shape
+            ``(B, Hq, Tq)`` (or ``(Tq,)``) in the compute dtype (float32 for float16 and
+            float32 inputs, as FlashAttention's; float64 for float64): ``log sum_j
+            exp(s_j)`` over the row's visible keys, natural log, in the scores' units (the
+            sink not counted, so two disjoint key sets merge into their union, and a sink is
+            applied once after the merge); ``-inf`` for a row that sees no key. Always finite: should values near the dtype's maximum make a sum on the
             way overflow, the output is recomputed with the values scaled by a power of two
             (:meth:`rescaled_output`).
 
@@ -284,11 +301,13 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
             the first one in the rulebook's order whichever the path. ``block_size`` other
             than ``"dense"`` is checked by :func:`oracle.rules.check_block_size` (``None`` or
             an int >= 1, else ShapeError; the name ``"dense"`` is this package's and is read
-            before that check). Inputs are not modified. Source: Vaswani et al. 2017, eq. 1;
+            before that check); ``return_lse`` must be a bool (AttentionInputError). Inputs are
+            not modified. Source: Vaswani et al. 2017, eq. 1;
             GQA grouping from Ainslie et al. 2023.
         """
         dense = isinstance(block_size, str) and block_size == DENSE
         block_size = None if dense else check_block_size(block_size)
+        return_lse = check_flag(return_lse, "return_lse")
         options = dict(
             attn_mask=attn_mask,
             is_causal=is_causal,
@@ -319,7 +338,9 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
                 for name in ("query", "key", "value"):
                     self.check_finite(getattr(call, name), name)
             self.check_rows(call, block_size)
-            output = self.output(call, compute_dtype(call.dtype), block_size)
+            compute = compute_dtype(call.dtype)
+            lse = np.empty(call.shape[:3], dtype=compute) if return_lse else None
+            output = self.output(call, compute, block_size, lse)
             error = None
         except AttentionInputError as exc:
             error = exc
@@ -332,7 +353,10 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
                 finite, output, self.rescaled_output(call, compute_dtype(call.dtype), block_size)
             )
         output = output.astype(call.dtype)
-        return output[0, 0] if call.two_d else output
+        if call.two_d:
+            output = output[0, 0]
+            lse = None if lse is None else lse[0, 0]
+        return (output, lse) if return_lse else output
 
 
 ATTENTION = Attention()

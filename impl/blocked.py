@@ -88,7 +88,20 @@ class BlockedPath:
         s[...] = call.sinks.astype(m.dtype).reshape(1, Hkv, G, 1, 1)
         self.online_softmax_step(m, l, acc, s, np.zeros((1, 1, 1, 1, acc.shape[-1]), m.dtype))
 
-    def blocked_output(self, call: AttentionCall, compute: np.dtype, block_size: int) -> np.ndarray:
+    def tile_lse(self, m: np.ndarray, l: np.ndarray) -> np.ndarray:
+        """A tile's log-sum-exp from its running state before the sinks are folded in:
+        ``m + log(l)`` (``-inf`` for a row that saw no key: ``l = 0``), ``(..., n)``."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            shift = np.where(np.isneginf(m), m.dtype.type(0), m)
+            return (shift + np.log(l))[..., 0]
+
+    def blocked_output(
+        self,
+        call: AttentionCall,
+        compute: np.dtype,
+        block_size: int,
+        lse: np.ndarray | None = None,
+    ) -> np.ndarray:
         """``softmax(scores) @ value`` ``(B, Hq, Tq, Dv)`` in the compute dtype, in tiles of
         ``block_size`` queries by ``block_size`` keys with an online softmax (running max
         ``m``, running sum ``l`` per query row). Peak extra memory O(B Hq (block_size**2 + Tq
@@ -98,7 +111,8 @@ class BlockedPath:
         validated without (:meth:`Attention.check_finite`): each key/value block is scanned
         when it is first used (while it is in cache), the keys no query sees at the end.
         Raises NonFiniteInputError on the first bad block (the caller then reruns the full
-        validation for the rulebook's first error)."""
+        validation for the rulebook's first error). ``lse``: an array ``(B, Hq, Tq)`` to fill
+        with each row's log-sum-exp (:meth:`tile_lse`), or None."""
         B, Hq, Tq, Tk = call.shape
         Hkv, Dv = call.key.shape[1], call.value.shape[3]
         G = Hq // Hkv
@@ -145,6 +159,8 @@ class BlockedPath:
                         s,
                         value[:, :, None, keys],
                     )
+                if lse is not None:
+                    lse.reshape(B, Hkv, G, Tq)[:, :, :, t0:t1] = self.tile_lse(m, l)
                 if call.sinks is not None:
                     self.fold_sinks(m, l, acc, call)
                 # every row has a visible key or a finite sink (checked), so l >= 1

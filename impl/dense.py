@@ -63,10 +63,26 @@ class DensePath:
         sink = np.broadcast_to(call.sinks.astype(compute)[:, None, None], (B, Hq, Tq, 1))
         return self.softmax(np.concatenate([scores, sink], axis=-1))[..., :Tk]
 
-    def dense_weights(self, call: AttentionCall, compute: np.dtype) -> np.ndarray:
+    def log_sum_exp(self, scores: np.ndarray) -> np.ndarray:
+        """``log sum_j exp(s_j)`` of each row of masked scores ``(B, Hq, Tq, Tk)``, as ``m +
+        log sum_j exp(s_j - m)`` with ``m`` the row's maximum (Blanchard, Higham & Higham
+        2021, alg. 2.1): ``(B, Hq, Tq)`` in the scores' dtype, ``-inf`` for a row with no
+        visible key (the sink not counted)."""
+        with np.errstate(under="ignore", divide="ignore", invalid="ignore"):
+            row_max = scores.max(axis=-1, keepdims=True)
+            shift = np.where(np.isneginf(row_max), scores.dtype.type(0), row_max)
+            total = np.exp(scores - shift).sum(axis=-1, keepdims=True)
+            return (shift + np.log(total))[..., 0]
+
+    def dense_weights(
+        self, call: AttentionCall, compute: np.dtype, lse: np.ndarray | None = None
+    ) -> np.ndarray:
         """Attention weights ``(B, Hq, Tq, Tk)`` in the compute dtype (with the sinks in the
-        denominators when the call has them, :meth:`softmax_with_sinks`)."""
+        denominators when the call has them, :meth:`softmax_with_sinks`); ``lse``: an array
+        ``(B, Hq, Tq)`` to fill with :meth:`log_sum_exp` of the scores, or None."""
         scores = self.dense_scores(call, compute)
+        if lse is not None:
+            lse[...] = self.log_sum_exp(scores)
         if call.sinks is None:
             return self.softmax(scores)
         return self.softmax_with_sinks(scores, call, compute)
@@ -83,7 +99,10 @@ class DensePath:
         with np.errstate(over="ignore", invalid="ignore"):  # non-finite: Attention.rescaled_output
             return np.matmul(grouped, value).reshape(B, Hq, Tq, Dv)
 
-    def dense_output(self, call: AttentionCall, compute: np.dtype) -> np.ndarray:
+    def dense_output(
+        self, call: AttentionCall, compute: np.dtype, lse: np.ndarray | None = None
+    ) -> np.ndarray:
         """``softmax(scores) @ value`` ``(B, Hq, Tq, Dv)`` in the compute dtype, from the
-        whole ``(B, Hq, Tq, Tk)`` weight array."""
-        return self.weighted_values(self.dense_weights(call, compute), call, compute)
+        whole ``(B, Hq, Tq, Tk)`` weight array; fills ``lse`` ``(B, Hq, Tq)`` with the rows'
+        log-sum-exp when given (:meth:`dense_weights`)."""
+        return self.weighted_values(self.dense_weights(call, compute, lse), call, compute)

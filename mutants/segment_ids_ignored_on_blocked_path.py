@@ -18,9 +18,9 @@ ATTNPROPS_CAPABILITIES = impl.ATTNPROPS_CAPABILITIES
 
 
 class _SegmentsIgnoredBlocked(impl.Attention):
-    def blocked_output(self, call, compute, block_size):
+    def blocked_output(self, call, compute, block_size, lse=None):
         # FAULT: the tiled path never reads the documents of the packed row.
-        return super().blocked_output(call._replace(segments=None), compute, block_size)
+        return super().blocked_output(call._replace(segments=None), compute, block_size, lse)
 
 
 MUTANT = Mutant(

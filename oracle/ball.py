@@ -93,12 +93,15 @@ class BallResult(NamedTuple):
 class BallParts(NamedTuple):
     """Scores (``-inf`` where hidden), weights and output of the query rows ``rows``:
     ``(B, Hq, len(rows), Tk)``, ``(B, Hq, len(rows), Tk)``, ``(B, Hq, len(rows), Dv)`` (2-D
-    inputs: without the two leading axes). ``output`` is None without a value."""
+    inputs: without the two leading axes). ``output`` is None without a value. ``lse``: the
+    rows' log-sum-exp over their visible keys, ``(B, Hq, len(rows))`` (as
+    :class:`oracle.OracleParts`'s)."""
 
     scores: BallResult
     weights: BallResult
     output: BallResult | None
     rows: tuple[int, ...]
+    lse: BallResult | None = None
 
 
 def _to_float(x: arb, exact=None) -> float:
@@ -212,6 +215,7 @@ def _parts(
     scores = np.full((B, Hq, len(keep), Tk), -np.inf)
     weights = np.zeros((B, Hq, len(keep), Tk))
     output = np.zeros((B, Hq, len(keep), Dv))
+    lse = np.full((B, Hq, len(keep)), -np.inf)
     zero = arb(0)
     rational = _rational_scale(problem)
     for b in range(B):
@@ -262,9 +266,8 @@ def _parts(
                         exps = [t.exp() for t in x]
                         if sink != -np.inf:  # sigma_h - s_m: the sink's term, no value
                             sink_exp = (arb(sink) - s[visible.index(m)]).exp()
-                    total = sum(exps[1:], exps[0])
-                    if sink != -np.inf:
-                        total = total + sink_exp
+                    keys_total = sum(exps[1:], exps[0])
+                    total = keys_total if sink == -np.inf else keys_total + sink_exp
                     w = [e / total for e in exps]
                     for j, w_j in zip(visible, w):
                         w_entries[n * Tk + j] = w_j
@@ -278,6 +281,12 @@ def _parts(
                             for t, j in zip(s, visible)
                         ]
                         weights[b, h, k, visible] = [_to_float(t) for t in w]
+                        # s_m + log(sum_j exp(x_j)); one key: log(1) = 0, s_m exactly
+                        exact_m = _exact_score(rational, d[m], bias, (b, h, i, m), problem)
+                        lse[b, h, k] = _to_float(
+                            s[visible.index(m)] + keys_total.log(),
+                            exact_m if len(visible) == 1 else None,
+                        )
                 if value is not None:
                     out = (arb_mat(r, Tk, w_entries) * value).entries()  # (r, Dv)
                     for k, n in enumerate(keep):
@@ -285,7 +294,7 @@ def _parts(
                             _to_float(t, _exact_mean(problem.value[b, g], uniform.get(n), c))
                             for c, t in enumerate(out[n * Dv : (n + 1) * Dv])
                         ]
-    return scores, weights, output
+    return scores, weights, output, lse
 
 
 def _exact_score(rational: Fraction | None, dot: arb, bias, index, problem):
@@ -404,7 +413,7 @@ def attention_parts(
     while True:
         try:
             with ctx.workprec(bits):
-                s, w, o = _parts(problem, computed, wanted, risky, estimates)
+                s, w, o, lse = _parts(problem, computed, wanted, risky, estimates)
             break
         except _Unresolved:
             if bits >= MAX_PRECISION:
@@ -413,7 +422,7 @@ def attention_parts(
                 ) from None
             bits *= 2
     cut = (lambda x: BallResult(x[0, 0])) if problem.two_d else BallResult
-    return BallParts(cut(s), cut(w), None if problem.value is None else cut(o), wanted)
+    return BallParts(cut(s), cut(w), None if problem.value is None else cut(o), wanted, cut(lse))
 
 
 def attention(query, key, value, **kwargs) -> np.ndarray:

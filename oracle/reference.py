@@ -307,8 +307,11 @@ def _sink_shift(scores: Scores, index: tuple[int, int, int], m: int) -> mpmath.m
     return +shift  # rounded to the working precision
 
 
-def _weights(scores: Scores) -> np.ndarray:
+def _weights(scores: Scores, lse: np.ndarray | None = None) -> np.ndarray:
     """Softmax over the last axis at 50 digits; a row with no visible key stays all zeros.
+    ``lse``: an object array ``(B, Hq, Tq)`` to fill with each row's log-sum-exp of its
+    visible scores, ``s_m + log sum_j exp(s_j - s_m)`` (the sink not counted; ``-inf`` for a
+    row with no visible key), or None.
 
     With sinks (:mod:`oracle.rules.sinks`) the denominator also holds ``exp(sigma_h - s_m)``
     (:func:`_sink_shift`), which a sink of ``-inf`` makes 0; a row with no visible key and a
@@ -327,6 +330,8 @@ def _weights(scores: Scores) -> np.ndarray:
         visible = [j for j, s in enumerate(row) if s != mpmath.mpf("-inf")]
         if not visible:
             weights[index] = [mpmath.mpf(0)] * len(row)
+            if lse is not None:
+                lse[index] = mpmath.mpf("-inf")
             continue
         m = max(visible, key=lambda j: row[j])
         dots, shift = scores.dots[index], scores.dot_shift[index]
@@ -351,6 +356,8 @@ def _weights(scores: Scores) -> np.ndarray:
             exps[j] = mpmath.exp(x)
         sink = sink_at(scores.sinks, index[1])
         total = mpmath.fsum(exps)
+        if lse is not None:  # exps[m] == 1: total >= 1
+            lse[index] = row[m] + mpmath.log(total)
         if sink != -np.inf:  # the sink's term joins the denominator only
             total += mpmath.exp(_sink_shift(scores, index, m))
         weights[index] = [e / total for e in exps]
@@ -525,11 +532,15 @@ def attention(
 
 @dataclass(frozen=True)
 class OracleParts:
-    """Scores (``-inf`` where hidden), weights and output of one call, all at 50 digits."""
+    """Scores (``-inf`` where hidden), weights and output of one call, all at 50 digits, and
+    each row's log-sum-exp ``lse = log sum_j exp(s_j)`` over its visible keys (natural log,
+    in the scores' units; the sink not counted; ``-inf`` for a row with no visible key):
+    ``(B, Hq, Tq)`` (``(Tq,)`` for 2-D inputs)."""
 
     scores: OracleResult
     weights: OracleResult
     output: OracleResult
+    lse: OracleResult
 
 
 def attention_parts(
@@ -549,7 +560,8 @@ def attention_parts(
     sinks=None,
     fully_masked_rows="raise",
 ) -> OracleParts:
-    """Scores, weights and output of one attention call in one pass (see :func:`attention`)."""
+    """Scores, weights, output and log-sum-exp of one attention call in one pass (see
+    :func:`attention` and :class:`OracleParts`)."""
     problem = _check(
         query,
         key,
@@ -581,7 +593,8 @@ def attention_parts(
             for batch in problem.value.tolist()
         ]
         scores = _scores(problem)
-        weights = _weights(scores)
+        lse = np.empty((B, Hq, Tq), dtype=object)
+        weights = _weights(scores, lse)
         output = np.empty((B, Hq, Tq, Dv), dtype=object)
         for b in range(B):
             for h in range(Hq):
@@ -596,4 +609,5 @@ def attention_parts(
             scores=_result(scores.values, problem.two_d),
             weights=_result(weights, problem.two_d),
             output=_result(output, problem.two_d),
+            lse=_result(lse, problem.two_d),
         )

@@ -94,6 +94,24 @@ whenever ``|o|`` is not tiny next to ``sum_j w_j |v_j|``.
    the denominator gets one more term ``exp(sigma_h - m)`` (a subtraction, an ``exp``, one
    more addition), and a blocked subject folds it in as one more rescale. A sink of ``-inf``
    is a hidden key (bound 0, as no sink).
+
+6. Log-sum-exp, ``lse = log sum_j exp(s_j)`` over the visible keys (the sink not counted),
+   computed as ``m^ + log sum_j exp(s^_j - m^)`` with ``m^`` the row's largest computed score
+   (Blanchard, Higham & Higham 2021, alg. 2.1; a blocked subject's final running maximum).
+   With the computed exponentials ``exp(x_j + eta'_j)``, ``|eta'_j| <= eta_j`` (item 2),
+   ``log sum_j exp(s_j + eta'_j) - lse = log sum_j w_j e^{eta'_j}`` lies within
+   ``max_j eta_j`` of 0 (``w_j`` the weights without the sink; the maximum, not item 2's
+   weighted ``eta_bar``, because with a dominant sink the weights the oracle returns can all
+   be 0). The sum rounds by at most ``gamma(Tk + 1)`` relative, ``|log(1 + t)| <=
+   -log(1 - gamma(Tk + 1))``; ``log`` of a sum in ``[1, Tk (1 + gamma)]`` is within 1 ulp,
+   ``2 u (log Tk + 1)``; adding ``m^`` rounds by ``u |lse|``, and a subject that stores
+   ``lse`` in the storage dtype (when it computes in a wider one) by ``us |lse|`` more::
+
+       |lse^ - lse| <= max_j eta_j - log(1 - gamma(Tk + 1)) + 2 u (log Tk + 1)
+                       + (u + us [u != us] + 2**-53) |lse|
+
+   evaluated in float64, times ``1 + 2**-40`` (:func:`lse_bounds`). A row that sees no key
+   has ``lse = -inf``, exactly.
 """
 
 from __future__ import annotations
@@ -227,16 +245,25 @@ def _grouped_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out.reshape(B, Hq, m, b.shape[-1])
 
 
-def attention_bounds(case, parts, arithmetic: Arithmetic | None = None) -> Bounds:
-    """Bounds for ``case`` (an :class:`~properties.strategies.AttentionCase`-like object with
-    ``query``, ``key``, ``value``, ``attn_mask``, ``scale``) given the oracle's ``parts``
-    (:class:`oracle.OracleParts`), for a subject computing as ``arithmetic`` (default: one
-    dtype, ``case.query.dtype``, throughout)."""
+class _Rows(NamedTuple):
+    """What the bounds read of a call and the oracle's parts, float64 and 4-D: ``A_j``
+    (``abs_qk``), the exact scores and weights, ``|b_j|``, ``|a_j|``, the values, ``D``."""
+
+    abs_qk: np.ndarray
+    scores: np.ndarray
+    weights: np.ndarray
+    bias: np.ndarray
+    alibi: np.ndarray
+    value: np.ndarray | None
+    head_dim: int
+
+
+def _rows(case, parts, with_sinks: bool = True) -> _Rows:
+    """:class:`_Rows` of ``case``, a sink as one more key (item 5) when ``with_sinks``."""
     query = _four_d(case.query).astype(np.float64)  # (B, Hq, Tq, D)
     key = _four_d(case.key).astype(np.float64)  # (B, Hkv, Tk, D)
     value = None if case.value is None else _four_d(case.value).astype(np.float64)
-    B, Hq, Tq, D = query.shape
-    arithmetic = arithmetic or Arithmetic.of(case.query.dtype)
+    D = query.shape[3]
     scale = 1 / np.sqrt(D) if case.scale is None else case.scale
     abs_qk = _grouped_matmul(scale * np.abs(query), np.abs(key).swapaxes(-1, -2))  # (B,Hq,Tq,Tk)
     scores = _four_d(parts.scores.value)
@@ -244,28 +271,49 @@ def attention_bounds(case, parts, arithmetic: Arithmetic | None = None) -> Bound
     bias = np.broadcast_to(_abs_bias(case), scores.shape)
     alibi = np.broadcast_to(_abs_alibi(case), scores.shape)
     sinks = getattr(case, "sinks", None)
-    if sinks is not None:  # the sink as one more key: score sigma_h, |b| = |sigma_h|, value 0
+    if with_sinks and sinks is not None:  # one more key: score sigma_h, |b| = |sigma_h|, v 0
         abs_qk, scores, weights, bias, alibi, value = _with_sink_key(
             sinks, abs_qk, scores, weights, bias, alibi, value
         )
-    Tk = scores.shape[-1]
-    u, us, rho, tw, tp, to, tn = arithmetic.terms(Tk)
-    visible = np.isfinite(scores)
+    return _Rows(abs_qk, scores, weights, bias, alibi, value, D)
+
+
+def _exponent_errors(case, rows: _Rows, arithmetic: Arithmetic) -> np.ndarray:
+    """``eta_j`` of item 2, ``(B, Hq, Tq, Tk)`` (0 where hidden)."""
+    Tk = rows.scores.shape[-1]
+    u, us, rho = arithmetic.terms(Tk)[:3]
+    visible = np.isfinite(rows.scores)
     mask_term = gamma(2, us) if getattr(case, "alibi_slopes", None) is not None else us
     tiny = float(np.finfo(arithmetic.compute).smallest_subnormal)
     with np.errstate(invalid="ignore", over="ignore"):
-        finite_scores = np.where(visible, scores, 0.0)
-        row_max = np.where(visible, scores, -np.inf).max(axis=-1, keepdims=True)
+        finite_scores = np.where(visible, rows.scores, 0.0)
+        row_max = np.where(visible, rows.scores, -np.inf).max(axis=-1, keepdims=True)
         row_max = np.where(np.isfinite(row_max), row_max, 0.0)
-        shifted = np.where(visible, scores - row_max, 0.0)
+        shifted = np.where(visible, rows.scores - row_max, 0.0)
         delta = (
-            gamma(D + 5, u) * abs_qk
+            gamma(rows.head_dim + 5, u) * rows.abs_qk
             + u * np.abs(finite_scores)
-            + mask_term * bias
-            + gamma(4, us) * alibi
-            + _softcap_error(getattr(case, "softcap", None), abs_qk, u, tiny)
+            + mask_term * rows.bias
+            + gamma(4, us) * rows.alibi
+            + _softcap_error(getattr(case, "softcap", None), rows.abs_qk, u, tiny)
         )
-        eta = np.where(visible, delta + 2 * u * np.abs(shifted) + 2 * u * (Tk + 1) + rho, 0.0)
+        return np.where(visible, delta + 2 * u * np.abs(shifted) + 2 * u * (Tk + 1) + rho, 0.0)
+
+
+def attention_bounds(case, parts, arithmetic: Arithmetic | None = None) -> Bounds:
+    """Bounds for ``case`` (an :class:`~properties.strategies.AttentionCase`-like object with
+    ``query``, ``key``, ``value``, ``attn_mask``, ``scale``) given the oracle's ``parts``
+    (:class:`oracle.OracleParts`), for a subject computing as ``arithmetic`` (default: one
+    dtype, ``case.query.dtype``, throughout)."""
+    arithmetic = arithmetic or Arithmetic.of(case.query.dtype)
+    rows = _rows(case, parts)
+    weights, value = rows.weights, rows.value
+    sinks = getattr(case, "sinks", None)
+    Tk = rows.scores.shape[-1]
+    u, us, rho, tw, tp, to, tn = arithmetic.terms(Tk)
+    visible = np.isfinite(rows.scores)
+    eta = _exponent_errors(case, rows, arithmetic)
+    with np.errstate(invalid="ignore", over="ignore"):
         positive = weights > 0  # 0 * inf must count as 0 where eta is enormous
         eta_bar = np.log1p(
             np.where(positive, weights * np.expm1(eta), 0.0).sum(axis=-1, keepdims=True)
@@ -296,6 +344,29 @@ def attention_bounds(case, parts, arithmetic: Arithmetic | None = None) -> Bound
         bound_w = bound_w[0, 0]
         bound_o = None if bound_o is None else bound_o[0, 0]
     return Bounds(weights=bound_w, output=bound_o)
+
+
+def lse_bounds(case, parts, arithmetic: Arithmetic | None = None) -> np.ndarray:
+    """Per-row bounds ``(B, Hq, Tq)`` (or ``(Tq,)``) on ``|lse^ - lse|`` (item 6 of the
+    module doc), from the oracle's ``parts`` (its ``lse``); 0 where the row sees no key (its
+    ``lse`` must be exactly ``-inf``)."""
+    arithmetic = arithmetic or Arithmetic.of(case.query.dtype)
+    rows = _rows(case, parts, with_sinks=False)
+    Tk = rows.scores.shape[-1]
+    u, us = arithmetic.terms(Tk)[:2]
+    stored = us if arithmetic.storage != arithmetic.compute else 0.0
+    lse = parts.lse.value[None, None] if case.query.ndim == 2 else parts.lse.value
+    eta = _exponent_errors(case, rows, arithmetic)
+    with np.errstate(invalid="ignore", over="ignore"):
+        bound = (
+            eta.max(axis=-1)
+            - np.log1p(-gamma(Tk + 1, u))
+            + 2 * u * (np.log(Tk) + 1)
+            + (u + stored + U64) * np.abs(np.where(np.isfinite(lse), lse, 0.0))
+        ) * (1 + 2.0**-40)
+    bound = np.where(np.isfinite(lse), bound, 0.0)
+    bound = np.where(np.isnan(bound), np.inf, bound)
+    return bound[0, 0] if case.query.ndim == 2 else bound
 
 
 def agreement_bounds(case, visible: np.ndarray, arithmetic: Arithmetic | None = None) -> np.ndarray:

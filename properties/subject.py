@@ -57,6 +57,11 @@ key is optional and an unknown key is an error (a typo must not silently pass):
                        in every row's softmax denominator, with no value; a row that sees no
                        key but has a finite sink gives 0 (gpt-oss; :mod:`oracle.rules.sinks`);
                        default False
+``lse``                ``attention`` takes ``return_lse=True`` and returns ``(output, lse)``,
+                       ``lse`` ``(B, Hq, Tq)``: ``log sum_j exp(s_j)`` over each row's
+                       visible keys, the sink not counted, ``-inf`` for a row that sees no
+                       key (FlashAttention's ``softmax_lse``, FlexAttention's
+                       ``return_lse``); default False
 ``rounds_weights``     the unnormalised weights ``exp(s - m)`` are rounded to the input dtype
                        before the weighted sum of the values (FlashAttention's ``P``, PyTorch's
                        CPU flash kernel for float16); default False
@@ -113,6 +118,7 @@ _DEFAULTS = {
     "alibi": False,
     "softcap": False,
     "sinks": False,
+    "lse": False,
 }
 WINDOW_CONVENTIONS = ("offsets", "sliding_window")
 
@@ -146,6 +152,7 @@ class Capabilities:
     alibi: bool = False
     softcap: bool = False
     sinks: bool = False
+    lse: bool = False
 
 
 @dataclass(frozen=True, repr=False)
@@ -364,7 +371,7 @@ def load_subject(name: str | None = None) -> Subject:
             f"one of {WINDOW_CONVENTIONS}"
         )
     flags = ("rounds_weights", "validates_inputs", "two_d_inputs", "float_masks", "block_size")
-    for key in (*flags, "segment_ids", "chunk_size", "alibi", "softcap", "sinks"):
+    for key in (*flags, "segment_ids", "chunk_size", "alibi", "softcap", "sinks", "lse"):
         if not isinstance(caps[key], (bool, np.bool_)):
             raise SubjectError(f"subject {name!r}: {key}={caps[key]!r} must be True or False")
     capabilities = Capabilities(
@@ -385,5 +392,6 @@ def load_subject(name: str | None = None) -> Subject:
         alibi=bool(caps["alibi"]),
         softcap=bool(caps["softcap"]),
         sinks=bool(caps["sinks"]),
+        lse=bool(caps["lse"]),
     )
     return Subject(name=name, module=module, capabilities=capabilities)

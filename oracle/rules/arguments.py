@@ -21,6 +21,7 @@ from attnprops.oracle.rules.errors import (
 __all__ = [
     "FLOAT_DTYPES",
     "check_block_size",
+    "check_flag",
     "check_float_array",
     "check_is_causal",
     "check_mask",
@@ -204,10 +205,19 @@ def check_block_size(block_size) -> int | None:
     return int(block_size)
 
 
+def check_flag(value, name: str) -> bool:
+    """A yes/no argument (``is_causal``, ``return_lse``): a bool, returned as one.
+
+    Raises:
+        AttentionInputError naming ``name``: anything else (``1``, ``"yes"``, None).
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise AttentionInputError(f"{name}: {value!r} must be True or False")
+    return bool(value)
+
+
 def check_is_causal(is_causal) -> bool:
-    if not isinstance(is_causal, (bool, np.bool_)):
-        raise AttentionInputError(f"is_causal: {is_causal!r} must be True or False")
-    return bool(is_causal)
+    return check_flag(is_causal, "is_causal")
 
 
 def check_mask(attn_mask, target: tuple[int, ...]) -> np.ndarray | None:

@@ -94,7 +94,7 @@ def _outcome(function, *args, **kwargs):
 @settings(max_examples=150)
 @given(call=calls())
 def test_ball_reference_equals_the_50_digit_oracle_bit_for_bit(call):
-    """Scores, weights and output are the 50-digit oracle's float64s, bit for bit (both are
+    """Scores, weights, output and lse are the 50-digit oracle's float64s, bit for bit (both are
     the exact values correctly rounded), or both raise the same error with the same message."""
     q, k, v, kwargs = call
     expected, expected_error = _outcome(oracle.attention_parts, q, k, v, **kwargs)
@@ -102,7 +102,7 @@ def test_ball_reference_equals_the_50_digit_oracle_bit_for_bit(call):
     assert got_error == expected_error
     if expected is None:
         return
-    for part in ("scores", "weights", "output"):
+    for part in ("scores", "weights", "output", "lse"):
         want, have = getattr(expected, part).value, getattr(got, part).value
         assert have.dtype == np.float64 and have.shape == want.shape, part
         for index in zip(*np.nonzero(~((have == want) | (np.isnan(have) & np.isnan(want))))):

@@ -33,6 +33,7 @@ ATTNPROPS_CAPABILITIES = {
     "alibi": True,
     "softcap": True,
     "sinks": True,
+    "lse": True,
 }
 
 __all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
@@ -44,20 +45,23 @@ def _large(query, key) -> bool:
     return int(np.prod(np.shape(query)[:-1])) * np.shape(key)[-2] > MPMATH_SCORES
 
 
-def attention(query, key, value, **options) -> np.ndarray:
+def attention(query, key, value, *, return_lse=False, **options):
     """The output ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``), exact and rounded once to float64
     (``oracle.attention(...).value``, or :func:`oracle.ball.attention` past
     :data:`MPMATH_SCORES`). Keyword arguments and rules as :func:`impl.attention` (without
     ``block_size``): ``attn_mask``, ``is_causal``, ``query_start``, ``scale``, ``window``,
-    ``segment_ids``, ``chunk_size``, ``alibi_slopes``, ``softcap``, ``sinks``.
+    ``segment_ids``, ``chunk_size``, ``alibi_slopes``, ``softcap``, ``sinks``; with
+    ``return_lse=True`` the pair ``(output, lse)``, the rows' log-sum-exp also exact and
+    rounded once.
 
     Raises:
         oracle.rules.AttentionInputError for any broken rule (including a fully masked row);
         TypeError for an unknown keyword.
     """
-    if _large(query, key):
-        return ball.attention(query, key, value, **options)
-    return oracle.attention(query, key, value, **options).value
+    if return_lse:
+        parts = _parts(query, key, value, **options)
+        return parts.output.value, parts.lse.value
+    return _parts(query, key, value, **options).output.value
 
 
 def attention_weights(query, key, **options) -> np.ndarray:
@@ -73,11 +77,17 @@ def attention_weights(query, key, **options) -> np.ndarray:
     return oracle.attention_weights(query, key, **options).value
 
 
+def _parts(query, key, value, **kwargs):
+    """The parts (``.output``, ``.lse``, each with ``.value``) from the 50-digit oracle or,
+    past :data:`MPMATH_SCORES`, the ball reference."""
+    if _large(query, key):
+        return ball.attention_parts(query, key, value, **kwargs)
+    return oracle.attention_parts(query, key, value, **kwargs)
+
+
 def _exact_output(query, key, value, **kwargs):
     """The output as an object with ``.value``, from the 50-digit oracle or the ball reference."""
-    if _large(query, key):
-        return ball.attention_parts(query, key, value, **kwargs).output
-    return oracle.attention_parts(query, key, value, **kwargs).output
+    return _parts(query, key, value, **kwargs).output
 
 
 def cached_attention(

@@ -26,6 +26,15 @@ properties.subjects.probe torch_sdpa``, see ``docs/conventions.md``):
   are one more key: a zero key and a zero value appended to K and V, its float-mask column
   the head's sink (score ``scale * q . 0 + sigma_h = sigma_h``, value 0), so SDPA's softmax
   holds ``exp(sigma_h - m)`` in each denominator (:func:`with_sink_key`).
+- Log-sum-exp (``return_lse=True``): SDPA returns none; the adapter takes it from
+  ``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu`` (the CPU flash kernel
+  SDPA dispatches to, which returns ``(output, logsumexp)``), called with the same float mask
+  but without the sink key (the ``lse`` does not count the sink), K/V repeated to the query
+  heads (``h // G``), 2-D inputs given two leading axes and the head dims padded with zero
+  columns to one size (the kernel wants ``D == Dv``; the zeros change no score, and the
+  scale is then passed explicitly). A row that sees no key gets ``-inf`` here: the kernel
+  writes ``0`` there ([F5](../../docs/findings.md)), so the adapter maps its convention to
+  this project's from the mask it built, as it maps the causal alignment.
 - GQA: ``enable_gqa=True`` when ``Hq != Hkv`` (SDPA maps query head ``h`` to K/V head
   ``h // (Hq // Hkv)``, this project's convention).
 - ``attention_weights`` is SDPA applied to an identity value matrix: ``softmax(...) @ I``
@@ -72,6 +81,7 @@ ATTNPROPS_CAPABILITIES = {
     "chunk_size": True,  # likewise
     "alibi": True,  # a float mask
     "sinks": True,  # a zero key whose float-mask column is the sink (with_sink_key)
+    "lse": True,  # from the CPU flash kernel (cpu_lse); -inf for rows without keys (F5)
 }
 
 _TORCH_DTYPES = {
@@ -261,6 +271,44 @@ def with_sink_key(mask, key, value, sinks, query_len: int):
     return mask, key, value
 
 
+def cpu_lse(query, key, value, mask, scale) -> torch.Tensor:
+    """Each row's ``log sum_j exp(s_j)`` from the CPU flash kernel (module docstring):
+    ``(B, Hq, Tq)`` (``(Tq,)`` for 2-D inputs), float32 for float16/float32 inputs, float64
+    for float64; ``-inf`` for a row the mask (as :func:`sdpa_mask` built it, without sinks)
+    leaves without a key."""
+    two_d = query.ndim == 2
+    if two_d:
+        query, key, value = query[None, None], key[None, None], value[None, None]
+    group = query.shape[1] // key.shape[1]
+    key, value = key.repeat_interleave(group, dim=1), value.repeat_interleave(group, dim=1)
+    D, Dv = query.shape[-1], value.shape[-1]
+    if D != Dv:  # zero columns: the same scores and weights
+        width = max(D, Dv)
+        pad = lambda x: F.pad(x, (0, width - x.shape[-1]))  # noqa: E731
+        query, key, value = pad(query), pad(key), pad(value)
+        scale = 1.0 / float(np.sqrt(D)) if scale is None else scale
+    B, Hq, Tq, _ = query.shape
+    Tk = key.shape[-2]
+    if mask is not None and mask.dtype == torch.bool:
+        mask = torch.where(mask, torch.tensor(0.0, dtype=query.dtype), float("-inf"))
+    if mask is not None:
+        mask = mask.to(query.dtype).reshape((1,) * (4 - mask.ndim) + tuple(mask.shape))
+        mask = mask.expand(B, Hq, Tq, Tk).contiguous()
+    kernel = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    _, lse = kernel(
+        query.contiguous(),
+        key.contiguous(),
+        value.contiguous(),
+        0.0,
+        False,
+        attn_mask=mask,
+        scale=None if scale is None else float(scale),
+    )
+    if mask is not None:  # the kernel's 0 for a row without keys -> -inf (F5)
+        lse = torch.where(torch.isneginf(mask).all(dim=-1), float("-inf"), lse)
+    return lse[0, 0] if two_d else lse
+
+
 def sdpa(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -275,12 +323,14 @@ def sdpa(
     chunk_size=None,
     alibi_slopes=None,
     sinks=None,
-) -> torch.Tensor:
+    return_lse=False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """SDPA on tensors under this project's conventions (see the module docstring).
 
     Shapes: query ``(B, Hq, Tq, D)`` or ``(Tq, D)``, key ``(B, Hkv, Tk, D)``, value
-    ``(B, Hkv, Tk, Dv)`` -> ``(B, Hq, Tq, Dv)``. Whatever SDPA raises is passed on
-    (``RuntimeError`` for most shape errors).
+    ``(B, Hkv, Tk, Dv)`` -> ``(B, Hq, Tq, Dv)``; with ``return_lse`` also the rows' ``lse``
+    (:func:`cpu_lse`). Whatever SDPA raises is passed on (``RuntimeError`` for most shape
+    errors).
     """
     mask = sdpa_mask(
         attn_mask,
@@ -295,10 +345,11 @@ def sdpa(
         alibi_slopes=alibi_slopes,
         two_d=query.ndim == 2,
     )
+    lse = cpu_lse(query, key, value, mask, scale) if return_lse else None
     if sinks is not None:
         mask, key, value = with_sink_key(mask, key, value, sinks, query.shape[-2])
     gqa = query.ndim == 4 and key.ndim == 4 and query.shape[1] != key.shape[1]
-    return F.scaled_dot_product_attention(
+    out = F.scaled_dot_product_attention(
         query,
         key,
         value,
@@ -307,6 +358,7 @@ def sdpa(
         scale=None if scale is None else float(scale),
         enable_gqa=gqa,
     )
+    return (out, lse) if return_lse else out
 
 
 def attention(
@@ -323,7 +375,8 @@ def attention(
     chunk_size=None,
     alibi_slopes=None,
     sinks=None,
-) -> np.ndarray:
+    return_lse=False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Scaled dot-product attention through ``torch.nn.functional.scaled_dot_product_attention``.
 
     Args:
@@ -339,9 +392,11 @@ def attention(
         segment_ids, chunk_size: packed documents and chunks (:func:`packing_mask`), or None.
         alibi_slopes: ALiBi's slopes, joined to the float mask (:func:`sdpa_mask`), or None.
         sinks: ``(Hq,)`` sink logits, one more key (:func:`with_sink_key`), or None.
+        return_lse: also return each row's log-sum-exp (:func:`cpu_lse`).
 
     Returns:
-        ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``), the input dtype.
+        ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``), the input dtype; with ``return_lse`` the pair
+        ``(output, lse)``.
 
     Raises:
         Whatever SDPA raises (mostly ``RuntimeError``); no input validation of its own
@@ -361,7 +416,10 @@ def attention(
         chunk_size=chunk_size,
         alibi_slopes=alibi_slopes,
         sinks=sinks,
+        return_lse=return_lse,
     )
+    if return_lse:
+        return to_numpy(out[0]), to_numpy(out[1])
     return to_numpy(out)
 
 

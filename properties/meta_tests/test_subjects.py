@@ -284,3 +284,50 @@ def test_probe_reports_the_window_convention():
             return impl.attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal)
 
     assert "raised TypeError" in probe.probe_window(probe._subject_caller(NoWindow))
+
+
+def test_torch_sdpa_sinks_and_lse():
+    """torch_sdpa's sinks (a zero key whose float-mask entry is the sink) and its ``lse``
+    (the CPU flash kernel's, ``-inf`` for a row without keys: F5 mapped) are the oracle's,
+    with GQA, a row left to its sink, ``Dv != D`` and 2-D inputs."""
+    subject = _module("torch_sdpa", "torch")
+    q, k, v = _rng_case(np.random.default_rng(4), np.float64)
+    sinks = np.array([0.5, -np.inf, 3.0, -1.0])
+    mask = np.ones((2, 4, 2, 4), dtype=bool)
+    mask[0, 0, 1] = False  # head 0's sink is finite: the row gives 0, its lse is -inf
+    out, lse = subject.attention(q, k, v, attn_mask=mask, sinks=sinks, return_lse=True)
+    parts = oracle.attention_parts(q, k, v, attn_mask=mask, sinks=sinks)
+    _close(out, parts.output.value, np.float64)
+    assert lse[0, 0, 1] == -np.inf and (out[0, 0, 1] == 0).all()
+    finite = np.isfinite(parts.lse.value)
+    _close(lse[finite], parts.lse.value[finite], np.float64)
+    out2, lse2 = subject.attention(q[0, 0], k[0, 0], v[0, 0], is_causal=True, return_lse=True)
+    parts2 = oracle.attention_parts(q[0, 0], k[0, 0], v[0, 0], is_causal=True)
+    _close(out2, parts2.output.value, np.float64)
+    _close(lse2, parts2.lse.value, np.float64)
+
+
+def test_torch_flex_attention_maps_every_variant():
+    """The FlexAttention adapter (mask_mod and score_mod) is the oracle's with causality at
+    an offset, a window, documents, chunks, a bool and a float mask, ALiBi, a cap, GQA,
+    2-D inputs and ``lse`` (``-inf`` for a row without keys)."""
+    subject = _module("torch_flex_attention", "torch")
+    rng = np.random.default_rng(5)
+    q, k, v = _rng_case(rng, np.float64, tq=3, tk=6)
+    float_mask = rng.uniform(-1, 1, (2, 4, 3, 6))
+    float_mask[1, 2, 0] = -np.inf  # a row without keys: zeros, lse -inf
+    cases = [
+        dict(is_causal=True, query_start=2),
+        dict(window=(2, 1), attn_mask=rng.random((3, 6)) < 0.8),
+        dict(segment_ids=(np.array([0, 1, 1]), np.array([0, 0, 1, 1, 1, 2])), chunk_size=4),
+        dict(attn_mask=float_mask, alibi_slopes=np.array([0.5, 0.25, 1.0, -0.5]), softcap=2.0),
+    ]
+    for kwargs in cases:
+        out, lse = subject.attention(q, k, v, return_lse=True, **kwargs)
+        parts = oracle.attention_parts(q, k, v, fully_masked_rows="zeros", **kwargs)
+        _close(out, parts.output.value, np.float64)
+        assert (np.isneginf(lse) == np.isneginf(parts.lse.value)).all(), kwargs
+        finite = np.isfinite(parts.lse.value)
+        _close(lse[finite], parts.lse.value[finite], np.float64)
+    out = subject.attention(q[0, 0], k[0, 0], v[0, 0], is_causal=True)
+    _close(out, oracle.attention(q[0, 0], k[0, 0], v[0, 0], is_causal=True).value, np.float64)

@@ -17,6 +17,7 @@ The kernel (Dao et al. 2022, alg. 1; Milakov & Gimelshein 2018)::
                 s = scale * sum over head-dim chunks (q[.., d0:d1] @ k[.., d0:d1]^T) + bias
                 s = -inf where hidden;  online-softmax step into (m_i, l_i, acc_i)
             merge the split: m = max(m, m_i); l, acc rescaled by exp(m_old - m), exp(m_i - m)
+        with sinks: merge (sigma_h, 1, 0) once more (the sink: one more key, value 0)
         out = acc / l
 
 Validation is the rulebook's (:func:`oracle.rules.check_attention_inputs`, whose dense
@@ -35,8 +36,8 @@ from attnprops.oracle.rules import AttentionProblem, check_attention_inputs, com
 __all__ = ["TILED_CAPABILITIES", "TiledKernel"]
 
 # What every mutant on this kernel declares (properties.subject): float16 computes in float32,
-# as in impl, so the error bounds hold it to float32 arithmetic.
-TILED_CAPABILITIES = {"compute_dtypes": {"float16": "float32"}}
+# as in impl, so the error bounds hold it to float32 arithmetic; it takes sinks.
+TILED_CAPABILITIES = {"compute_dtypes": {"float16": "float32"}, "sinks": True}
 
 
 class TiledKernel(impl.Attention):
@@ -101,6 +102,29 @@ class TiledKernel(impl.Attention):
         acc += a_i * acc_i
         m[...] = m_new
 
+    @staticmethod
+    def _empty(problem, rows: int, compute):
+        """``(m, l, acc)`` of nothing seen: ``-inf``, 0, 0, ``(B, Hkv, G, rows, 1)`` and
+        ``(..., rows, Dv)``."""
+        B, Hkv, G = problem.batch, problem.num_kv_heads, problem.group
+        m = np.full((B, Hkv, G, rows, 1), -np.inf, compute)
+        return m, np.zeros_like(m), np.zeros((B, Hkv, G, rows, problem.value.shape[3]), compute)
+
+    def split_start(self, problem, rows: int, compute):
+        """A split's initial ``(m, l, acc)``: nothing seen (``-inf``, 0, 0)."""
+        return self._empty(problem, rows, compute)
+
+    def sink_part(self, problem, rows: int, compute):
+        """The sinks as one more part to merge, once per query tile: ``m = sigma_h``, ``l =
+        1`` (``0`` for a sink of ``-inf``), ``acc = 0``; None without sinks."""
+        if problem.sinks is None:
+            return None
+        m, l, acc = self._empty(problem, rows, compute)
+        shape = (1, problem.num_kv_heads, problem.group, 1, 1)
+        m[...] = problem.sinks.astype(compute).reshape(shape)
+        l[...] = np.isfinite(m)
+        return m, l, acc
+
     def online_step(self, m, l, acc, s, value) -> None:
         """Fold one key tile's scores ``s`` (``-inf`` where hidden) into ``(m, l, acc)``, in
         place: the new maximum, and what was summed under the old one rescaled by
@@ -156,9 +180,7 @@ class TiledKernel(impl.Attention):
                 np.zeros((B, Hkv, G, t1 - t0, Dv), compute),
             )
             for s0, s1 in self.splits(Tk):
-                m = np.full((B, Hkv, G, t1 - t0, 1), -np.inf, compute)
-                l = np.zeros_like(m)
-                acc = np.zeros((B, Hkv, G, t1 - t0, Dv), compute)
+                m, l, acc = self.split_start(problem, t1 - t0, compute)
                 for j0, j1 in self.key_tiles(s0, s1):
                     if problem.is_causal and self.skips(j0, problem.query_start + t1 - 1):
                         continue
@@ -166,6 +188,9 @@ class TiledKernel(impl.Attention):
                     s = self.tile_scores(problem, q, k, rows, keys, compute)
                     self.online_step(m, l, acc, s, v[:, :, None, keys])
                 self.merge(state, (m, l, acc))
+            sink = self.sink_part(problem, t1 - t0, compute)
+            if sink is not None:
+                self.merge(state, sink)
             out[:, :, :, rows] = state[2] / state[1]
         return out.reshape(B, Hq, Tq, Dv)
 
@@ -181,6 +206,7 @@ class TiledKernel(impl.Attention):
         query_start=None,
         scale=None,
         window=None,
+        sinks=None,
     ):
         """Like :func:`impl.attention` (same arguments, rules and errors)."""
         options = dict(
@@ -189,6 +215,7 @@ class TiledKernel(impl.Attention):
             query_start=query_start,
             scale=scale,
             window=window,
+            sinks=sinks,
         )
         problem = check_attention_inputs(query, key, value, **options)
         if not self.runs(problem):

@@ -95,7 +95,7 @@ class BallParts(NamedTuple):
     ``(B, Hq, len(rows), Tk)``, ``(B, Hq, len(rows), Tk)``, ``(B, Hq, len(rows), Dv)`` (2-D
     inputs: without the two leading axes). ``output`` is None without a value. ``lse``: the
     rows' log-sum-exp over their visible keys, ``(B, Hq, len(rows))`` (as
-    :class:`oracle.OracleParts`'s)."""
+    :class:`oracle.OracleParts`'s), when asked for (else None)."""
 
     scores: BallResult
     weights: BallResult
@@ -201,6 +201,7 @@ def _parts(
     rows_out: tuple[int, ...],
     risky: np.ndarray,
     estimates: np.ndarray,
+    want_lse: bool = False,
 ):
     """The balls of the computation at the current precision, correctly rounded to float64,
     for ``rows_out`` (``rows``: every row computed, ``rows_out`` plus the rows whose scores
@@ -281,6 +282,8 @@ def _parts(
                             for t, j in zip(s, visible)
                         ]
                         weights[b, h, k, visible] = [_to_float(t) for t in w]
+                    if i in rows_out and want_lse:
+                        k = keep.index(n)
                         # s_m + log(sum_j exp(x_j)); one key: log(1) = 0, s_m exactly
                         exact_m = _exact_score(rational, d[m], bias, (b, h, i, m), problem)
                         lse[b, h, k] = _to_float(
@@ -362,6 +365,7 @@ def attention_parts(
     fully_masked_rows="raise",
     rows=None,
     precision: int = PRECISION,
+    lse: bool = False,
 ) -> BallParts:
     """Scores, weights and output of one attention call, each correctly rounded to float64.
 
@@ -375,6 +379,9 @@ def attention_parts(
         rows: the local query rows to compute (a non-empty sequence of ints in ``[0, Tq)``,
             any order, repeats dropped); None for every row. Results keep the sorted order.
         precision: bits to start with (doubled until every value is resolved).
+        lse: also compute the rows' log-sum-exp (off by default: a dominant key whose score
+            is a float64 midpoint puts ``lse`` within ``exp(-gap)`` of that midpoint, which
+            no precision short of the gap's resolves; asked for, such a row raises).
 
     Returns:
         :class:`BallParts` over the sorted rows.
@@ -413,7 +420,7 @@ def attention_parts(
     while True:
         try:
             with ctx.workprec(bits):
-                s, w, o, lse = _parts(problem, computed, wanted, risky, estimates)
+                s, w, o, sums = _parts(problem, computed, wanted, risky, estimates, lse)
             break
         except _Unresolved:
             if bits >= MAX_PRECISION:
@@ -422,7 +429,8 @@ def attention_parts(
                 ) from None
             bits *= 2
     cut = (lambda x: BallResult(x[0, 0])) if problem.two_d else BallResult
-    return BallParts(cut(s), cut(w), None if problem.value is None else cut(o), wanted, cut(lse))
+    output = None if problem.value is None else cut(o)
+    return BallParts(cut(s), cut(w), output, wanted, cut(sums) if lse else None)
 
 
 def attention(query, key, value, **kwargs) -> np.ndarray:

@@ -386,7 +386,9 @@ def agreement_bounds(case, visible: np.ndarray, arithmetic: Arithmetic | None = 
                      + C + 4 u S + 2 u (Tk + 1) + rho
 
     (``C``: the cap's term of item 1 at ``max_j A_j``, an upper bound of it at every ``j``;
-    0 without ``softcap``; ``us'``: ``gamma_s(2)`` with ALiBi, else ``us``)
+    0 without ``softcap``; ``us'``: ``gamma_s(2)`` with ALiBi, else ``us``; a sink is one
+    more key of item 5, ``|b| = |sigma_h|``, so ``S`` and ``max_j |b_j|`` take it and ``Tk``
+    counts it)
         eta_j + eta_bar <= 2 E   (eta_bar = log sum_k w_k e^{eta_k} <= max_k eta_k)
         R = e^{2E} (1 + gamma(Tk + 1)) (1 + tn) - 1   (bounds bp_j / w_j of item 3)
 
@@ -439,6 +441,11 @@ def row_maxima(case, visible: np.ndarray) -> RowMaxima:
         alibi_max = np.broadcast_to(np.where(visible, alibi, 0.0), visible.shape).max(axis=-1)
         s_max = np.where(visible, a + bias + alibi, 0.0).max(axis=-1)
     v_max = np.repeat(np.abs(value).max(axis=2), Hq // Hkv, axis=1)[:, :, None]  # (B,Hq,1,Dv)
+    sinks = getattr(case, "sinks", None)
+    if sinks is not None:  # one more key (item 5): A = 0, |b| = |sigma_h|, value 0
+        sigma = np.abs(np.asarray(sinks, np.float64))
+        sigma = np.where(np.isfinite(sigma), sigma, 0.0)[None, :, None]  # (1, Hq, 1)
+        b_max, s_max, Tk = np.maximum(b_max, sigma), np.maximum(s_max, sigma), Tk + 1
     return RowMaxima(a_max, b_max, alibi_max, s_max, v_max, D, Tk, getattr(case, "softcap", None))
 
 

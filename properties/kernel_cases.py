@@ -82,16 +82,19 @@ class KernelSpec(NamedTuple):
     padding: tuple[int, ...] = ()  # key padding: visible keys per batch element
     block_size: int | None = None
     window: tuple[int | None, int | None] | None = None  # local window (left, right)
+    sinks: bool = False  # one sink logit per query head (from default_rng(seed + 2))
 
     def build(self) -> AttentionCase:
-        """The call as an AttentionCase (arrays from ``default_rng(seed)``)."""
+        """The call as an AttentionCase (arrays from ``default_rng(seed)``; the sinks, when
+        drawn, from ``default_rng(seed + 2)``: a quarter ``-inf``, the rest normal times 4,
+        about the scores' size)."""
         rng = np.random.default_rng(self.seed)
         B, Hq, Hkv = self.batch, self.num_heads, self.num_kv_heads
         Tq, Tk, D, Dv = self.query_len, self.key_len, self.head_dim, self.value_dim
         query = _values(rng, (B, Hq, Tq, D), self.dtype, self.magnitude)
         key = _values(rng, (B, Hkv, Tk, D), self.dtype, self.magnitude)
         value = _values(rng, (B, Hkv, Tk, Dv), self.dtype, self.magnitude)
-        return AttentionCase(
+        case = AttentionCase(
             query,
             key,
             value,
@@ -104,6 +107,11 @@ class KernelSpec(NamedTuple):
             self.block_size,
             self.window,
         )
+        if not self.sinks:
+            return case
+        draws = np.random.default_rng(self.seed + 2)
+        logits = np.where(draws.random(Hq) < 0.25, -np.inf, 4 * draws.standard_normal(Hq))
+        return case._replace(sinks=logits.astype(self.dtype))
 
     def attn_mask(self, rng: np.random.Generator | None = None) -> np.ndarray | None:
         """The mask of :attr:`mask` (``random bool`` draws from ``rng``)."""
@@ -155,6 +163,7 @@ def kernel_specs(
     max_scores: int | None = None,
     long: bool = False,
     windows: str | None = None,
+    sinks: bool = False,
 ) -> KernelSpec:
     """A :class:`KernelSpec` within the profile's :func:`~properties.sizes.limits` (or the
     ``max_*`` given). ``dtypes`` shrinks towards its last entry; ``block_sizes`` also draws
@@ -164,7 +173,8 @@ def kernel_specs(
     ``windows`` (``"offsets"`` or ``"sliding_window"``, a subject's convention) draws a local
     window whose sides are tile-boundary sizes, 0 or None (no key-padding masks then: a
     window past a row's padding would leave it no key; ``"sliding_window"``: causal shapes
-    only, ``right=None``).
+    only, ``right=None``). ``sinks``: the call has one sink logit per query head
+    (:meth:`KernelSpec.build`).
     Shrinks towards ``prefill``, ``B = Hkv = G = 1``, tiny or tile-boundary lengths, a tiny
     head dim or 64, no mask, float64, ``unit`` values, seed 0."""
     lim = limits()
@@ -260,6 +270,7 @@ def kernel_specs(
         padding,
         block_size,
         window,
+        sinks,
     )
 
 

@@ -67,7 +67,7 @@ def _agree(subject, case, a, b, *, what):
 
 def _float64_evaluation(case) -> np.ndarray:
     """The formula evaluated in float64, ``(B, Hq, Tq, Dv)``: max-subtracted softmax over the
-    visible keys, then the weighted sum (the computation :mod:`properties.bounds` analyses,
+    visible keys (and the sinks, one more key each), then the weighted sum (the computation :mod:`properties.bounds` analyses,
     so :func:`~properties.bounds.agreement_bounds` at float64 bounds its error)."""
     q, k, v = (x.astype(np.float64) for x in (case.query, case.key, case.value))
     B, Hq, Tq, D = q.shape
@@ -79,8 +79,12 @@ def _float64_evaluation(case) -> np.ndarray:
     if case.attn_mask is not None and case.attn_mask.dtype != np.bool_:
         s = s + case.attn_mask.astype(np.float64)
     s = np.where(visibility(case), s, -np.inf)
+    if case.sinks is not None:  # one more key of score sigma_h and value 0, dropped after
+        sink = np.broadcast_to(case.sinks.astype(np.float64)[:, None, None], (B, Hq, Tq, 1))
+        s = np.concatenate([s, sink], axis=-1)
     w = np.exp(s - s.max(axis=-1, keepdims=True))
     w /= w.sum(axis=-1, keepdims=True)
+    w = w[..., : k.shape[2]]
     return np.matmul(w.reshape(B, Hkv, Hq // Hkv, Tq, -1), v[:, :, None]).reshape(B, Hq, Tq, -1)
 
 
@@ -157,6 +161,16 @@ def test_kernel_sized_prefill_matches_reference(subject, spec):
 def test_kernel_sized_window_matches_reference(subject, spec):
     """Local windows at kernel sizes, their sides at and around tile multiples (a tile's first
     key block is where a window starts mid-block): see _matches_reference."""
+    _matches_reference(subject, spec)
+
+
+@pytest.mark.requires("sinks")
+@pytest.mark.kernel_sized
+@given(spec=subject_kernel_specs(SUBJECT, shapes=("decode", "prefill", "chunk"), sinks=True))
+def test_kernel_sized_sinks_match_reference(subject, spec):
+    """Sinks at kernel sizes (decode against long caches first: split-KV's regime, where a
+    sink carried by every split is counted once per split): see _matches_reference; the sink
+    is one more key of the bounds (:mod:`properties.bounds`, item 5)."""
     _matches_reference(subject, spec)
 
 

@@ -18,6 +18,7 @@ from attnprops.properties.kernel_cases import kernel_specs
 
 KERNEL_MUTANTS = (
     "tiled_last_key_tile_dropped",
+    "split_kv_sink_in_every_split",
     "split_kv_merge_not_rescaled",
     "causal_tile_skip_off_by_one",
     "head_dim_tail_chunk_dropped",
@@ -33,9 +34,14 @@ class _Small(TiledKernel):
 
 
 @settings(max_examples=40, deadline=None, database=None)
-@given(spec=kernel_specs(max_len=40, max_decode_len=60, max_scores=1 << 14))
-def test_unmutated_kernel_agrees_with_impl(spec):
-    """Within twice the agreement bound (both are within their bound of the exact result)."""
+@given(
+    spec=kernel_specs(max_len=40, max_decode_len=60, max_scores=1 << 14),
+    sinks=st.booleans(),
+)
+def test_unmutated_kernel_agrees_with_impl(spec, sinks):
+    """Within twice the agreement bound (both are within their bound of the exact result),
+    with sinks or without."""
+    spec = spec._replace(sinks=sinks)
     case = spec.build()
     got = _Small().attention(case.query, case.key, case.value, **case.kwargs())
     want = impl.attention(case.query, case.key, case.value, **case.kwargs())

@@ -59,7 +59,7 @@ def attention(query, key, value, *, return_lse=False, **options):
         TypeError for an unknown keyword.
     """
     if return_lse:
-        parts = _parts(query, key, value, **options)
+        parts = _parts(query, key, value, lse=True, **options)
         return parts.output.value, parts.lse.value
     return _parts(query, key, value, **options).output.value
 
@@ -77,11 +77,11 @@ def attention_weights(query, key, **options) -> np.ndarray:
     return oracle.attention_weights(query, key, **options).value
 
 
-def _parts(query, key, value, **kwargs):
-    """The parts (``.output``, ``.lse``, each with ``.value``) from the 50-digit oracle or,
-    past :data:`MPMATH_SCORES`, the ball reference."""
+def _parts(query, key, value, lse: bool = False, **kwargs):
+    """The parts (``.output``, and ``.lse`` when ``lse``, each with ``.value``) from the
+    50-digit oracle or, past :data:`MPMATH_SCORES`, the ball reference."""
     if _large(query, key):
-        return ball.attention_parts(query, key, value, **kwargs)
+        return ball.attention_parts(query, key, value, lse=lse, **kwargs)
     return oracle.attention_parts(query, key, value, **kwargs)
 
 

@@ -213,8 +213,9 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
                 when its head's sink is finite, and its weights are 0. None: no sinks.
 
         Returns:
-            ``(B, Hq, Tq, Tk)`` (or ``(Tq, Tk)``) in the input dtype; rows sum to 1, hidden
-            keys are exactly 0. Always the dense path.
+            ``(B, Hq, Tq, Tk)`` (or ``(Tq, Tk)``) in the input dtype; rows sum to 1 (with
+            sinks to ``sigmoid(lse - sigma_h)``, 0 for a row left to its sink), hidden keys
+            are exactly 0. Always the dense path.
 
         Raises:
             oracle.rules.AttentionInputError (a ValueError) for any broken rule, including a
@@ -292,7 +293,8 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
             float32 inputs, as FlashAttention's; float64 for float64): ``log sum_j
             exp(s_j)`` over the row's visible keys, natural log, in the scores' units (the
             sink not counted, so two disjoint key sets merge into their union, and a sink is
-            applied once after the merge); ``-inf`` for a row that sees no key. Always finite: should values near the dtype's maximum make a sum on the
+            applied once after the merge); ``-inf`` for a row that sees no key. The output is
+            always finite: should values near the dtype's maximum make a sum on the
             way overflow, the output is recomputed with the values scaled by a power of two
             (:meth:`rescaled_output`).
 

@@ -85,7 +85,7 @@ class BlockedPath:
         nothing; a row that saw no key gets ``l = 1``, ``acc = 0``."""
         B, Hkv, G, n, _ = m.shape
         s = np.empty(m.shape, dtype=m.dtype)
-        s[...] = call.sinks.astype(m.dtype).reshape(1, Hkv, G, 1, 1)
+        s[...] = self.sink_logits(call, m.dtype).reshape(1, Hkv, G, 1, 1)
         self.online_softmax_step(m, l, acc, s, np.zeros((1, 1, 1, 1, acc.shape[-1]), m.dtype))
 
     def tile_lse(self, m: np.ndarray, l: np.ndarray) -> np.ndarray:

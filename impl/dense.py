@@ -57,10 +57,11 @@ class DensePath:
     ) -> np.ndarray:
         """Softmax of masked scores ``(B, Hq, Tq, Tk)`` whose denominators also hold each
         head's sink (:mod:`oracle.rules.sinks`): the sink is one more key column, of score
-        ``sigma_h`` in the compute dtype, through :meth:`softmax`, and its column is dropped.
+        ``sigma_h`` in the compute dtype (:meth:`sink_logits`), through :meth:`softmax`, and its column is dropped.
         A row that sees no key has weights 0 there (its finite sink is its maximum)."""
         B, Hq, Tq, Tk = scores.shape
-        sink = np.broadcast_to(call.sinks.astype(compute)[:, None, None], (B, Hq, Tq, 1))
+        sink = self.sink_logits(call, compute)[:, None, None]
+        sink = np.broadcast_to(sink, (B, Hq, Tq, 1))
         return self.softmax(np.concatenate([scores, sink], axis=-1))[..., :Tk]
 
     def log_sum_exp(self, scores: np.ndarray) -> np.ndarray:

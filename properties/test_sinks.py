@@ -22,6 +22,7 @@ from attnprops.properties._support import (
     attend,
     fit_to_subject,
     four_d,
+    one_head,
     visibility,
 )
 from attnprops.properties.bounds import agreement_bounds, two_computations
@@ -93,3 +94,32 @@ def test_decode_with_sinks_equals_prefill_with_sinks(subject, run, data):
     assert_decode_matches_oracle(
         subject, case, chunks, f"cached decode with sinks in chunks {chunks} vs prefill"
     )
+
+
+@pytest.mark.requires("sinks")
+@given(case=subject_cases(SUBJECT, sinks=True))
+def test_each_query_head_takes_its_own_sink(subject, case):
+    """Cut to one batch element and one query head (its K/V head ``h // G``, its slice of the
+    mask, its one sink), the call gives that head's rows of the whole call, within twice the
+    agreement bound of the subject's arithmetic: a sink read from another head (laid out
+    ``(G, Hkv)`` instead of ``(Hkv, G)``, or the group's first head's) moves them."""
+    case = fit_to_subject(case, subject)
+    whole = four_d(attend(subject, case, what="attention of every head"))
+    B, Hq = whole.shape[:2]
+    for b in range(B):
+        for h in range(Hq):
+            alone = one_head(case, b, h)  # 4-D: the strategy draws no 2-D case here
+            alone = alone._replace(sinks=case.sinks[h : h + 1])
+            out = attend(subject, alone, what=f"batch {b}, head {h} alone")
+            with np.errstate(over="ignore"):
+                bound = two_computations(
+                    agreement_bounds(alone, visibility(alone), subject.arithmetic(case.dtype))
+                )
+            assert_within(
+                out=whole[b : b + 1, h : h + 1],
+                expected=out,
+                bound=bound,
+                what=f"batch {b}, head {h} (sink {float(case.sinks[h])!r}) in the whole call "
+                "vs alone",
+                case=alone,
+            )

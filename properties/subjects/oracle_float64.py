@@ -21,7 +21,7 @@ import numpy as np
 
 from attnprops import oracle
 from attnprops.oracle import KVCache, ball
-from attnprops.oracle.rules import kv_cache_bytes
+from attnprops.oracle.rules import check_flag, kv_cache_bytes
 
 __version__ = f"oracle ({oracle.DIGITS} digits)"
 
@@ -58,7 +58,7 @@ def attention(query, key, value, *, return_lse=False, **options):
         oracle.rules.AttentionInputError for any broken rule (including a fully masked row);
         TypeError for an unknown keyword.
     """
-    if return_lse:
+    if check_flag(return_lse, "return_lse"):
         parts = _parts(query, key, value, lse=True, **options)
         return parts.output.value, parts.lse.value
     return _parts(query, key, value, **options).output.value

@@ -249,9 +249,15 @@ def with_sink_key(mask, key, value, sinks, query_len: int):
     a zero row each (``(..., Tk + 1, D)``, ``(..., Tk + 1, Dv)``) and the mask a float column
     ``sigma_h`` (in the query's dtype; a bool mask becomes 0 / ``-inf``, no mask 0), broadcast
     to ``(B or 1, Hq, Tq, Tk + 1)`` (``(Tq, Tk + 1)`` for 2-D inputs). Returns ``(mask, key,
-    value)``."""
+    value)``. SDPA takes a float mask in the query's dtype only, so a sink is rounded to it,
+    and one beyond its range is clipped to it: for float16 a sink above 65504, beside
+    scores that SDPA computes in float32 beyond 65504, is not expressible (the suite draws
+    sinks in the query's dtype)."""
     dtype, Tk = key.dtype, key.shape[-2]
-    logits = torch.as_tensor(np.asarray(sinks)).to(dtype)  # (Hq,)
+    logits = np.asarray(sinks, dtype=np.float64)  # (Hq,), clipped to the dtype's range: a
+    top = float(torch.finfo(dtype).max)  # cast to inf would give NaN (as impl.sink_logits)
+    logits = np.where(np.isneginf(logits), -np.inf, np.clip(logits, -top, top))
+    logits = to_tensor(logits).to(dtype)
     Hq = logits.shape[0]
     if mask is None:
         mask = torch.zeros((query_len, Tk), dtype=dtype)
@@ -279,6 +285,10 @@ def cpu_lse(query, key, value, mask, scale) -> torch.Tensor:
     two_d = query.ndim == 2
     if two_d:
         query, key, value = query[None, None], key[None, None], value[None, None]
+    if query.shape[2] == 0 or key.shape[2] == 0:  # the kernel dies (SIGFPE) on empty axes
+        wide = query.dtype == torch.float64
+        lse = torch.full(query.shape[:3], float("-inf"), dtype=query.dtype if wide else None)
+        return lse[0, 0] if two_d else lse
     group = query.shape[1] // key.shape[1]
     key, value = key.repeat_interleave(group, dim=1), value.repeat_interleave(group, dim=1)
     D, Dv = query.shape[-1], value.shape[-1]

@@ -83,11 +83,14 @@ class KernelSpec(NamedTuple):
     block_size: int | None = None
     window: tuple[int | None, int | None] | None = None  # local window (left, right)
     sinks: bool = False  # one sink logit per query head (from default_rng(seed + 2))
+    alibi: bool = False  # alibi_slopes: Press et al.'s geometric slopes
+    softcap: float | None = None  # c: scores become c tanh(s / c)
 
     def build(self) -> AttentionCase:
         """The call as an AttentionCase (arrays from ``default_rng(seed)``; the sinks, when
         drawn, from ``default_rng(seed + 2)``: a quarter ``-inf``, the rest normal times 4,
-        about the scores' size)."""
+        about the scores' size; ``alibi``: Press et al.'s slopes ``2**(-8 k / Hq)`` as
+        ``alibi_slopes``)."""
         rng = np.random.default_rng(self.seed)
         B, Hq, Hkv = self.batch, self.num_heads, self.num_kv_heads
         Tq, Tk, D, Dv = self.query_len, self.key_len, self.head_dim, self.value_dim
@@ -107,6 +110,11 @@ class KernelSpec(NamedTuple):
             self.block_size,
             self.window,
         )
+        if self.alibi:
+            slopes = 2.0 ** (-8.0 * np.arange(1, Hq + 1) / Hq)  # Press et al. 2022
+            case = case._replace(alibi_slopes=slopes)
+        if self.softcap is not None:
+            case = case._replace(softcap=self.softcap)
         if not self.sinks:
             return case
         draws = np.random.default_rng(self.seed + 2)
@@ -164,6 +172,8 @@ def kernel_specs(
     long: bool = False,
     windows: str | None = None,
     sinks: bool = False,
+    alibi: bool = False,
+    softcap: bool = False,
 ) -> KernelSpec:
     """A :class:`KernelSpec` within the profile's :func:`~properties.sizes.limits` (or the
     ``max_*`` given). ``dtypes`` shrinks towards its last entry; ``block_sizes`` also draws
@@ -174,7 +184,8 @@ def kernel_specs(
     window whose sides are tile-boundary sizes, 0 or None (no key-padding masks then: a
     window past a row's padding would leave it no key; ``"sliding_window"``: causal shapes
     only, ``right=None``). ``sinks``: the call has one sink logit per query head
-    (:meth:`KernelSpec.build`).
+    (:meth:`KernelSpec.build`); ``alibi`` and ``softcap``: each drawn or not, ALiBi's slopes
+    and a cap of 50, 30 or 5 (Gemma 2's two, and one the ``large`` scores pass far).
     Shrinks towards ``prefill``, ``B = Hkv = G = 1``, tiny or tile-boundary lengths, a tiny
     head dim or 64, no mask, float64, ``unit`` values, seed 0."""
     lim = limits()
@@ -271,6 +282,8 @@ def kernel_specs(
         block_size,
         window,
         sinks,
+        draw(st.booleans(), label="alibi") if alibi else False,
+        draw(st.sampled_from([None, 50.0, 30.0, 5.0]), label="softcap") if softcap else None,
     )
 
 

@@ -19,6 +19,7 @@ from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
 from attnprops.oracle import ball
+from attnprops.oracle.rules import alibi_bias
 from attnprops.properties._support import attend, decode_in_chunks, one_head, repeat_kv, visibility
 from attnprops.properties.bounds import (
     Arithmetic,
@@ -67,17 +68,23 @@ def _agree(subject, case, a, b, *, what):
 
 def _float64_evaluation(case) -> np.ndarray:
     """The formula evaluated in float64, ``(B, Hq, Tq, Dv)``: max-subtracted softmax over the
-    visible keys (and the sinks, one more key each), then the weighted sum (the computation :mod:`properties.bounds` analyses,
+    visible keys (the scores capped, masked and ALiBi-biased, and the sinks one more key
+    each), then the weighted sum (the computation :mod:`properties.bounds` analyses,
     so :func:`~properties.bounds.agreement_bounds` at float64 bounds its error)."""
     q, k, v = (x.astype(np.float64) for x in (case.query, case.key, case.value))
     B, Hq, Tq, D = q.shape
-    Hkv = k.shape[1]
+    Hkv, Tk = k.shape[1], k.shape[2]
     scale = 1 / np.sqrt(D) if case.scale is None else case.scale
     s = np.matmul(
         (q * scale).reshape(B, Hkv, Hq // Hkv, Tq, D), k[:, :, None].swapaxes(-1, -2)
     ).reshape(B, Hq, Tq, -1)
+    if case.softcap is not None:
+        s = case.softcap * np.tanh(s / case.softcap)
     if case.attn_mask is not None and case.attn_mask.dtype != np.bool_:
         s = s + case.attn_mask.astype(np.float64)
+    if case.alibi_slopes is not None:
+        start = Tk - Tq if case.query_start is None else case.query_start
+        s = s + alibi_bias(case.alibi_slopes.reshape(1, Hq), start, slice(0, Tq), slice(0, Tk))
     s = np.where(visibility(case), s, -np.inf)
     if case.sinks is not None:  # one more key of score sigma_h and value 0, dropped after
         sink = np.broadcast_to(case.sinks.astype(np.float64)[:, None, None], (B, Hq, Tq, 1))
@@ -171,6 +178,23 @@ def test_kernel_sized_sinks_match_reference(subject, spec):
     """Sinks at kernel sizes (decode against long caches first: split-KV's regime, where a
     sink carried by every split is counted once per split): see _matches_reference; the sink
     is one more key of the bounds (:mod:`properties.bounds`, item 5)."""
+    _matches_reference(subject, spec)
+
+
+@pytest.mark.requires("alibi")
+@pytest.mark.kernel_sized
+@given(
+    spec=subject_kernel_specs(
+        SUBJECT,
+        shapes=("prefill", "chunk", "decode"),
+        alibi=True,
+        softcap=SUBJECT.capabilities.softcap,
+    )
+)
+def test_kernel_sized_alibi_and_softcap_match_reference(subject, spec):
+    """ALiBi's slopes and, for a subject that declares it, soft caps at kernel sizes (each
+    drawn or not; the bias by distance across every tile, the cap before the mask): see
+    _matches_reference."""
     _matches_reference(subject, spec)
 
 

@@ -24,6 +24,7 @@ from attnprops.oracle.rules import (
     raise_score_overflow,
     segment_visible,
     sink_catches,
+    sinks_within,
     window_visible,
 )
 
@@ -111,13 +112,8 @@ class Scores:
 
     def sink_logits(self, call: AttentionCall, compute: np.dtype) -> np.ndarray:
         """Each query head's sink ``(Hq,)`` in the compute dtype (:mod:`oracle.rules.sinks`),
-        clipped to its finite range first (``-inf`` stays ``-inf``): a sink past the largest
-        finite score weighs every key ``exp(s - sigma) = 0`` either way, and one below
-        ``-max`` still catches a row without keys (weight ``exp(0) = 1`` there, 0 beside any
-        key), where ``inf``/``-inf`` from the cast would give NaN."""
-        top = float(np.finfo(compute).max)
-        clipped = np.where(np.isneginf(call.sinks), -np.inf, np.clip(call.sinks, -top, top))
-        return clipped.astype(compute)
+        clipped to its finite range first (:func:`oracle.rules.sinks_within`)."""
+        return sinks_within(call.sinks, float(np.finfo(compute).max)).astype(compute)
 
     # -- visibility -----------------------------------------------------------------------
     def mask_block(self, call: AttentionCall, rows: slice, keys: slice) -> np.ndarray | None:

@@ -398,9 +398,7 @@ def rows_left_to_the_sink(draw, case: AttentionCase) -> AttentionCase:
     finite = np.flatnonzero(np.isfinite(case.sinks))
     if not finite.size or draw(st.integers(0, 2)) == 0:
         return case
-    two_d = case.query.ndim == 2
-    B, Hq, Tq, _ = case.query.shape if not two_d else (1, 1) + case.query.shape
-    Tk = case.key.shape[-2]
+    B, Hq, Tq, _ = (1, 1) + case.query.shape if case.query.ndim == 2 else case.query.shape
     hidden = np.zeros((B, Hq, Tq), dtype=bool)
     for b, h, i in draw(
         st.lists(
@@ -412,17 +410,26 @@ def rows_left_to_the_sink(draw, case: AttentionCase) -> AttentionCase:
         )
     ):
         hidden[b, h, i] = True
-    hidden = hidden[..., None]  # (B, Hq, Tq, 1)
+    return with_keys_hidden(case, hidden[..., None])  # (B, Hq, Tq, 1): whole rows
+
+
+def with_keys_hidden(case: AttentionCase, hidden, layout: str | None = None) -> AttentionCase:
+    """``case`` with the keys where ``hidden`` (bool, broadcastable to ``(B, Hq, Tq, Tk)``)
+    is True hidden too: its mask made full, a bool one AND-ed with ``~hidden``, a float one
+    ``-inf`` there (in its dtype); a 2-D case keeps a ``(Tq, Tk)`` mask. ``layout``: the mask
+    layout to record (default: the full mask's)."""
+    two_d = case.query.ndim == 2
+    B, Hq, Tq, _ = (1, 1) + case.query.shape if two_d else case.query.shape
+    shape = (B, Hq, Tq, case.key.shape[-2])
+    hidden = np.broadcast_to(hidden, shape)
     mask = case.attn_mask
     if mask is not None and mask.dtype != np.bool_:
-        full = np.where(hidden, -np.inf, np.broadcast_to(mask, (B, Hq, Tq, Tk)))
-        full = full.astype(mask.dtype)
+        full = np.where(hidden, -np.inf, np.broadcast_to(mask, shape)).astype(mask.dtype)
     else:
-        seen = True if mask is None else mask
-        full = np.broadcast_to(seen, (B, Hq, Tq, Tk)) & ~hidden
+        full = np.broadcast_to(True if mask is None else mask, shape) & ~hidden
     if two_d:
-        return case._replace(attn_mask=full[0, 0], mask_layout="(Tq, Tk)")
-    return case._replace(attn_mask=full, mask_layout="per-head (B, Hq, Tq, Tk)")
+        return case._replace(attn_mask=full[0, 0], mask_layout=layout or "(Tq, Tk)")
+    return case._replace(attn_mask=full, mask_layout=layout or "per-head (B, Hq, Tq, Tk)")
 
 
 @st.composite

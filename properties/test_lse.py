@@ -20,12 +20,11 @@ from hypothesis import assume, given, note
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from attnprops import oracle
-from attnprops.properties._support import fit_to_subject, four_d, visibility
+from attnprops.properties._support import fit_to_subject, four_d, oracle_parts, visibility
 from attnprops.properties.bounds import U64, attention_bounds, lse_bounds
 from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject, fail
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.strategies import declared_variants, subject_cases
+from attnprops.properties.strategies import declared_variants, subject_cases, with_keys_hidden
 
 SUBJECT = current_subject()
 _ALL = declared_variants(SUBJECT)
@@ -79,16 +78,6 @@ def assert_lse_within(lse, expected, bound, what: str, case) -> None:
     )
 
 
-def _oracle_parts(case, subject):
-    return oracle.attention_parts(
-        case.query,
-        case.key,
-        case.value,
-        **case.kwargs(),
-        fully_masked_rows=subject.capabilities.fully_masked_rows,
-    )
-
-
 @pytest.mark.requires("lse")
 @pytest.mark.oracle_backed
 @given(case=st.one_of(subject_cases(SUBJECT), subject_cases(SUBJECT, **_ALL)))
@@ -98,24 +87,10 @@ def test_lse_matches_oracle(subject, case):
     causality, offsets, GQA, blocks and, half the time, every declared variant."""
     case = fit_to_subject(case, subject)
     note(f"case: {case.describe()}")
-    parts = _oracle_parts(case, subject)
+    parts = oracle_parts(case, subject)
     _, lse = output_and_lse(subject, case, "attention(return_lse=True)")
     bound = lse_bounds(case, parts, subject.arithmetic(case.dtype))
     assert_lse_within(lse, parts.lse.value, bound, "lse vs 50-digit oracle", case)
-
-
-def restricted(case, keep: np.ndarray):
-    """``case`` with the keys outside ``keep`` (bool ``(B, Hq, Tq, Tk)``) hidden too: its
-    mask made full and AND-ed with ``keep`` (a float mask gets ``-inf``)."""
-    shape = keep.shape
-    mask = case.attn_mask
-    if mask is not None and mask.dtype != np.bool_:
-        full = np.where(keep, np.broadcast_to(mask, shape), -np.inf).astype(mask.dtype)
-    else:
-        full = np.broadcast_to(True if mask is None else mask, shape) & keep
-    if case.query.ndim == 2:
-        full = full[0, 0]
-    return case._replace(attn_mask=full, mask_layout="split of the keys")
 
 
 @st.composite
@@ -173,20 +148,21 @@ def test_two_key_sets_merge_into_their_union(subject, case, data):
     zeros = subject.capabilities.fully_masked_rows == "zeros"
     in_a = data.draw(key_splits(case, not zeros), label="keys of part A")
     visible = visibility(case)
-    part_a, part_b = restricted(case, visible & in_a), restricted(case, visible & ~in_a)
+    part_a = with_keys_hidden(case, ~(visible & in_a), "split of the keys")
+    part_b = with_keys_hidden(case, ~(visible & ~in_a), "split of the keys")
     note(f"case: {case.describe()}")
     arithmetic = subject.arithmetic(case.dtype)
     results = []
     for name, part in (("A", part_a), ("B", part_b)):
         out, lse = output_and_lse(subject, part, f"part {name}")
-        parts = _oracle_parts(part, subject)
+        parts = oracle_parts(part, subject)
         beta = four_d(attention_bounds(part, parts, arithmetic).output)
         lam = lse_bounds(part, parts, arithmetic)
         results.append((four_d(out).astype(np.float64), lse.reshape(beta.shape[:3]), beta, lam))
     (out_a, lse_a, beta_a, lam_a), (out_b, lse_b, beta_b, lam_b) = results
     lam_a, lam_b = lam_a.reshape(lse_a.shape), lam_b.reshape(lse_b.shape)
     L, a, b, merged = _merge(out_a, lse_a, out_b, lse_b)
-    whole = _oracle_parts(case, subject)
+    whole = oracle_parts(case, subject)
     with np.errstate(over="ignore", invalid="ignore"):
         worst = np.maximum(lam_a, lam_b)
         bound = U64 * np.abs(merged)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnprops.oracle.rules.arguments import check_head_floats
 from attnprops.oracle.rules.errors import AlibiError
 
 __all__ = ["alibi_bias", "check_alibi_slopes", "slope_at"]
@@ -40,14 +41,7 @@ def check_alibi_slopes(alibi_slopes, batch: int, num_heads: int) -> np.ndarray |
         f"alibi_slopes: must be None or a float array of shape (Hq,) = ({num_heads},) or "
         f"(B, Hq) = ({batch}, {num_heads}) with finite entries"
     )
-    try:
-        slopes = np.asarray(alibi_slopes)
-    except Exception as exc:
-        raise AlibiError(f"{form}; cannot be read as an array ({exc})") from None
-    if slopes.dtype not in (np.float16, np.float32, np.float64):  # each read exactly
-        raise AlibiError(f"{form} (float16, float32 or float64); got dtype {slopes.dtype}")
-    if slopes.shape not in ((num_heads,), (batch, num_heads)):
-        raise AlibiError(f"{form}; got shape {slopes.shape}")
+    slopes = check_head_floats(alibi_slopes, AlibiError, form, ((num_heads,), (batch, num_heads)))
     if not np.isfinite(slopes).all():
         raise AlibiError(f"{form}; it contains NaN or infinity")
     return slopes.astype(np.float64).reshape(-1, num_heads)

@@ -22,6 +22,7 @@ __all__ = [
     "FLOAT_DTYPES",
     "check_block_size",
     "check_flag",
+    "check_head_floats",
     "check_float_array",
     "check_is_causal",
     "check_mask",
@@ -214,6 +215,25 @@ def check_flag(value, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise AttentionInputError(f"{name}: {value!r} must be True or False")
     return bool(value)
+
+
+def check_head_floats(value, error: type, form: str, shapes) -> np.ndarray:
+    """A per-head float argument (``alibi_slopes``, ``sinks``) read as an array: float16,
+    float32 or float64 (each read exactly; a longdouble a float64 could not hold is refused)
+    and of one of ``shapes``; its entries are the caller's to check.
+
+    Raises:
+        ``error`` with the argument's ``form`` (the message's start, naming it) and the rule.
+    """
+    try:
+        array = np.asarray(value)
+    except Exception as exc:
+        raise error(f"{form}; cannot be read as an array ({exc})") from None
+    if array.dtype not in FLOAT_DTYPES:
+        raise error(f"{form} (float16, float32 or float64); got dtype {array.dtype}")
+    if array.shape not in tuple(shapes):
+        raise error(f"{form}; got shape {array.shape}")
+    return array
 
 
 def check_is_causal(is_causal) -> bool:

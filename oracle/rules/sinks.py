@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnprops.oracle.rules.arguments import check_head_floats
 from attnprops.oracle.rules.errors import SinksError
 
-__all__ = ["check_sinks", "sink_at"]
+__all__ = ["check_sinks", "sink_at", "sinks_within"]
 
 
 def check_sinks(sinks, num_heads: int) -> np.ndarray | None:
@@ -52,14 +53,7 @@ def check_sinks(sinks, num_heads: int) -> np.ndarray | None:
         f"sinks: must be None or a float array of shape (Hq,) = ({num_heads},) with entries "
         "finite or -inf (one logit per query head)"
     )
-    try:
-        logits = np.asarray(sinks)
-    except Exception as exc:
-        raise SinksError(f"{form}; cannot be read as an array ({exc})") from None
-    if logits.dtype not in (np.float16, np.float32, np.float64):  # each read exactly
-        raise SinksError(f"{form} (float16, float32 or float64); got dtype {logits.dtype}")
-    if logits.shape != (num_heads,):
-        raise SinksError(f"{form}; got shape {logits.shape}")
+    logits = check_head_floats(sinks, SinksError, form, ((num_heads,),))
     if np.isnan(logits).any() or np.isposinf(logits).any():
         raise SinksError(f"{form}; it contains NaN or +inf")
     return logits.astype(np.float64)
@@ -69,3 +63,13 @@ def sink_at(sinks: np.ndarray | None, head: int) -> float:
     """The sink logit of query head ``head`` in checked sinks (:func:`check_sinks`); ``-inf``
     (no sink) without sinks."""
     return -np.inf if sinks is None else float(sinks[head])
+
+
+def sinks_within(sinks, top: float) -> np.ndarray:
+    """Sink logits (float64, any shape) clipped to ``[-top, top]``, ``-inf`` kept: what an
+    implementation computing in a dtype whose largest finite value is ``top`` uses. A sink
+    above every finite score weighs each key ``exp(s - sigma) = 0`` either way, and one
+    below ``-top`` still catches a row without keys (``exp(0) = 1`` there, 0 beside any
+    key), where the cast's ``inf``/``-inf`` would give NaN."""
+    sinks = np.asarray(sinks, dtype=np.float64)
+    return np.where(np.isneginf(sinks), -np.inf, np.clip(sinks, -top, top))

@@ -62,6 +62,7 @@ from attnprops.oracle.rules import (
     check_cache_config,
     check_cached_query,
     kv_cache_elements,
+    sinks_within,
 )
 
 __version__ = torch.__version__
@@ -114,6 +115,14 @@ def first_position(query_len: int, key_len: int, query_start: int | None) -> int
     """The absolute position of the first query: ``query_start``, ``None`` meaning
     ``Tk - Tq`` (the queries are the last ``Tq`` positions: the KV-cache alignment)."""
     return key_len - query_len if query_start is None else int(query_start)
+
+
+def additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A mask as an additive float mask in ``dtype``: a bool one as 0 (attend) / ``-inf``
+    (hide), a float one converted."""
+    if mask.dtype == torch.bool:
+        return torch.where(mask, torch.tensor(0.0, dtype=dtype), float("-inf")).to(dtype)
+    return mask.to(dtype)
 
 
 def causal_mask(query_len: int, key_len: int, query_start: int | None) -> torch.Tensor:
@@ -226,11 +235,7 @@ def sdpa_mask(
         slopes = slopes.reshape((1,) * (2 - slopes.ndim) + tuple(slopes.shape))
         bias = -slopes[:, :, None, None] * distance  # (B or 1, Hq, Tq, Tk)
         if mask is not None:  # the caller's mask as given: the sum is rounded to dtype once
-            bias = bias + (
-                torch.where(mask, 0.0, float("-inf")).double()
-                if mask.dtype == torch.bool
-                else mask.double()
-            )
+            bias = bias + additive(mask, torch.float64)
         mask = bias.to(dtype)
     if positions is not None:
         if mask is None:
@@ -254,15 +259,13 @@ def with_sink_key(mask, key, value, sinks, query_len: int):
     scores that SDPA computes in float32 beyond 65504, is not expressible (the suite draws
     sinks in the query's dtype)."""
     dtype, Tk = key.dtype, key.shape[-2]
-    logits = np.asarray(sinks, dtype=np.float64)  # (Hq,), clipped to the dtype's range: a
-    top = float(torch.finfo(dtype).max)  # cast to inf would give NaN (as impl.sink_logits)
-    logits = np.where(np.isneginf(logits), -np.inf, np.clip(logits, -top, top))
-    logits = to_tensor(logits).to(dtype)
+    # (Hq,), clipped to the dtype's range: a cast to inf would give NaN
+    logits = to_tensor(sinks_within(sinks, float(torch.finfo(dtype).max))).to(dtype)
     Hq = logits.shape[0]
     if mask is None:
         mask = torch.zeros((query_len, Tk), dtype=dtype)
-    elif mask.dtype == torch.bool:
-        mask = torch.where(mask, torch.tensor(0.0, dtype=dtype), float("-inf")).to(dtype)
+    else:
+        mask = additive(mask, dtype)
     if key.ndim == 2:  # (T, D) inputs: one head
         column = logits.reshape(1, 1).expand(query_len, 1)
         mask = torch.cat([mask.reshape(query_len, Tk), column], dim=-1)
@@ -299,10 +302,9 @@ def cpu_lse(query, key, value, mask, scale) -> torch.Tensor:
         scale = 1.0 / float(np.sqrt(D)) if scale is None else scale
     B, Hq, Tq, _ = query.shape
     Tk = key.shape[-2]
-    if mask is not None and mask.dtype == torch.bool:
-        mask = torch.where(mask, torch.tensor(0.0, dtype=query.dtype), float("-inf"))
     if mask is not None:
-        mask = mask.to(query.dtype).reshape((1,) * (4 - mask.ndim) + tuple(mask.shape))
+        mask = additive(mask, query.dtype)
+        mask = mask.reshape((1,) * (4 - mask.ndim) + tuple(mask.shape))
         mask = mask.expand(B, Hq, Tq, Tk).contiguous()
     kernel = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
     _, lse = kernel(

@@ -12,6 +12,11 @@ dims)::
     KVCache(batch, num_kv_heads, head_dim, value_dim=None, *, dtype=numpy.float64)
     cached_attention(query, key, value, cache, *, attn_mask=None, scale=None, window=None,
                      sinks=None)
+    RollingKVCache(batch, num_kv_heads, head_dim, value_dim=None, *, capacity, dtype=numpy.float64)
+    PagedKVCache(num_pages, page_size, num_kv_heads, head_dim, value_dim=None, *, dtype=numpy.float64)
+    attention_with_kvcache(query, key_cache, value_cache, cache_seqlens, *, block_table=None,
+                           is_causal=False, scale=None, window=None, chunk_size=None,
+                           alibi_slopes=None, softcap=None, sinks=None)
     kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype)
     AttentionInputError  (a ValueError; subclasses in oracle.rules)
 
@@ -22,6 +27,10 @@ right`` (:func:`oracle.rules.check_window`, with the other libraries' convention
 ``alibi_slopes`` adds ALiBi's ``-slope * |p - j|`` (:mod:`oracle.rules.alibi`); ``softcap``
 caps the scaled scores, ``c * tanh(s / c)`` (:mod:`oracle.rules.softcap`); ``sinks`` adds one
 logit per query head to every softmax denominator (:mod:`oracle.rules.sinks`).
+``cached_attention`` over a ``RollingKVCache`` keeps the last ``capacity`` positions (a
+sliding window's cache); ``attention_with_kvcache`` attends each sequence over its own
+``cache_seqlens[b]`` cached positions, contiguous or in the pages of a ``PagedKVCache``
+named by a ``block_table`` (:mod:`oracle.rules.serving`).
 ``block_size=n`` processes ``n`` queries by ``n`` keys at a time with an online softmax (peak
 extra memory O(B Hq n (n + Dv)) instead of O(B Hq Tq Tk)); ``ATTNPROPS_CAPABILITIES`` declares
 it so the property suite draws block sizes too. ``block_size="dense"`` is the dense path (one
@@ -37,9 +46,12 @@ from attnprops.impl.attention import (
     Attention,
     attention,
     attention_weights,
+    attention_with_kvcache,
     cached_attention,
 )
 from attnprops.impl.kv_cache import KVCache, kv_cache_bytes
+from attnprops.impl.paged_cache import PagedKVCache
+from attnprops.impl.rolling_cache import RollingKVCache
 from attnprops.oracle.rules import AttentionInputError
 
 __version__ = "0.1.0"
@@ -62,8 +74,11 @@ __all__ = [
     "Attention",
     "AttentionInputError",
     "KVCache",
+    "PagedKVCache",
+    "RollingKVCache",
     "attention",
     "attention_weights",
+    "attention_with_kvcache",
     "cached_attention",
     "kv_cache_bytes",
 ]

@@ -24,7 +24,9 @@ the instance behind the public functions. Its parts, one module each:
   2018; Dao et al. 2022), peak extra memory O(B Hq n (n + Dv));
 - :mod:`impl.default_path`: which path ``block_size=None`` takes, by size, and the
   measurements behind it;
-- :mod:`impl.kv_cache`: the KV cache and attention over it.
+- :mod:`impl.kv_cache`: the KV cache and attention over it (also over
+  :mod:`impl.rolling_cache`'s rolling cache);
+- :mod:`impl.serving`: attention over ragged and paged caches (:mod:`impl.paged_cache`).
 
 Validation does not build a ``(B, Hq, Tq, Tk)`` visibility array either: every rule but one
 is :func:`oracle.rules.check_attention_call` (the rulebook's array-free checks, shared with
@@ -42,6 +44,7 @@ from attnprops.impl.default_path import DENSE, default_block_size
 from attnprops.impl.dense import DensePath
 from attnprops.impl.kv_cache import CachedAttention, KVCache
 from attnprops.impl.scores import Scores
+from attnprops.impl.serving import ServingAttention
 from attnprops.oracle.rules import (
     AttentionCall,
     AttentionInputError,
@@ -52,12 +55,20 @@ from attnprops.oracle.rules import (
     compute_dtype,
 )
 
-__all__ = ["ATTENTION", "Attention", "attention", "attention_weights", "cached_attention"]
+__all__ = [
+    "ATTENTION",
+    "Attention",
+    "attention",
+    "attention_weights",
+    "attention_with_kvcache",
+    "cached_attention",
+]
 
 
-class Attention(Scores, DensePath, BlockedPath, CachedAttention):
+class Attention(Scores, DensePath, BlockedPath, CachedAttention, ServingAttention):
     """impl's attention, one method per step (module docstring); the public API is
-    :meth:`attention`, :meth:`attention_weights` and :meth:`cached_attention`.
+    :meth:`attention`, :meth:`attention_weights`, :meth:`cached_attention` and
+    :meth:`attention_with_kvcache`.
 
     A variant overrides one step and exposes its instance's bound methods (every mutant in
     :mod:`mutants` does, through its ``MUTANT.api()``)::
@@ -72,7 +83,8 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention):
     Steps call each other through ``self``, so the override reaches every path that takes the
     step (here both the dense and the blocked path). The steps are the methods below and those
     of :class:`impl.scores.Scores`, :class:`impl.dense.DensePath`,
-    :class:`impl.blocked.BlockedPath` and :class:`impl.kv_cache.CachedAttention`; their
+    :class:`impl.blocked.BlockedPath`, :class:`impl.kv_cache.CachedAttention` and
+    :class:`impl.serving.ServingAttention`; their
     arguments are the validated call (:class:`oracle.rules.AttentionCall`) and the compute
     dtype.
 
@@ -365,3 +377,4 @@ ATTENTION = Attention()
 attention = ATTENTION.attention
 attention_weights = ATTENTION.attention_weights
 cached_attention = ATTENTION.cached_attention
+attention_with_kvcache = ATTENTION.attention_with_kvcache

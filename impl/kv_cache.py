@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnprops.impl.rolling_cache import RollingKVCache
 from attnprops.oracle.rules import (
     check_cache_append,
     check_cache_config,
     check_cache_instance,
     check_cached_query,
     check_positive_int,
+    check_rolling_window,
     kv_cache_bytes,
 )
 
@@ -121,31 +123,48 @@ class CachedAttention:
         Args:
             query: ``(B, Hq, Tnew, D)``, one query per appended token.
             key: ``(B, Hkv, Tnew, D)``; value: ``(B, Hkv, Tnew, Dv)``; the cache's dtype.
-            cache: a ``cache_type`` (:class:`KVCache`), modified in place (Tnew positions
-                appended).
-            attn_mask: ``None`` or a mask broadcastable to ``(B, Hq, Tnew, T_total)``.
+            cache: a ``cache_type`` (:class:`KVCache`) or a :class:`impl.RollingKVCache`,
+                modified in place (Tnew positions appended).
+            attn_mask: ``None`` or a mask broadcastable to ``(B, Hq, Tnew, T_total)``; for a
+                rolling cache ``T_total`` is the positions it held before the call plus
+                ``Tnew`` (the keys attended, in position order).
             scale: as in :func:`impl.attention`.
             window: ``(left, right)`` over absolute positions, as in :func:`impl.attention`
-                (a causal sliding window of ``left + 1`` keys), or None.
+                (a causal sliding window of ``left + 1`` keys), or None; required for a
+                rolling cache, with ``left <= capacity``
+                (:func:`oracle.rules.check_rolling_window`).
             sinks: ``(Hq,)`` sink logits as in :func:`impl.attention`, or None.
 
         Returns:
             ``(B, Hq, Tnew, Dv)``: causal attention with ``query_start`` = the cache length
-            before the append, so query ``i`` sees positions ``0 .. start + i``.
+            before the append, so query ``i`` sees positions ``0 .. start + i`` (a rolling
+            cache: those of them it holds, which the window's ``left <= capacity`` makes all
+            the window needs).
 
         Raises:
             oracle.rules.AttentionInputError; the append is rolled back and the cache is
             exactly as before the call.
         """
-        check_cache_instance(cache, self.cache_type)
-        check_cached_query(query, key, cache)
+        if isinstance(cache, RollingKVCache):
+            check_cached_query(query, key, cache)
+            window = check_rolling_window(window, cache.capacity)
+            key, value = check_cache_append(cache, key, value)
+            # the held positions, then the new ones: the first new query at index `held`
+            keys = np.concatenate([cache.keys, key], axis=2)
+            values = np.concatenate([cache.values, value], axis=2)
+            start = keys.shape[2] - key.shape[2]
+        else:
+            check_cache_instance(cache, self.cache_type)
+            check_cached_query(query, key, cache)
         snapshot = cache._snapshot()
-        start = cache.append(key, value)
+        appended = cache.append(key, value)
+        if not isinstance(cache, RollingKVCache):
+            keys, values, start = cache.keys, cache.values, appended
         try:
             return self.attention(
                 query,
-                cache.keys,
-                cache.values,
+                keys,
+                values,
                 attn_mask=attn_mask,
                 is_causal=True,
                 query_start=start,

@@ -1,7 +1,7 @@
 """attnprops' oracle: attention at 50 significant digits, and the rulebook all subjects share.
 
 ``oracle.reference`` holds the loops (the specification), ``oracle.cache`` the KV cache over
-them; ``oracle.rules`` the input rules and errors; ``oracle.ball`` the same formula in ball
+them, ``oracle.serving`` the ragged, paged and rolling caches; ``oracle.rules`` the input rules and errors; ``oracle.ball`` the same formula in ball
 arithmetic for kernel-sized calls (imported on demand: ``from oracle import ball``). The package depends on NumPy and mpmath, and
 ``oracle.ball`` on python-flint, so it can be copied into another test tree on its own.
 """
@@ -19,6 +19,7 @@ from attnprops.oracle.reference import (
     to_float,
 )
 from attnprops.oracle.rules import AttentionInputError
+from attnprops.oracle.serving import PagedKVCache, RollingKVCache, attention_with_kvcache
 
 __all__ = [
     "DIGITS",
@@ -26,10 +27,13 @@ __all__ = [
     "KVCache",
     "OracleParts",
     "OracleResult",
+    "PagedKVCache",
+    "RollingKVCache",
     "attention",
     "attention_parts",
     "attention_scores",
     "attention_weights",
+    "attention_with_kvcache",
     "cached_attention",
     "kv_cache_bytes",
     "to_float",

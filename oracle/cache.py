@@ -1,4 +1,5 @@
-"""The oracle's KV cache (a plain list of appended blocks) and attention over it.
+"""The oracle's KV cache (a plain list of appended blocks) and attention over it, also over
+the rolling cache of :mod:`oracle.serving`.
 
 Same rules as every subject's cache (:mod:`oracle.rules`); attention over it is
 :func:`oracle.reference.attention` (or another, ``attend``) with ``query_start`` = the length
@@ -15,6 +16,7 @@ from attnprops.oracle.rules import (
     check_cache_config,
     check_cache_instance,
     check_cached_query,
+    check_rolling_window,
 )
 
 __all__ = ["KVCache", "cached_attention"]
@@ -79,21 +81,32 @@ def cached_attention(
     attention to run over the cache (default :func:`attention`; e.g. ``lambda *a, **k:
     oracle.ball.attention_parts(*a, **k).output`` for long caches), called with the
     cache's keys and values and ``is_causal=True, query_start=start``. ``window``: a local
-    window over the cache's absolute positions (:func:`oracle.rules.check_window`);
+    window over the cache's absolute positions (:func:`oracle.rules.check_window`; for an
+    :class:`oracle.serving.RollingKVCache` required, ``left <= capacity``, and the keys are
+    the positions it held then the new ones);
     ``sinks``: one logit per query head (:mod:`oracle.rules.sinks`), passed to ``attend``
     only when given.
     """
     check_cache_instance(cache, KVCache)
     check_cached_query(query, key, cache)
     attend = attention if attend is None else attend
+    rolling = hasattr(cache, "capacity")  # an oracle.serving.RollingKVCache
+    if rolling:
+        window = check_rolling_window(window, cache.capacity)
+        held_keys, held_values = cache.keys, cache.values
     blocks = list(cache._blocks)
     start = cache.append(key, value)
+    keys, values = cache.keys, cache.values
+    if rolling:  # the held positions, then the new ones (valid: the append took them)
+        keys = np.concatenate([held_keys, np.asarray(key)], axis=2)
+        values = np.concatenate([held_values, np.asarray(value)], axis=2)
+        start = held_keys.shape[2]
     extra = {} if sinks is None else {"sinks": sinks}
     try:
         return attend(
             query,
-            cache.keys,
-            cache.values,
+            keys,
+            values,
             attn_mask=attn_mask,
             is_causal=True,
             query_start=start,

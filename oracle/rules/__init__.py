@@ -54,12 +54,17 @@ Sinks
     carries no value; a row with no visible key but a finite sink is allowed and gives 0
     (:mod:`oracle.rules.sinks`).
 
-The rules live in eight modules, re-exported here (``from attnprops.oracle.rules import ...``
+Serving caches
+    ``cache_seqlens`` (one length per sequence), page pools addressed by a ``block_table``, and
+    the rolling cache of the last ``capacity`` positions (:mod:`oracle.rules.serving`).
+
+The rules live in nine modules, re-exported here (``from attnprops.oracle.rules import ...``
 is the one way to use them): :mod:`oracle.rules.errors`, :mod:`oracle.rules.arguments` (one
 argument at a time), :mod:`oracle.rules.packing` (documents and chunks),
 :mod:`oracle.rules.alibi` (the bias by distance), :mod:`oracle.rules.softcap`,
 :mod:`oracle.rules.sinks`,
-:mod:`oracle.rules.attention` (a whole call) and :mod:`oracle.rules.cache` (the KV cache).
+:mod:`oracle.rules.attention` (a whole call), :mod:`oracle.rules.cache` (the KV cache) and
+:mod:`oracle.rules.serving` (ragged, paged and rolling caches).
 """
 
 from attnprops.oracle.rules.alibi import *  # noqa: F403
@@ -68,5 +73,6 @@ from attnprops.oracle.rules.attention import *  # noqa: F403
 from attnprops.oracle.rules.cache import *  # noqa: F403
 from attnprops.oracle.rules.errors import *  # noqa: F403
 from attnprops.oracle.rules.packing import *  # noqa: F403
+from attnprops.oracle.rules.serving import *  # noqa: F403
 from attnprops.oracle.rules.sinks import *  # noqa: F403
 from attnprops.oracle.rules.softcap import *  # noqa: F403

@@ -3,24 +3,30 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from attnprops.oracle.rules.arguments import (
     FLOAT_DTYPES,
     _as_array,
+    _is_int,
     check_float_array,
     check_positive_int,
 )
 from attnprops.oracle.rules.errors import AttentionInputError, DtypeError, ShapeError
+from attnprops.oracle.rules.serving import pages_needed
 
 __all__ = [
     "DTYPE_BYTES",
+    "PagedBytes",
     "check_cache_append",
     "check_cache_config",
     "check_cache_instance",
     "check_cached_query",
     "kv_cache_bytes",
     "kv_cache_elements",
+    "paged_kv_cache_bytes",
 ]
 
 
@@ -116,16 +122,9 @@ def kv_cache_elements(num_layers, batch, tokens, num_kv_heads, head_dim, /) -> i
     return total
 
 
-def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) -> int:
-    """Raw K/V cache payload in bytes.
-
-    ``2 * num_layers * batch * tokens * num_kv_heads * head_dim * itemsize`` (the 2 counts K
-    and V). All sizes are counts (ints >= 1); ``dtype`` is a NumPy dtype or one of
-    ``DTYPE_BYTES``'s names (e.g. ``"bfloat16"``). Excludes allocator slack, metadata and
-    paging. Source: the source lab's KV byte formula; Pope et al. 2022, "Efficiently Scaling
-    Transformer Inference". Raises :class:`ShapeError` / :class:`DtypeError`.
-    """
-    elements = kv_cache_elements(num_layers, batch, tokens, num_kv_heads, head_dim)
+def _itemsize(dtype) -> int:
+    """Bytes per element of a KV cache ``dtype`` (a NumPy dtype or a name of
+    :data:`DTYPE_BYTES`); raises :class:`DtypeError`."""
     name = dtype if isinstance(dtype, str) else None
     if dtype is None:
         raise DtypeError(f"dtype: None is not a KV cache dtype; use one of {sorted(DTYPE_BYTES)}")
@@ -138,4 +137,78 @@ def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) 
             ) from None
     if name not in DTYPE_BYTES:
         raise DtypeError(f"dtype: {name} is not a KV cache dtype; use one of {sorted(DTYPE_BYTES)}")
-    return elements * DTYPE_BYTES[name]
+    return DTYPE_BYTES[name]
+
+
+def kv_cache_bytes(
+    *,
+    num_layers,
+    batch,
+    tokens,
+    num_kv_heads,
+    head_dim,
+    dtype,
+    page_size=None,
+    rolling_capacity=None,
+) -> int:
+    """Raw K/V cache payload in bytes.
+
+    ``2 * num_layers * batch * tokens * num_kv_heads * head_dim * itemsize`` (the 2 counts K
+    and V). All sizes are counts (ints >= 1); ``dtype`` is a NumPy dtype or one of
+    ``DTYPE_BYTES``'s names (e.g. ``"bfloat16"``). Excludes allocator slack and metadata.
+    ``page_size=S``: the bytes a paged cache *allocates* for ``batch`` sequences of ``tokens``
+    positions, each rounded up to whole pages, ``ceil(tokens / S) * S`` positions
+    (:func:`paged_kv_cache_bytes` gives used and allocated per sequence).
+    ``rolling_capacity=W``: a rolling cache holds ``min(tokens, W)`` positions, a fixed size
+    once ``tokens >= W`` (:class:`impl.RollingKVCache`); with both, the rolling cache's
+    positions are rounded up to pages. Source: the source lab's KV byte formula; Pope et al.
+    2022, "Efficiently Scaling Transformer Inference"; Kwon et al. 2023 for pages. Raises
+    :class:`ShapeError` / :class:`DtypeError`.
+    """
+    check_positive_int(tokens, "tokens")
+    if rolling_capacity is not None:
+        tokens = min(tokens, check_positive_int(rolling_capacity, "rolling_capacity"))
+    if page_size is not None:
+        size = check_positive_int(page_size, "page_size")
+        tokens = pages_needed(tokens, size) * size
+    elements = kv_cache_elements(num_layers, batch, tokens, num_kv_heads, head_dim)
+    return elements * _itemsize(dtype)
+
+
+class PagedBytes(NamedTuple):
+    """Bytes of a paged cache, per sequence: ``used`` (its positions, the plain formula) and
+    ``allocated`` (its whole pages); ``used_total``/``allocated_total`` sum them."""
+
+    used: tuple[int, ...]
+    allocated: tuple[int, ...]
+
+    @property
+    def used_total(self) -> int:
+        return sum(self.used)
+
+    @property
+    def allocated_total(self) -> int:
+        return sum(self.allocated)
+
+
+def paged_kv_cache_bytes(
+    *, num_layers, seqlens, page_size, num_kv_heads, head_dim, dtype
+) -> PagedBytes:
+    """Used and allocated K/V bytes of sequences of lengths ``seqlens`` (ints >= 0) in pages
+    of ``page_size`` positions: sequence ``b`` uses ``2 * num_layers * L_b * Hkv * D *
+    itemsize`` bytes and allocates ``ceil(L_b / S) * S`` positions' worth (an empty sequence
+    owns no page). The difference is the last page's unused slots, below one page per
+    sequence and layer (Kwon et al. 2023, section 4.1). Raises :class:`ShapeError` /
+    :class:`DtypeError`."""
+    size = check_positive_int(page_size, "page_size")
+    try:
+        lengths = [int(n) for n in seqlens]
+    except (TypeError, ValueError):
+        raise ShapeError(f"seqlens: {seqlens!r} must be a sequence of ints >= 0") from None
+    if not lengths or any(not _is_int(n) or n < 0 for n in seqlens):
+        raise ShapeError(f"seqlens: {seqlens!r} must be a non-empty sequence of ints >= 0")
+    per_position = kv_cache_elements(num_layers, 1, 1, num_kv_heads, head_dim) * _itemsize(dtype)
+    return PagedBytes(
+        used=tuple(n * per_position for n in lengths),
+        allocated=tuple(pages_needed(n, size) * size * per_position for n in lengths),
+    )

@@ -7,9 +7,12 @@ from __future__ import annotations
 __all__ = [
     "AlibiError",
     "AttentionInputError",
+    "BlockTableError",
+    "CacheSeqlensError",
     "DtypeError",
     "FullyMaskedRowError",
     "NonFiniteInputError",
+    "PagedCacheError",
     "QueryStartError",
     "ScaleError",
     "ScoreOverflowError",
@@ -73,3 +76,19 @@ class SoftcapError(AttentionInputError):
 
 class SinksError(AttentionInputError):
     """``sinks`` is not ``None`` or a float array ``(Hq,)`` with entries finite or ``-inf``."""
+
+
+class CacheSeqlensError(AttentionInputError):
+    """``cache_seqlens`` is not an integer array ``(B,)`` of lengths in ``[0, capacity]``, or
+    a length leaves a query without a key (:mod:`oracle.rules.serving`)."""
+
+
+class BlockTableError(AttentionInputError):
+    """``block_table`` is not an integer array ``(B, pages per sequence)``, names a page
+    outside the pool, or holds fewer pages than its sequence's length needs
+    (:mod:`oracle.rules.serving`)."""
+
+
+class PagedCacheError(AttentionInputError):
+    """A paged cache's pool has too few free pages for an append, or a sequence id is not
+    live (:mod:`oracle.rules.serving`); the cache is unchanged."""

@@ -9,6 +9,8 @@ and nowhere else:
   property of ``properties/test_kv_cache.py`` for the cache) break calls drawn by
   Hypothesis, with Hypothesis making the break's choices;
 - impl's cache tests break appends to a filled cache with each append rule;
+- the rejection property of the serving caches (``properties/test_ragged_cache.py``) breaks
+  drawn ``attention_with_kvcache`` calls with :data:`KVCACHE_RULES`;
 - the oracle's and impl's tests (``oracle/tests``, ``impl/tests``) run the fixed
   :func:`examples`: each entry's :attr:`Violation.examples` on the source lab's inputs
   (:mod:`oracle.lab`), the choices scripted;
@@ -32,8 +34,14 @@ from attnprops.oracle import lab
 from attnprops.oracle.violations.attention import ATTENTION
 from attnprops.oracle.violations.cache import APPEND, CACHE
 from attnprops.oracle.violations.calls import Call, Example, FixedExample, Pick, Violation
+from attnprops.oracle.violations.serving import (
+    KVCACHE_RULES,
+    SERVING,
+    paged_append_base,
+    ragged_base,
+)
 
-VIOLATIONS: tuple[Violation, ...] = ATTENTION + CACHE
+VIOLATIONS: tuple[Violation, ...] = ATTENTION + CACHE + SERVING
 BY_RULE = {v.rule: v for v in VIOLATIONS}
 ATTENTION_RULES = tuple(v.rule for v in ATTENTION)
 CACHE_APPEND_RULES = tuple(v.rule for v in APPEND)
@@ -43,6 +51,10 @@ EXAMPLE_IDS = tuple(_EXAMPLES)
 
 def base_call(base: str) -> Call:
     """The valid call an :class:`Example` breaks (see :attr:`Example.base`), fresh arrays."""
+    if base in ("ragged", "paged"):
+        return ragged_base(paged=base == "paged")
+    if base == "paged-append":
+        return paged_append_base()
     q, k, v = lab.QUERY.copy(), lab.KEY.copy(), lab.VALUE.copy()
     if base == "2d-float32":
         return Call(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32), {})
@@ -75,6 +87,7 @@ __all__ = [
     "ATTENTION_RULES",
     "BY_RULE",
     "CACHE_APPEND_RULES",
+    "KVCACHE_RULES",
     "EXAMPLE_IDS",
     "VIOLATIONS",
     "Call",

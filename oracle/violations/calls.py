@@ -14,7 +14,10 @@ class Call(NamedTuple):
     ``query``, ``key``, ``value``; ``value`` ``None`` for the weights), ``"append"``
     (``KVCache(**kwargs["cache"]).append(key, value)``), ``"cached_attention"`` (``query``,
     ``key``, ``value`` into an empty ``KVCache(**kwargs["cache"])``), ``"KVCache"``
-    (``KVCache(**kwargs)``) or ``"kv_cache_bytes"`` (``kv_cache_bytes(**kwargs)``)."""
+    (``KVCache(**kwargs)``), ``"kv_cache_bytes"`` (``kv_cache_bytes(**kwargs)``) or a
+    serving cache's call (:mod:`oracle.violations.serving`): ``"attention_with_kvcache"``
+    (``key``/``value`` the storage, ``kwargs["cache_seqlens"]``), ``"paged_append"`` and
+    ``"rolling_attention"``."""
 
     query: np.ndarray | None
     key: np.ndarray | None
@@ -36,6 +39,18 @@ class Call(NamedTuple):
             return module.cached_attention(self.query, self.key, self.value, cache, **kwargs)
         if self.func == "KVCache":
             return module.KVCache(**kwargs)
+        if self.func == "attention_with_kvcache":
+            lengths = kwargs.pop("cache_seqlens")
+            return module.attention_with_kvcache(
+                self.query, self.key, self.value, lengths, **kwargs
+            )
+        if self.func == "paged_append":
+            cache = module.PagedKVCache(**kwargs.pop("cache"))
+            seqs = [cache.add_sequence() for _ in range(self.key.shape[0])]
+            return cache.append(kwargs.pop("seqs", seqs), self.key, self.value)
+        if self.func == "rolling_attention":
+            cache = module.RollingKVCache(**kwargs.pop("cache"))
+            return module.cached_attention(self.query, self.key, self.value, cache, **kwargs)
         return module.kv_cache_bytes(**kwargs)
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -71,8 +86,9 @@ class Example:
     """A fixed instance of a violation: the break applied to the ``base`` call (``"2d"``:
     the lab's ``(3, 4)``, ``(3, 4)``, ``(3, 2)`` float64 tensors; ``"2d-float32"``: the same
     in float32; ``"4d"``: two query heads on one K/V head, ``(1, 2, 3, 4)``, ``(1, 1, 3, 4)``,
-    ``(1, 1, 3, 2)``; ``"cache"``: a one-token append to an empty ``KVCache(1, 1, 4, 2)``)
-    with scripted ``answers``, as ``func``."""
+    ``(1, 1, 3, 2)``; ``"cache"``: a one-token append to an empty ``KVCache(1, 1, 4, 2)``;
+    ``"ragged"``, ``"paged"``, ``"paged-append"``: the serving calls of
+    :mod:`oracle.violations.serving`) with scripted ``answers``, as ``func``."""
 
     id: str
     base: str = "2d"

@@ -5,9 +5,17 @@ Inference")::
 
     bytes = 2 * num_layers * batch * tokens * num_kv_heads * head_dim * bytes_per_element
 
-The 2 counts K and V. It is the raw payload only: no allocator slack, metadata, paging
-(PagedAttention changes allocation, not this count) or activations. Computed by
-:func:`oracle.kv_cache_bytes` (the rulebook's function, shared with :mod:`impl`).
+The 2 counts K and V. It is the raw payload only: no allocator slack, metadata or
+activations. Computed by :func:`oracle.kv_cache_bytes` (the rulebook's function, shared with
+:mod:`impl`).
+
+Serving layouts (:mod:`oracle.rules.serving`): ``--page-size S`` adds the bytes a paged cache
+allocates, each sequence's positions rounded up to whole pages (``ceil(tokens / S) * S``), and
+the unused rest of the last pages; ``--seqlens L1,L2,...`` gives one length per sequence
+(instead of ``--batch`` sequences of ``--tokens``) and prints used and allocated bytes per
+sequence and in total (:func:`oracle.rules.paged_kv_cache_bytes`); ``--rolling-capacity W``
+adds a rolling cache of ``W`` positions, which holds ``min(tokens, W)`` whatever the length.
+The MHA / GQA / MQA table gets a column for each layout asked for.
 
 Defaults are the lab's configuration, :data:`oracle.lab.KV_CONFIG` (``--help`` prints them). ``--num-heads HQ`` adds the comparison MHA (``Hkv = HQ``), GQA (the given
 ``--num-kv-heads`` when ``1 < Hkv < HQ``) and MQA (``Hkv = 1``); the ratio to MHA is
@@ -33,7 +41,7 @@ from __future__ import annotations
 import argparse
 
 from attnprops.oracle.lab import KV_CONFIG
-from attnprops.oracle.rules import DTYPE_BYTES
+from attnprops.oracle.rules import DTYPE_BYTES, paged_kv_cache_bytes, pages_needed
 
 GIB = 2**30
 FORMULA = "2 * num_layers * batch * tokens * num_kv_heads * head_dim * bytes_per_element"
@@ -122,7 +130,44 @@ def add_arguments(parser) -> None:
         metavar="N",
         help="query heads: also print the MHA / GQA / MQA comparison",
     )
+    parser.add_argument(
+        "--page-size",
+        type=positive_int,
+        default=None,
+        metavar="S",
+        help="positions per page of a paged cache (vLLM's block_size): also print the bytes "
+        "allocated in whole pages next to the bytes used",
+    )
+    parser.add_argument(
+        "--seqlens",
+        type=seqlens,
+        default=None,
+        metavar="L1,L2,...",
+        help="one cached length per sequence (ints >= 0), instead of --batch sequences of "
+        "--tokens; with --page-size, used and allocated bytes per sequence",
+    )
+    parser.add_argument(
+        "--rolling-capacity",
+        type=positive_int,
+        default=None,
+        metavar="W",
+        help="also print a rolling (sliding-window) cache of W positions: it holds "
+        "min(tokens, W), a fixed size however long the sequence",
+    )
     parser.set_defaults(_parser=parser)
+
+
+def seqlens(text: str) -> tuple[int, ...]:
+    """argparse type: comma-separated lengths, each an integer >= 0 (``"100,37,0"``)."""
+    lengths = []
+    for part in text.split(","):
+        part = part.strip().replace("_", "")
+        if not part.isascii() or not part.isdigit():
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: each length must be an integer >= 0, separated by commas"
+            )
+        lengths.append(int(part))
+    return tuple(lengths)
 
 
 def gib(nbytes: int) -> str:
@@ -152,17 +197,21 @@ def human(nbytes: int) -> str:
     return f"{text} = {plural(nbytes)}"
 
 
-def kv_bytes(args, num_kv_heads: int) -> int:
-    """:func:`oracle.kv_cache_bytes` for ``args``'s configuration with ``num_kv_heads``."""
+def kv_bytes(args, num_kv_heads: int, **layout) -> int:
+    """:func:`oracle.kv_cache_bytes` for ``args``'s configuration with ``num_kv_heads``
+    (``layout``: ``page_size`` or ``rolling_capacity``); with ``--seqlens``, the sum over the
+    sequences."""
     from attnprops import oracle
 
+    sizes = dict(num_layers=args.num_layers, num_kv_heads=num_kv_heads, head_dim=args.head_dim)
+    if args.seqlens is not None:
+        return sum(
+            oracle.kv_cache_bytes(**sizes, batch=1, tokens=n, dtype=args.dtype, **layout)
+            for n in args.seqlens
+            if n
+        )
     return oracle.kv_cache_bytes(
-        num_layers=args.num_layers,
-        batch=args.batch,
-        tokens=args.tokens,
-        num_kv_heads=num_kv_heads,
-        head_dim=args.head_dim,
-        dtype=args.dtype,
+        **sizes, batch=args.batch, tokens=args.tokens, dtype=args.dtype, **layout
     )
 
 
@@ -186,15 +235,39 @@ def run(args) -> int:
             args._parser.error(problem)  # exits with status 2 (add_arguments sets _parser)
     itemsize = DTYPE_BYTES[args.dtype]
     total = kv_bytes(args, args.num_kv_heads)
-    print("KV cache, raw K and V payload (no allocator slack, metadata or paging):")
+    print("KV cache, raw K and V payload (no allocator slack or metadata; pages below):")
     print(f"  bytes = {FORMULA}")
+    positions = (
+        f"{args.batch} * {args.tokens}"
+        if args.seqlens is None
+        else f"({'+'.join(map(str, args.seqlens))})"
+    )
     print(
-        f"        = 2 * {args.num_layers} * {args.batch} * {args.tokens} * "
+        f"        = 2 * {args.num_layers} * {positions} * "
         f"{args.num_kv_heads} * {args.head_dim} * {itemsize}   ({args.dtype}: "
         f"{plural(itemsize)} per element)"
     )
     print(f"        = {plural(total)}")
     print(f"        = {human(total)}   (1 GiB = 2**30 bytes)")
+    if args.seqlens is not None:
+        _print_sequences(args, args.num_kv_heads)
+    elif args.page_size is not None:
+        allocated = kv_bytes(args, args.num_kv_heads, page_size=args.page_size)
+        rounded = pages_needed(args.tokens, args.page_size) * args.page_size
+        print(f"\nPaged, pages of {args.page_size} positions (each sequence's last page whole):")
+        print(f"  allocated = the same with tokens rounded up to {rounded} positions")
+        print(f"            = {plural(allocated)} = {human(allocated)}")
+        print(f"  unused    = {plural(allocated - total)} in partly filled last pages")
+    if args.rolling_capacity is not None:
+        W = args.rolling_capacity
+        held = (
+            f"min(tokens, W) = {min(args.tokens, W)}"
+            if args.seqlens is None
+            else f"min(L_b, W) = {[min(n, W) for n in args.seqlens]}"
+        )
+        rolling = kv_bytes(args, args.num_kv_heads, rolling_capacity=W)
+        print(f"\nRolling cache of {W} positions (holds {held}):")
+        print(f"  bytes     = {plural(rolling)} = {human(rolling)}, fixed however long")
     if args.num_heads is not None:
         hq = args.num_heads
         rows = [("MHA", hq)]
@@ -204,8 +277,46 @@ def run(args) -> int:
             rows.append(("MQA", 1))
         print(f"\nWith {hq} query heads (same layers, batch, tokens, head_dim, dtype):")
         # one space between columns: a size wider than its column pushes the row, never joins
-        print(f"  {'attention':<10}{'kv_heads':>9} {'bytes':>21} {'GiB':>11} {'vs MHA':>8}")
+        layouts = [("bytes", {})]
+        if args.page_size is not None:
+            layouts.append(("paged bytes", {"page_size": args.page_size}))
+        if args.rolling_capacity is not None:
+            layouts.append(("rolling bytes", {"rolling_capacity": args.rolling_capacity}))
+        header = "".join(f" {name:>21}" for name, _ in layouts)
+        print(f"  {'attention':<10}{'kv_heads':>9}{header} {'GiB':>11} {'vs MHA':>8}")
         for label, heads in rows:
-            b = kv_bytes(args, heads)
-            print(f"  {label:<10}{heads:>9} {b:>21,} {gib(b):>11} {heads / hq:>8.4g}")
+            sizes = [kv_bytes(args, heads, **layout) for _, layout in layouts]
+            cells = "".join(f" {b:>21,}" for b in sizes)
+            print(f"  {label:<10}{heads:>9}{cells} {gib(sizes[0]):>11} {heads / hq:>8.4g}")
     return 0
+
+
+def _print_sequences(args, num_kv_heads: int) -> None:
+    """Per-sequence lengths (``--seqlens``): used bytes, and with ``--page-size`` the pages
+    and allocated bytes of each, then the totals (:func:`oracle.rules.paged_kv_cache_bytes`)."""
+    size = args.page_size or 1
+    paged = paged_kv_cache_bytes(
+        num_layers=args.num_layers,
+        seqlens=args.seqlens,
+        page_size=size,
+        num_kv_heads=num_kv_heads,
+        head_dim=args.head_dim,
+        dtype=args.dtype,
+    )
+    print(
+        f"\nPer sequence ({len(args.seqlens)} sequences; --seqlens replaces --batch and --tokens):"
+    )
+    pages = f" {'pages':>8} {'allocated bytes':>21}" if args.page_size else ""
+    print(f"  {'sequence':>8} {'tokens':>10} {'used bytes':>21}{pages}")
+    for b, (n, used, allocated) in enumerate(zip(args.seqlens, paged.used, paged.allocated)):
+        row = f"  {b:>8} {n:>10,} {used:>21,}"
+        if args.page_size:
+            row += f" {pages_needed(n, size):>8,} {allocated:>21,}"
+        print(row)
+    print(f"  used total      = {plural(paged.used_total)} = {human(paged.used_total)}")
+    if args.page_size:
+        print(
+            f"  allocated total = {plural(paged.allocated_total)} = "
+            f"{human(paged.allocated_total)} (pages of {size}; unused "
+            f"{plural(paged.allocated_total - paged.used_total)})"
+        )

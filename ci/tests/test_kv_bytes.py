@@ -193,3 +193,80 @@ def test_undocumented_dtype_spellings_are_one_line_errors_naming_the_accepted(dt
         "int8 (aliases: fp16/half = float16; bf16 = bfloat16; fp32 = float32; "
         "fp64/double = float64)"
     ]
+
+
+def _rows(out: str) -> dict[str, list[str]]:
+    return {
+        line.split()[0]: line.split()
+        for line in out.splitlines()
+        if line.strip().startswith(("MHA", "GQA", "MQA"))
+    }
+
+
+def test_page_size_prints_allocated_next_to_used(capsys):
+    # 2 sequences of 5 positions in pages of 4: 8 positions allocated each
+    argv = ["kv-bytes", "--num-layers", "1", "--batch", "2", "--tokens", "5"]
+    argv += ["--num-kv-heads", "1", "--head-dim", "2", "--dtype", "float16", "--page-size", "4"]
+    assert cli.main(argv + ["--num-heads", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "        = 80 bytes" in out  # 2 * 1 * 2 * 5 * 1 * 2 * 2
+    assert "allocated = the same with tokens rounded up to 8 positions" in out
+    assert "= 128 bytes" in out and "unused    = 48 bytes in partly filled last pages" in out
+    table = _rows(out)
+    assert table["MHA"][1:4] == ["2", "160", "256"] and table["MQA"][1:4] == ["1", "80", "128"]
+
+
+def test_seqlens_give_used_and_allocated_per_sequence(capsys):
+    argv = ["kv-bytes", "--num-layers", "1", "--num-kv-heads", "1", "--head-dim", "2"]
+    argv += ["--dtype", "float32", "--seqlens", "5,0,8", "--page-size", "4"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    per_position = 2 * 1 * 1 * 2 * 4  # K and V, one layer, one head, D = 2, float32
+    rows = {
+        line.split()[0]: line.split()
+        for line in out.splitlines()
+        if line.strip()[:1].isdigit() and len(line.split()) == 5
+    }
+    assert rows["0"] == ["0", "5", f"{5 * per_position}", "2", f"{8 * per_position}"]
+    assert rows["1"] == ["1", "0", "0", "0", "0"]
+    assert rows["2"] == ["2", "8", f"{8 * per_position}", "2", f"{8 * per_position}"]
+    assert f"used total      = {13 * per_position} bytes" in out
+    assert f"allocated total = {16 * per_position} bytes" in out
+    assert "= 2 * 1 * (5+0+8) * 1 * 2 * 4" in out
+
+
+def test_rolling_capacity_is_a_fixed_size(capsys):
+    argv = ["kv-bytes", "--num-layers", "2", "--batch", "1", "--tokens", "100000"]
+    argv += ["--num-kv-heads", "8", "--head-dim", "128", "--dtype", "bf16"]
+    assert cli.main(argv + ["--rolling-capacity", "4096", "--num-heads", "32"]) == 0
+    out = capsys.readouterr().out
+    fixed = 2 * 2 * 4096 * 8 * 128 * 2
+    assert "Rolling cache of 4096 positions (holds min(tokens, W) = 4096):" in out
+    assert f"bytes     = {fixed:,} bytes" in out
+    table = _rows(out)
+    assert table["GQA"][3] == f"{fixed:,}" and table["MHA"][3] == f"{4 * fixed:,}"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--page-size", "0"], "--page-size"),
+        (["--seqlens", "3,-1"], "--seqlens"),
+        (["--seqlens", "3,,4"], "--seqlens"),
+        (["--rolling-capacity", "x"], "--rolling-capacity"),
+    ],
+)
+def test_layout_options_reject_bad_sizes(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["kv-bytes", *argv])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()[-1]) < 200
+
+
+def test_help_documents_the_layout_options(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["kv-bytes", "--help"])
+    out = capsys.readouterr().out
+    for flag in ("--page-size S", "--seqlens L1,L2,...", "--rolling-capacity W"):
+        assert flag in out

@@ -1,18 +1,19 @@
 """Deliberately broken attention subjects: one module per mistake.
 
 Each module is a complete subject (the API of :mod:`impl`: ``attention``,
-``attention_weights``, ``KVCache``, ``cached_attention``, ``kv_cache_bytes``), reuses
+``attention_weights``, ``KVCache``, ``cached_attention``, ``kv_cache_bytes``, ``PagedKVCache``,
+``RollingKVCache``, ``attention_with_kvcache``), reuses
 :mod:`impl` everywhere except its one fault, and declares itself with a module-level
 ``MUTANT = Mutant(...)``. The property suite must kill every one of them, each by one of the
 properties named in ``Mutant.killed_by`` (the reason it was built to show).
 
 One mechanism couples a mutant to impl: it subclasses :class:`impl.Attention` (the
 computation as steps, one method each; or :class:`mutants._tiled.TiledKernel`, itself an
-``impl.Attention``) and/or :class:`impl.KVCache`, overrides the one step that holds its fault,
+``impl.Attention``) and/or one of impl's caches, overrides the one step that holds its fault,
 names the classes in its ``MUTANT`` record, and takes its public API from the record::
 
     MUTANT = Mutant(name=..., description=..., models=..., killed_by=(...), steps=_Steps)
-    attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
+    __all__ = MUTANT.export(globals())  # binds attention, ..., attention_with_kvcache
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ class API(NamedTuple):
     KVCache: type
     cached_attention: Callable
     kv_cache_bytes: Callable
+    PagedKVCache: type
+    RollingKVCache: type
+    attention_with_kvcache: Callable
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,10 @@ class Mutant:
             a failure of any other property alone does not count as a kill.
         steps: the :class:`impl.Attention` subclass that holds the fault (None: impl's).
         cache: the :class:`impl.KVCache` subclass that holds the fault (None: impl's).
+        paged_cache: the :class:`impl.PagedKVCache` subclass that holds the fault (None:
+            impl's).
+        rolling_cache: the :class:`impl.RollingKVCache` subclass that holds the fault (None:
+            impl's).
         kv_cache_bytes: the faulty ``kv_cache_bytes`` (None: impl's).
     """
 
@@ -58,9 +66,11 @@ class Mutant:
     steps: type | None = None
     cache: type | None = None
     kv_cache_bytes: Callable | None = None
+    paged_cache: type | None = None
+    rolling_cache: type | None = None
 
     def api(self) -> API:
-        """The mutant's public API: impl's, with the record's steps, cache and
+        """The mutant's public API: impl's, with the record's steps, caches and
         ``kv_cache_bytes`` in place of impl's (``cached_attention`` takes the mutant's cache
         class and calls the mutant's ``attention``)."""
         cache = self.cache or impl.KVCache
@@ -71,7 +81,18 @@ class Mutant:
             cache,
             steps.cached_attention,
             self.kv_cache_bytes or impl.kv_cache_bytes,
+            self.paged_cache or impl.PagedKVCache,
+            self.rolling_cache or impl.RollingKVCache,
+            steps.attention_with_kvcache,
         )
+
+    def export(self, namespace: dict) -> list[str]:
+        """Bind :meth:`api`'s functions and classes in a mutant module's ``namespace`` (its
+        ``globals()``) under the :class:`API` names, and return those names (its
+        ``__all__``)."""
+        api = self.api()
+        namespace.update(api._asdict())
+        return list(api._fields)
 
     def __post_init__(self):
         if not self.description or not self.models or not self.killed_by:

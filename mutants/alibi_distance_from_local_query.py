@@ -32,6 +32,4 @@ MUTANT = Mutant(
     killed_by=("test_alibi_output_matches_oracle", "test_alibi_equals_its_explicit_float_mask"),
     steps=_AlibiFromLocalQuery,
 )
-attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+__all__ = MUTANT.export(globals())  # attention, KVCache, ...: the API's names (mutants.API)

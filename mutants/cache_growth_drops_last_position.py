@@ -57,6 +57,4 @@ MUTANT = Mutant(
     killed_by=("test_kernel_sized_cache_growth_equals_full_causal",),
     cache=KVCache,
 )
-attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+__all__ = MUTANT.export(globals())  # attention, KVCache, ...: the API's names (mutants.API)

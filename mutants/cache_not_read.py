@@ -40,6 +40,4 @@ MUTANT = Mutant(
     killed_by=("test_cached_decode_equals_full_causal",),
     steps=_CacheNotRead,
 )
-attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+__all__ = MUTANT.export(globals())  # attention, KVCache, ...: the API's names (mutants.API)

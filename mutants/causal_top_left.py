@@ -33,6 +33,4 @@ MUTANT = Mutant(
     killed_by=("test_is_causal_equals_explicit_mask", "test_output_matches_oracle"),
     steps=_TopLeft,
 )
-attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+__all__ = MUTANT.export(globals())  # attention, KVCache, ...: the API's names (mutants.API)

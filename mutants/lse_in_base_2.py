@@ -32,6 +32,4 @@ MUTANT = Mutant(
     killed_by=("test_lse_matches_oracle", "test_two_key_sets_merge_into_their_union"),
     steps=_Base2Lse,
 )
-attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+__all__ = MUTANT.export(globals())  # attention, KVCache, ...: the API's names (mutants.API)

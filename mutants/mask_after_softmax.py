@@ -38,6 +38,4 @@ MUTANT = Mutant(
     killed_by=("test_weight_rows_sum_to_one", "test_hidden_keys_do_not_change_output"),
     steps=_MaskAfterSoftmax,
 )
-attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+__all__ = MUTANT.export(globals())  # attention, KVCache, ...: the API's names (mutants.API)

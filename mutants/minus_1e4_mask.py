@@ -32,6 +32,4 @@ MUTANT = Mutant(
     killed_by=("test_hidden_keys_get_zero_weight", "test_row_constant_shift_invariance"),
     steps=_Minus1e4,
 )
-attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+__all__ = MUTANT.export(globals())  # attention, KVCache, ...: the API's names (mutants.API)

@@ -30,6 +30,4 @@ MUTANT = Mutant(
     ),
     steps=_NoScale,
 )
-attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+__all__ = MUTANT.export(globals())  # attention, KVCache, ...: the API's names (mutants.API)

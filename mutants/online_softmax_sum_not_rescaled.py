@@ -41,6 +41,4 @@ MUTANT = Mutant(
     killed_by=("test_output_matches_oracle", "test_key_permutation_invariance"),
     steps=_SumNotRescaled,
 )
-attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+__all__ = MUTANT.export(globals())  # attention, KVCache, ...: the API's names (mutants.API)

@@ -36,6 +36,4 @@ MUTANT = Mutant(
     killed_by=("test_bool_mask_equals_additive_mask", "test_hidden_keys_get_zero_weight"),
     steps=_InvertedBoolMask,
 )
-attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+__all__ = MUTANT.export(globals())  # attention, KVCache, ...: the API's names (mutants.API)

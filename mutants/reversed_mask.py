@@ -36,6 +36,4 @@ MUTANT = Mutant(
     killed_by=("test_hidden_keys_get_zero_weight", "test_seed_examples"),
     steps=_ReversedMask,
 )
-attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+__all__ = MUTANT.export(globals())  # attention, KVCache, ...: the API's names (mutants.API)

@@ -28,6 +28,4 @@ MUTANT = Mutant(
     killed_by=("test_output_with_sinks_matches_oracle",),
     steps=_SinkScaled,
 )
-attention, attention_weights, KVCache, cached_attention, kv_cache_bytes = MUTANT.api()
-
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+__all__ = MUTANT.export(globals())  # attention, KVCache, ...: the API's names (mutants.API)

@@ -97,6 +97,34 @@ def assert_output_matches_oracle(subject, case, what: str) -> None:
     )
 
 
+def assert_rows_match_oracle(subject, case, what: str) -> None:
+    """The subject's ``attention_with_kvcache`` for ``case`` (a
+    :class:`serving_cases.ServingCase`), row ``b`` within
+    :func:`bounds.attention_bounds` of the 50-digit oracle over sequence ``b`` alone."""
+    __tracebackhide__ = True
+    note(f"serving case: {case.describe()}")
+    out = call_subject(
+        subject.attention_with_kvcache,
+        case.query,
+        case.key_cache,
+        case.value_cache,
+        case.cache_seqlens,
+        **case.kwargs(),
+        what="attention_with_kvcache",
+    )
+    shape = case.query.shape[:3] + case.value_cache.shape[3:]
+    out = assert_shape_dtype(out=out, shape=shape, dtype=case.query.dtype, what="output")
+    for b, sequence in enumerate(case.sequences):
+        parts, bounds = oracle_with_bounds(sequence, subject)
+        assert_within(
+            out=out[b : b + 1],
+            expected=parts.output.value,
+            bound=bounds.output,
+            what=f"{what}: sequence {b}, {sequence.key.shape[2]} cached positions",
+            case=sequence,
+        )
+
+
 def visibility(case) -> np.ndarray:
     """Bool ``(B, Hq, Tq, Tk)``: which key each query may see, from the rulebook."""
     return check_attention_inputs(
@@ -183,12 +211,12 @@ def new_cache(subject, case):
     return subject.module.KVCache(B, Hkv, D, case.value.shape[3], dtype=case.dtype)
 
 
-def decode_in_chunks(subject, case, chunks):
+def decode_in_chunks(subject, case, chunks, cache=None):
     """Run the subject's ``cached_attention`` over ``case`` chunk by chunk (``chunks``: the
-    positions per call, summing to at most ``Tk``) on a new cache, with the case's scale,
-    window and sinks (each only when the case has it); return the cache and the outputs
-    concatenated along the query axis."""
-    cache = new_cache(subject, case)
+    positions per call, summing to at most ``Tk``) on ``cache`` (default: a new
+    :func:`new_cache`), with the case's scale, window and sinks (each only when the case has
+    it); return the cache and the outputs concatenated along the query axis."""
+    cache = new_cache(subject, case) if cache is None else cache
     outputs, start = [], 0
     for n in chunks:
         rows = slice(start, start + n)

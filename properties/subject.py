@@ -21,6 +21,15 @@ key is optional and an unknown key is an error (a typo must not silently pass):
 ``weights``            exposes ``attention_weights``; default: whether the module has it
 ``kv_cache``           exposes ``KVCache``/``cached_attention``; default: whether it has them
 ``kv_cache_bytes``     exposes ``kv_cache_bytes``; default: whether it has it
+``ragged_cache``       exposes ``attention_with_kvcache(query, key_cache, value_cache,
+                       cache_seqlens, *, block_table=None, is_causal=False, ...)``: one length
+                       per sequence over contiguous storage (:mod:`oracle.rules.serving`);
+                       default: whether it has it
+``paged_cache``        ``attention_with_kvcache`` also takes a page pool and a ``block_table``,
+                       and the module exposes ``PagedKVCache``; default: whether it has both
+``rolling_cache``      exposes ``RollingKVCache(batch, num_kv_heads, head_dim, value_dim, *,
+                       capacity, dtype)`` that ``cached_attention`` takes with a window; default:
+                       whether it has it and ``cached_attention``
 ``two_d_inputs``       accepts 2-D ``(T, D)`` inputs; default True
 ``float_masks``        accepts float additive masks; default True
 ``block_size``         ``attention`` takes a ``block_size=`` keyword (blocked online softmax);
@@ -107,6 +116,9 @@ _DEFAULTS = {
     "weights": None,
     "kv_cache": None,
     "kv_cache_bytes": None,
+    "ragged_cache": None,
+    "paged_cache": None,
+    "rolling_cache": None,
     "two_d_inputs": True,
     "float_masks": True,
     "block_size": False,
@@ -130,9 +142,11 @@ class SubjectError(Exception):
 @dataclass(frozen=True)
 class Capabilities:
     """What a subject declares in ``ATTNPROPS_CAPABILITIES`` (the keys of the module doc),
-    validated, the defaults filled in. ``weights``, ``kv_cache``, ``kv_cache_bytes`` and
-    ``block_size`` say whether the subject *has* ``attention_weights``, a KV cache,
-    ``kv_cache_bytes`` and a ``block_size=`` keyword (flags, not the things themselves);
+    validated, the defaults filled in. ``weights``, ``kv_cache``, ``kv_cache_bytes``,
+    ``ragged_cache``, ``paged_cache``, ``rolling_cache`` and ``block_size`` say whether the
+    subject *has* ``attention_weights``, a KV cache, ``kv_cache_bytes``,
+    ``attention_with_kvcache``, a ``PagedKVCache``, a ``RollingKVCache`` and a ``block_size=``
+    keyword (flags, not the things themselves);
     ``compute_dtypes`` is sorted ``(input, compute)`` pairs of dtype names."""
 
     dtypes: tuple[str, ...] = ALL_DTYPES
@@ -141,6 +155,9 @@ class Capabilities:
     weights: bool = False
     kv_cache: bool = False
     kv_cache_bytes: bool = False
+    ragged_cache: bool = False
+    paged_cache: bool = False
+    rolling_cache: bool = False
     two_d_inputs: bool = True
     float_masks: bool = True
     block_size: bool = False
@@ -206,6 +223,11 @@ class Subject:
 
     def cached_attention(self, query, key, value, cache, **kwargs):
         return self.module.cached_attention(query, key, value, cache, **self.call_kwargs(kwargs))
+
+    def attention_with_kvcache(self, query, key_cache, value_cache, cache_seqlens, **kwargs):
+        return self.module.attention_with_kvcache(
+            query, key_cache, value_cache, cache_seqlens, **self.call_kwargs(kwargs)
+        )
 
 
 # Optional libraries of the ready adapters and the pyproject extra that installs each.
@@ -339,6 +361,12 @@ def load_subject(name: str | None = None) -> Subject:
         caps["kv_cache"] = hasattr(module, "KVCache") and hasattr(module, "cached_attention")
     if caps["kv_cache_bytes"] is None:
         caps["kv_cache_bytes"] = callable(getattr(module, "kv_cache_bytes", None))
+    if caps["ragged_cache"] is None:
+        caps["ragged_cache"] = callable(getattr(module, "attention_with_kvcache", None))
+    if caps["paged_cache"] is None:
+        caps["paged_cache"] = caps["ragged_cache"] and hasattr(module, "PagedKVCache")
+    if caps["rolling_cache"] is None:
+        caps["rolling_cache"] = caps["kv_cache"] and hasattr(module, "RollingKVCache")
     dtypes = _dtype_names(name, caps["dtypes"])
     if caps["fully_masked_rows"] not in ("raise", "zeros"):
         raise SubjectError(
@@ -371,6 +399,7 @@ def load_subject(name: str | None = None) -> Subject:
             f"one of {WINDOW_CONVENTIONS}"
         )
     flags = ("rounds_weights", "validates_inputs", "two_d_inputs", "float_masks", "block_size")
+    flags += ("ragged_cache", "paged_cache", "rolling_cache")
     for key in (*flags, "segment_ids", "chunk_size", "alibi", "softcap", "sinks", "lse"):
         if not isinstance(caps[key], (bool, np.bool_)):
             raise SubjectError(f"subject {name!r}: {key}={caps[key]!r} must be True or False")
@@ -381,6 +410,9 @@ def load_subject(name: str | None = None) -> Subject:
         weights=bool(caps["weights"]),
         kv_cache=bool(caps["kv_cache"]),
         kv_cache_bytes=bool(caps["kv_cache_bytes"]),
+        ragged_cache=bool(caps["ragged_cache"]),
+        paged_cache=bool(caps["paged_cache"]),
+        rolling_cache=bool(caps["rolling_cache"]),
         two_d_inputs=bool(caps["two_d_inputs"]),
         float_masks=bool(caps["float_masks"]),
         block_size=bool(caps["block_size"]),

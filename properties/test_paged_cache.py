@@ -1,0 +1,187 @@
+"""Properties of paged KV caches (:mod:`oracle.rules.serving`): a pool of pages of ``S``
+positions, ``(P, Hkv, S, D)``, addressed by a block table ``(B, M)``.
+
+Attention over pages must equal attention over the gathered contiguous keys for any page size
+(1, and sizes that do not divide the lengths) and any order of the pages in the pool; a cache
+driven through a run of appends and frees must keep every sequence's own positions, give no
+sequence another's, and change nothing when an append fails.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, note
+from hypothesis import strategies as st
+
+from attnprops.properties._support import assert_rows_match_oracle, oracle_with_bounds
+from attnprops.properties.checks import assert_equal, assert_within, call_subject, fail
+from attnprops.properties.plugin import current_subject
+from attnprops.properties.serving_cases import PAGE_SIZES, serving_cases
+from attnprops.properties.strategies import AttentionCase, values
+
+SUBJECT = current_subject()
+
+
+@pytest.mark.requires("paged_cache")
+@pytest.mark.oracle_backed
+@given(case=serving_cases(SUBJECT, paged=True))
+def test_paged_attention_equals_the_gathered_sequences(subject, case):
+    """``attention_with_kvcache`` over a page pool (pages of 1-5 positions, in a drawn order,
+    spare pages and block-table columns holding values of their own) equals, row by row,
+    attention over each sequence's keys gathered position by position (vLLM's PagedAttention;
+    flashinfer#490: results that differ by page size)."""
+    assert_rows_match_oracle(subject, case, "paged attention vs the gathered sequences")
+
+
+@st.composite
+def paged_runs(draw):
+    """A pool (1-5 pages of 1-5 positions, its sizes and dtype) and 2-10 steps: an
+    ``("add",)`` first, then any of ``("add",)``, ``("append", first, count, tokens)``
+    (``count`` live sequences from the ``first``-th, ``tokens`` positions each; drawn twice as
+    often), ``("free", which)`` and ``("recycle", which)`` (free it, then add a sequence: the
+    new one takes the freed pages first). Indices are taken modulo the live sequences; a step
+    with nothing to act on is skipped."""
+    dtype = np.dtype(draw(st.sampled_from(tuple(reversed(SUBJECT.capabilities.dtypes)))))
+    sizes = dict(
+        num_pages=draw(st.integers(1, 5)),
+        page_size=draw(PAGE_SIZES),
+        num_kv_heads=draw(st.integers(1, 2)),
+        head_dim=draw(st.integers(1, 3)),
+        value_dim=draw(st.integers(1, 3)),
+    )
+    group = draw(st.integers(1, 2))
+    append = st.tuples(st.just("append"), st.integers(0, 2), st.integers(1, 2), st.integers(1, 3))
+    step = st.one_of(
+        append,
+        st.tuples(st.just("add")),
+        st.tuples(st.just("recycle"), st.integers(0, 2)),
+        append,
+        st.tuples(st.just("free"), st.integers(0, 2)),
+    )
+    steps = [("add",), *draw(st.lists(step, min_size=1, max_size=9))]
+    magnitude = draw(st.sampled_from(("unit", "ties")))
+    return sizes, group, dtype, magnitude, steps
+
+
+def _pool_state(cache, live):
+    keys, vals = np.array(cache.key_pages), np.array(cache.value_pages)
+    if not live:
+        return keys, vals, None, None
+    return keys, vals, cache.seqlens(live), cache.block_table(live)
+
+
+def _check_ownership(cache, live, num_pages, page_size):
+    """No page belongs to two live sequences, and owned + free pages = the pool."""
+    if not live:
+        return
+    table, lengths = cache.block_table(live), cache.seqlens(live)
+    owned = [int(p) for row, n in zip(table, lengths) for p in row[: -(-int(n) // page_size)]]
+    if len(set(owned)) != len(owned):
+        fail(f"a page belongs to two sequences: block_table {table.tolist()}, lengths {lengths}")
+    if any(not 0 <= p < num_pages for p in owned):
+        fail(f"block_table {table.tolist()} names a page outside the pool of {num_pages}")
+
+
+@pytest.mark.requires("paged_cache")
+@pytest.mark.oracle_backed
+@given(run=paged_runs(), data=st.data())
+def test_paged_cache_run_equals_contiguous_decoding(subject, run, data):
+    """Drive the subject's ``PagedKVCache`` through adds, appends (one or two sequences at a
+    time, crossing page boundaries) and frees whose pages the next sequence reuses: after
+    every append, attention over the pool for the appended sequences equals causal attention
+    over what each sequence was given (the oracle), so a page index off by one, a stale
+    length or a page shared with another sequence shows; an append the pool cannot hold raises
+    ``ValueError`` and changes nothing (FlashAttention's test of ``seqlen`` at capacity)."""
+    sizes, group, dtype, magnitude, steps = run
+    cache = subject.module.PagedKVCache(**sizes, dtype=dtype)
+    Hkv, D, Dv = sizes["num_kv_heads"], sizes["head_dim"], sizes["value_dim"]
+    given_kv: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for number, step in enumerate(steps):
+        live = sorted(given_kv)
+        if step[0] == "recycle" and live:
+            seq = live[step[1] % len(live)]
+            note(f"step {number}: free sequence {seq}, then add one")
+            cache.free(seq)
+            del given_kv[seq]
+            live = sorted(given_kv)
+        if step[0] in ("add", "recycle"):
+            if len(live) >= 3:
+                continue
+            seq = cache.add_sequence()
+            note(f"step {number}: add -> sequence {seq}")
+            if seq in given_kv:
+                fail(f"add_sequence returned {seq}, a live sequence")
+            empty = (np.zeros((1, Hkv, 0, D), dtype), np.zeros((1, Hkv, 0, Dv), dtype))
+            given_kv[seq] = empty
+        elif step[0] == "free":
+            if not live:
+                continue
+            seq = live[step[1] % len(live)]
+            note(f"step {number}: free sequence {seq}")
+            cache.free(seq)
+            del given_kv[seq]
+        else:
+            if not live:
+                continue
+            _, first, count, tokens = step
+            seqs = [live[(first + i) % len(live)] for i in range(min(count, len(live)))]
+            B = len(seqs)
+            key = data.draw(values((B, Hkv, tokens, D), dtype.name, magnitude), label="key")
+            value = data.draw(values((B, Hkv, tokens, Dv), dtype.name, magnitude), label="value")
+            before = _pool_state(cache, live)
+            needed = sum(
+                -(-(given_kv[s][0].shape[2] + tokens) // sizes["page_size"])
+                - -(-given_kv[s][0].shape[2] // sizes["page_size"])
+                for s in seqs
+            )
+            note(f"step {number}: append {tokens} positions to {seqs} ({needed} new pages)")
+            if needed > cache.free_pages:
+                try:
+                    cache.append(seqs, key, value)
+                except (ValueError, TypeError):
+                    pass
+                else:
+                    fail(f"append of {needed} new pages with {cache.free_pages} free accepted")
+                after = _pool_state(cache, live)
+                for what, old, new in zip(
+                    ("key pool", "value pool", "lengths", "block table"), before, after
+                ):
+                    assert_equal(out=new, expected=old, what=f"{what} after a failed append")
+                continue
+            call_subject(cache.append, seqs, key, value, what="PagedKVCache.append")
+            for row, seq in enumerate(seqs):
+                k, v = given_kv[seq]
+                given_kv[seq] = (
+                    np.concatenate([k, key[row : row + 1]], axis=2),
+                    np.concatenate([v, value[row : row + 1]], axis=2),
+                )
+            query = data.draw(
+                values((B, Hkv * group, tokens, D), dtype.name, magnitude), label="query"
+            )
+            out = call_subject(
+                subject.attention_with_kvcache,
+                query,
+                cache.key_pages,
+                cache.value_pages,
+                cache.seqlens(seqs),
+                block_table=cache.block_table(seqs),
+                is_causal=True,
+                what="attention_with_kvcache over the pool",
+            )
+            for row, seq in enumerate(seqs):
+                k, v = given_kv[seq]
+                case = AttentionCase(
+                    query[row : row + 1], k, v, None, True, None, None,
+                    f"sequence {seq} after step {number}", magnitude,
+                )  # fmt: skip
+                parts, bounds = oracle_with_bounds(case, subject)
+                assert_within(
+                    out=np.asarray(out)[row : row + 1],
+                    expected=parts.output.value,
+                    bound=bounds.output,
+                    what=f"sequence {seq} ({k.shape[2]} positions, pages of "
+                    f"{sizes['page_size']}) vs its contiguous keys",
+                    case=case,
+                )
+        _check_ownership(cache, sorted(given_kv), sizes["num_pages"], sizes["page_size"])

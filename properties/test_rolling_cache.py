@@ -1,0 +1,148 @@
+"""Properties of the rolling (sliding-window) KV cache (:mod:`oracle.rules.serving`): a ring
+of ``capacity`` slots holding the last ``capacity`` positions, served by ``cached_attention``
+with ``window=(left, ...)``, ``left <= capacity``.
+
+Decoding through it must equal full causal attention with that window over the whole sequence,
+also after the ring has wrapped several times; it holds exactly the last ``capacity`` positions
+in position order; a window it cannot serve is refused and changes nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, note
+from hypothesis import strategies as st
+
+from attnprops.properties._support import decode_in_chunks, oracle_with_bounds
+from attnprops.properties.checks import (
+    assert_equal,
+    assert_shape_dtype,
+    assert_within,
+    fail,
+)
+from attnprops.properties.plugin import current_subject
+from attnprops.properties.strategies import AttentionCase, attention_sinks, values
+
+SUBJECT = current_subject()
+
+
+@st.composite
+def rolling_runs(draw):
+    """``(case, capacity, chunks)``: a causal sequence of up to ``3 * capacity + 3`` positions
+    (capacity 1-4) with a window ``(left <= capacity, 0 or None)`` and the subject's sinks half
+    the time, and its split into appended chunks (token by token half the time)."""
+    caps = SUBJECT.capabilities
+    dtype = np.dtype(draw(st.sampled_from(tuple(reversed(caps.dtypes)))))
+    magnitude = draw(st.sampled_from(("unit", "ties", "large")))
+    capacity = draw(st.integers(1, 4))
+    left = draw(st.integers(0, capacity))
+    right = None if caps.window == "sliding_window" else draw(st.sampled_from([0, None]))
+    total = draw(st.integers(1, 3 * capacity + 3))
+    batch, kv_heads, group = (
+        draw(st.integers(1, 2)),
+        draw(st.integers(1, 2)),
+        draw(st.integers(1, 2)),
+    )
+    heads, head_dim, value_dim = kv_heads * group, draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    q = draw(values((batch, heads, total, head_dim), dtype.name, magnitude))
+    k = draw(values((batch, kv_heads, total, head_dim), dtype.name, magnitude))
+    v = draw(values((batch, kv_heads, total, value_dim), dtype.name, magnitude))
+    sinks = draw(attention_sinks(heads, dtype)) if caps.sinks and draw(st.booleans()) else None
+    scale = draw(st.one_of(st.none(), st.floats(0.05, 4)))
+    token_by_token = draw(st.booleans())
+    chunks, remaining = [], total
+    while remaining:
+        n = 1 if token_by_token else draw(st.integers(1, remaining))
+        chunks.append(n)
+        remaining -= n
+    layout = f"rolling cache of {capacity}, window ({left}, {right})"
+    case = AttentionCase(
+        q, k, v, None, True, None, scale, layout, magnitude, window=(left, right), sinks=sinks
+    )
+    return case, capacity, chunks
+
+
+def _new_rolling(subject, case, capacity):
+    B, Hkv, _, D = case.key.shape
+    return subject.module.RollingKVCache(
+        B, Hkv, D, case.value.shape[3], capacity=capacity, dtype=case.dtype
+    )
+
+
+@pytest.mark.requires("rolling_cache")
+@pytest.mark.oracle_backed
+@given(run=rolling_runs())
+def test_rolling_cache_equals_full_windowed_attention(subject, run):
+    """Decoding a sequence chunk by chunk through a ``RollingKVCache`` of ``capacity`` slots
+    with ``window=(left, ...)``, ``left <= capacity``, equals causal attention with that window
+    over the whole sequence (the 50-digit oracle), at every position, also long after the ring
+    wrapped; afterwards the cache holds exactly the last ``capacity`` positions, in position
+    order, and ``len`` counts every position (Mistral's rolling buffer)."""
+    case, capacity, chunks = run
+    note(f"capacity {capacity}, chunks {chunks}")
+    parts, bounds = oracle_with_bounds(case, subject)
+    cache, decoded = decode_in_chunks(
+        subject, case, chunks, cache=_new_rolling(subject, case, capacity)
+    )
+    decoded = assert_shape_dtype(
+        out=decoded,
+        shape=parts.output.shape,
+        dtype=case.dtype,
+        what="decoded outputs",
+    )
+    assert_within(
+        out=decoded,
+        expected=parts.output.value,
+        bound=bounds.output,
+        what=f"rolling cache of {capacity} vs full attention with window {case.window}",
+        case=case,
+    )
+    total = case.key.shape[2]
+    if len(cache) != total:
+        fail(f"len(cache) = {len(cache)} after appending {total} positions")
+    held = np.arange(max(0, total - capacity), total)
+    assert_equal(out=np.asarray(cache.positions), expected=held, what="held positions")
+    assert_equal(out=cache.keys, expected=case.key[:, :, held], what="held keys, in order")
+    assert_equal(out=cache.values, expected=case.value[:, :, held], what="held values, in order")
+
+
+@pytest.mark.requires("rolling_cache", "validates_inputs")
+@given(run=rolling_runs(), data=st.data())
+def test_rolling_cache_refuses_a_window_it_cannot_serve(subject, run, data):
+    """``cached_attention`` on a ``RollingKVCache`` of ``capacity`` with no window or a window
+    reaching more than ``capacity`` positions back raises ``ValueError``/``TypeError`` and
+    leaves the cache as it was."""
+    case, capacity, chunks = run
+    cache, _ = decode_in_chunks(
+        subject, case, chunks[:1], cache=_new_rolling(subject, case, capacity)
+    )
+    before = (len(cache), np.array(cache.keys), np.array(cache.values))
+    window = data.draw(
+        st.one_of(
+            st.none(),
+            st.tuples(st.integers(capacity + 1, capacity + 4), st.sampled_from([0, None])),
+            st.just((None, 0)),
+        ),
+        label="window",
+    )
+    if window is not None and SUBJECT.capabilities.window == "sliding_window":
+        window = None if window[0] is None else (window[0], None)  # its only form
+    one = slice(0, 1)
+    try:
+        subject.cached_attention(
+            case.query[:, :, one],
+            case.key[:, :, one],
+            case.value[:, :, one],
+            cache,
+            scale=case.scale,
+            **({} if window is None else {"window": window}),
+        )
+    except (ValueError, TypeError):
+        pass
+    else:
+        fail(f"window {window} on a rolling cache of {capacity} was accepted")
+    if len(cache) != before[0]:
+        fail(f"the refused call changed len(cache) from {before[0]} to {len(cache)}")
+    assert_equal(out=cache.keys, expected=before[1], what="keys after the refused call")
+    assert_equal(out=cache.values, expected=before[2], what="values after the refused call")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnprops.impl.paged_cache import PagedKVCache
 from attnprops.impl.rolling_cache import RollingKVCache
 from attnprops.oracle.rules import (
     check_cache_append,
@@ -116,15 +117,28 @@ class CachedAttention:
     cache_type: type = KVCache
 
     def cached_attention(
-        self, query, key, value, cache, *, attn_mask=None, scale=None, window=None, sinks=None
+        self,
+        query,
+        key,
+        value,
+        cache,
+        *,
+        attn_mask=None,
+        scale=None,
+        window=None,
+        sinks=None,
+        seqs=None,
     ):
         """Append ``key``/``value`` to ``cache``, then attend causally over everything cached.
 
         Args:
             query: ``(B, Hq, Tnew, D)``, one query per appended token.
             key: ``(B, Hkv, Tnew, D)``; value: ``(B, Hkv, Tnew, Dv)``; the cache's dtype.
-            cache: a ``cache_type`` (:class:`KVCache`) or a :class:`impl.RollingKVCache`,
-                modified in place (Tnew positions appended).
+            cache: a ``cache_type`` (:class:`KVCache`), a :class:`impl.RollingKVCache` or a
+                :class:`impl.PagedKVCache` (then ``seqs`` names the ``B`` sequences the rows
+                append to, and each attends over its own positions:
+                :meth:`impl.serving.ServingAttention.paged_cached_attention`), modified in
+                place (Tnew positions appended).
             attn_mask: ``None`` or a mask broadcastable to ``(B, Hq, Tnew, T_total)``; for a
                 rolling cache ``T_total`` is the positions it held before the call plus
                 ``Tnew`` (the keys attended, in position order).
@@ -134,6 +148,8 @@ class CachedAttention:
                 rolling cache, with ``left <= capacity``
                 (:func:`oracle.rules.check_rolling_window`).
             sinks: ``(Hq,)`` sink logits as in :func:`impl.attention`, or None.
+            seqs: a :class:`impl.PagedKVCache`'s sequence ids (required with one, refused
+                with the other caches).
 
         Returns:
             ``(B, Hq, Tnew, Dv)``: causal attention with ``query_start`` = the cache length
@@ -145,6 +161,18 @@ class CachedAttention:
             oracle.rules.AttentionInputError; the append is rolled back and the cache is
             exactly as before the call.
         """
+        if isinstance(cache, PagedKVCache) or seqs is not None:
+            return self.paged_cached_attention(
+                query,
+                key,
+                value,
+                cache,
+                seqs,
+                attn_mask=attn_mask,
+                scale=scale,
+                window=window,
+                sinks=sinks,
+            )
         if isinstance(cache, RollingKVCache):
             check_cached_query(query, key, cache)
             window = check_rolling_window(window, cache.capacity)

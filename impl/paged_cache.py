@@ -145,6 +145,22 @@ class PagedKVCache:
             self._lengths[seq] = int(starts[row]) + new
         return starts
 
+    def _snapshot(self, seqs, new: int):
+        """What an append of ``new`` positions to ``seqs`` can change: the bookkeeping, and
+        copies of the pages it can write (each sequence's last page, and as many free pages
+        as the pool has in the order it hands them out); O(pages written), not O(pool)."""
+        ids = self._live(seqs)
+        wanted = sum(pages_needed(self._lengths[s] + new, self.page_size) for s in ids)
+        touched = [self._pages[s][-1] for s in ids if self._pages[s]] + self._free[:wanted]
+        pages = {p: (self._keys[p].copy(), self._values[p].copy()) for p in touched}
+        owned = {s: list(p) for s, p in self._pages.items()}
+        return list(self._free), owned, dict(self._lengths), pages
+
+    def _restore(self, snapshot) -> None:
+        self._free, self._pages, self._lengths, pages = snapshot
+        for page, (keys, values) in pages.items():
+            self._keys[page], self._values[page] = keys, values
+
     def write(self, seq: int, start: int, key: np.ndarray, value: np.ndarray) -> None:
         """Store ``key`` ``(Hkv, Tnew, D)`` / ``value`` at positions ``start ..`` of ``seq``
         (whose pages are already taken): position ``t`` in page ``pages[t // S]``, slot

@@ -13,7 +13,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnprops.oracle.rules import AlibiError, KVCacheCall, check_kvcache_call, pages_needed
+from attnprops.impl.paged_cache import PagedKVCache
+from attnprops.oracle.rules import (
+    AlibiError,
+    AttentionInputError,
+    KVCacheCall,
+    PagedCacheError,
+    check_cached_query,
+    check_kvcache_call,
+    pages_needed,
+)
 
 __all__ = ["ServingAttention"]
 
@@ -107,3 +116,47 @@ class ServingAttention:
                 options["alibi_slopes"] = slopes[b : b + 1] if slopes.ndim == 2 else slopes
             outputs.append(self.attention(call.query[b : b + 1], keys, values, **options))
         return np.concatenate(outputs, axis=0)
+
+    def paged_cached_attention(
+        self, query, key, value, cache, seqs, *, attn_mask, scale, window, sinks
+    ):
+        """:meth:`cached_attention` on a :class:`impl.PagedKVCache`: append row ``b`` of
+        ``key``/``value`` ``(B, Hkv, Tnew, D)`` to sequence ``seqs[b]``, then
+        :meth:`attention_with_kvcache` of ``query`` ``(B, Hq, Tnew, D)`` over the pool, causal,
+        each sequence over its own positions (vLLM's order: write the new K/V, then attend).
+
+        Raises:
+            oracle.rules.PagedCacheError (no ``seqs``, or ``seqs`` with another cache),
+            oracle.rules.AttentionInputError (``attn_mask``, which a page pool does not take:
+            hide keys by the lengths, a window or chunks), and whatever the append or the
+            attention raises; the cache is then exactly as before the call.
+        """
+        if not isinstance(cache, PagedKVCache):
+            raise PagedCacheError(
+                f"seqs: names sequences of a PagedKVCache, but cache is a {type(cache).__name__}"
+            )
+        if seqs is None:
+            raise PagedCacheError("seqs: cached_attention on a PagedKVCache needs seqs=[ids]")
+        if attn_mask is not None:
+            raise AttentionInputError(
+                "attn_mask: not taken with a PagedKVCache (each sequence sees its own cached "
+                "positions; hide keys with a window or chunks)"
+            )
+        check_cached_query(query, key, cache)
+        snapshot = cache._snapshot(seqs, np.shape(key)[2] if np.ndim(key) == 4 else 0)
+        cache.append(seqs, key, value)
+        try:
+            return self.attention_with_kvcache(
+                query,
+                cache.key_pages,
+                cache.value_pages,
+                cache.seqlens(seqs),
+                block_table=cache.block_table(seqs),
+                is_causal=True,
+                scale=scale,
+                window=window,
+                **({} if sinks is None else {"sinks": sinks}),
+            )
+        except BaseException:
+            cache._restore(snapshot)
+            raise

@@ -26,7 +26,9 @@ key is optional and an unknown key is an error (a typo must not silently pass):
                        per sequence over contiguous storage (:mod:`oracle.rules.serving`);
                        default: whether it has it
 ``paged_cache``        ``attention_with_kvcache`` also takes a page pool and a ``block_table``,
-                       and the module exposes ``PagedKVCache``; default: whether it has both
+                       the module exposes ``PagedKVCache``, and ``cached_attention(query, key,
+                       value, cache, seqs=ids)`` appends to and attends through one; default:
+                       whether it has both
 ``rolling_cache``      exposes ``RollingKVCache(batch, num_kv_heads, head_dim, value_dim, *,
                        capacity, dtype)`` that ``cached_attention`` takes with a window; default:
                        whether it has it and ``cached_attention``

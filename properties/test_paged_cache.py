@@ -88,10 +88,12 @@ def _check_ownership(cache, live, num_pages, page_size):
 @given(run=paged_runs(), data=st.data())
 def test_paged_cache_run_equals_contiguous_decoding(subject, run, data):
     """Drive the subject's ``PagedKVCache`` through adds, appends (one or two sequences at a
-    time, crossing page boundaries) and frees whose pages the next sequence reuses: after
-    every append, attention over the pool for the appended sequences equals causal attention
-    over what each sequence was given (the oracle), so a page index off by one, a stale
-    length or a page shared with another sequence shows; an append the pool cannot hold raises
+    time, crossing page boundaries) and frees whose pages the next sequence reuses: every
+    append is ``cached_attention(..., cache, seqs=...)`` (append, then attend through the
+    cache, as a serving engine does), and its output equals causal attention over what each
+    sequence was given (the oracle); at the end ``attention_with_kvcache`` over the pool, its
+    block table and lengths, equals it too. So a page index off by one, a stale length or a
+    page shared with another sequence shows; an append the pool cannot hold raises
     ``ValueError`` and changes nothing (FlashAttention's test of ``seqlen`` at capacity)."""
     sizes, group, dtype, magnitude, steps = run
     cache = subject.module.PagedKVCache(**sizes, dtype=dtype)
@@ -149,39 +151,61 @@ def test_paged_cache_run_equals_contiguous_decoding(subject, run, data):
                 ):
                     assert_equal(out=new, expected=old, what=f"{what} after a failed append")
                 continue
-            call_subject(cache.append, seqs, key, value, what="PagedKVCache.append")
+            query = data.draw(
+                values((B, Hkv * group, tokens, D), dtype.name, magnitude), label="query"
+            )
+            out = call_subject(
+                subject.cached_attention,
+                query,
+                key,
+                value,
+                cache,
+                seqs=seqs,
+                what="cached_attention on the PagedKVCache (append, then attend)",
+            )
             for row, seq in enumerate(seqs):
                 k, v = given_kv[seq]
                 given_kv[seq] = (
                     np.concatenate([k, key[row : row + 1]], axis=2),
                     np.concatenate([v, value[row : row + 1]], axis=2),
                 )
-            query = data.draw(
-                values((B, Hkv * group, tokens, D), dtype.name, magnitude), label="query"
+            _assert_sequences(
+                subject, out, query, [given_kv[s] for s in seqs], seqs, sizes, number, magnitude
             )
-            out = call_subject(
-                subject.attention_with_kvcache,
-                query,
-                cache.key_pages,
-                cache.value_pages,
-                cache.seqlens(seqs),
-                block_table=cache.block_table(seqs),
-                is_causal=True,
-                what="attention_with_kvcache over the pool",
-            )
-            for row, seq in enumerate(seqs):
-                k, v = given_kv[seq]
-                case = AttentionCase(
-                    query[row : row + 1], k, v, None, True, None, None,
-                    f"sequence {seq} after step {number}", magnitude,
-                )  # fmt: skip
-                parts, bounds = oracle_with_bounds(case, subject)
-                assert_within(
-                    out=np.asarray(out)[row : row + 1],
-                    expected=parts.output.value,
-                    bound=bounds.output,
-                    what=f"sequence {seq} ({k.shape[2]} positions, pages of "
-                    f"{sizes['page_size']}) vs its contiguous keys",
-                    case=case,
-                )
         _check_ownership(cache, sorted(given_kv), sizes["num_pages"], sizes["page_size"])
+    live = [s for s in sorted(given_kv) if given_kv[s][0].shape[2]]
+    if live:  # the pool read without the cache: its block table and lengths as they are
+        query = data.draw(values((len(live), Hkv * group, 1, D), dtype.name, magnitude))
+        out = call_subject(
+            subject.attention_with_kvcache,
+            query,
+            cache.key_pages,
+            cache.value_pages,
+            cache.seqlens(live),
+            block_table=cache.block_table(live),
+            is_causal=True,
+            what="attention_with_kvcache over the pool at the end of the run",
+        )
+        _assert_sequences(
+            subject, out, query, [given_kv[s] for s in live], live, sizes, "end", magnitude
+        )
+
+
+def _assert_sequences(subject, out, query, kvs, seqs, sizes, step, magnitude):
+    """Row ``b`` of ``out`` within the bounds of the oracle's causal attention of
+    ``query[b]`` over what sequence ``seqs[b]`` was given, ``kvs[b]``."""
+    __tracebackhide__ = True
+    for row, (seq, (k, v)) in enumerate(zip(seqs, kvs)):
+        case = AttentionCase(
+            query[row : row + 1], k, v, None, True, None, None,
+            f"sequence {seq} after step {step}", magnitude,
+        )  # fmt: skip
+        parts, bounds = oracle_with_bounds(case, subject)
+        assert_within(
+            out=np.asarray(out)[row : row + 1],
+            expected=parts.output.value,
+            bound=bounds.output,
+            what=f"sequence {seq} ({k.shape[2]} positions, pages of "
+            f"{sizes['page_size']}) vs its contiguous keys",
+            case=case,
+        )

@@ -191,3 +191,49 @@ def test_kv_cache_bytes_rounds_pages_and_caps_rolling_caches():
         paged_kv_cache_bytes(
             num_layers=1, seqlens=[3, -1], page_size=2, num_kv_heads=1, head_dim=1, dtype="float16"
         )
+
+
+def test_cached_attention_through_a_paged_cache_appends_then_attends():
+    rng = np.random.default_rng(6)
+    cache = impl.PagedKVCache(5, 2, 1, 2)
+    a, b = cache.add_sequence(), cache.add_sequence()
+    k, v = _kv(rng, 2, 3)
+    q = rng.normal(size=(2, 2, 3, 2))
+    out = impl.cached_attention(q, k, v, cache, seqs=[a, b], window=(1, 0))
+    want = impl.attention(q, k, v, is_causal=True, window=(1, 0))
+    np.testing.assert_allclose(out, want, rtol=0, atol=1e-15)
+    assert cache.seqlens([a, b]).tolist() == [3, 3]
+
+
+def test_a_failed_paged_cached_attention_rolls_the_append_back():
+    rng = np.random.default_rng(7)
+    cache = impl.PagedKVCache(4, 2, 1, 2)
+    seq = cache.add_sequence()
+    cache.append([seq], *_kv(rng, 1, 3))
+    before = (np.array(cache.key_pages), np.array(cache.value_pages), cache.block_table([seq]))
+    k, v = _kv(rng, 1, 2)
+    with pytest.raises(WindowError):
+        impl.cached_attention(np.ones((1, 1, 2, 2)), k, v, cache, seqs=[seq], window=(-1, 0))
+    assert cache.seqlens([seq]).tolist() == [3] and cache.free_pages == 2
+    assert np.array_equal(cache.key_pages, before[0])
+    assert np.array_equal(cache.value_pages, before[1])
+    assert np.array_equal(cache.block_table([seq]), before[2])
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [({}, "needs seqs"), ({"seqs": [0], "attn_mask": np.ones((1, 1, 1, 1), bool)}, "attn_mask")],
+)
+def test_paged_cached_attention_names_what_is_missing(kwargs, message):
+    cache = impl.PagedKVCache(2, 2, 1, 2)
+    cache.add_sequence()
+    x = np.ones((1, 1, 1, 2))
+    with pytest.raises(AttentionInputError, match=message):
+        impl.cached_attention(x, x, x, cache, **kwargs)
+    assert cache.seqlens([0]).tolist() == [0]
+
+
+def test_seqs_with_a_contiguous_cache_are_refused():
+    x = np.ones((1, 1, 1, 2))
+    with pytest.raises(PagedCacheError, match="seqs"):
+        impl.cached_attention(x, x, x, impl.KVCache(1, 1, 2), seqs=[0])

@@ -20,6 +20,13 @@ attention-gym write them, and that is what this adapter passes:
   key, which FlexAttention's reference path sets itself).
 - GQA: ``enable_gqa=True`` (query head ``h`` reads K/V head ``h // G``). 2-D inputs get two
   leading axes. No sinks (FlexAttention has no sink argument), no KV cache, no weights.
+- Serving caches (``attention_with_kvcache``, ``PagedKVCache``): a ragged batch is one more
+  ``mask_mod`` rule (``kv_idx < L_b``, the queries at ``L_b - Tq ..``); a paged one goes
+  through FlexAttention's own paged attention, ``PagedAttention`` (experimental, private:
+  ``torch.nn.attention.experimental._paged_attention``): its page table, its
+  ``convert_logical_block_mask``/``get_score_mod`` and, for the cache, its ``reserve``,
+  ``assign`` and ``erase``. Known deviations (strict xfails, ``torch_flex_attention.xfail.txt``):
+  F6 of ``docs/findings.md``, two faults of ``PagedAttention`` that the cache run finds.
 
 Declared (:data:`ATTNPROPS_CAPABILITIES`): no input validation of the project's kind; a row
 that sees no key gives zeros (``fully_masked_rows="zeros"``). Arithmetic: the eager path
@@ -36,6 +43,7 @@ import warnings
 
 import numpy as np
 import torch
+from torch.nn.attention.experimental._paged_attention import PagedAttention
 from torch.nn.attention.flex_attention import AuxRequest, create_block_mask, flex_attention
 
 __version__ = torch.__version__
@@ -52,9 +60,12 @@ ATTNPROPS_CAPABILITIES = {
     "alibi": True,
     "softcap": True,
     "lse": True,
+    "ragged_cache": True,  # attention_with_kvcache: a length-hiding mask_mod
+    "paged_cache": True,  # and PagedAttention's page table, block mask and allocator
 }
+ATTNPROPS_EXPECTED_FAILURES = "torch_flex_attention.xfail.txt"  # F6 (docs/findings.md)
 
-__all__ = ["attention"]
+__all__ = ["PagedKVCache", "attention", "attention_with_kvcache", "cached_attention"]
 
 
 def _tensor(x) -> torch.Tensor:
@@ -62,23 +73,33 @@ def _tensor(x) -> torch.Tensor:
     return torch.from_numpy(np.array(x, copy=True))
 
 
+def _first_position(start):
+    """``p0(b)``: the absolute position of batch element ``b``'s first query (``start``: an
+    int for all, or a ``(B,)`` tensor, one per sequence of a ragged batch)."""
+    if torch.is_tensor(start):
+        return lambda b: start[b]
+    return lambda b: start
+
+
 def _mask_mod(shape, *, attn_mask, is_causal, start, window, segment_ids, chunk_size):
     """The ``mask_mod`` of every rule that hides keys (module docstring), or None when none
-    hides any. ``shape``: ``(B, Hq, Tq, Tk)``."""
+    hides any. ``shape``: ``(B, Hq, Tq, Tk)``; ``start``: :func:`_first_position`'s."""
     B, Hq, Tq, Tk = shape
+    p0 = _first_position(start)
     rules = []
     if attn_mask is not None and attn_mask.dtype == np.bool_:
         full = _tensor(np.broadcast_to(attn_mask, shape))
         rules.append(lambda b, h, i, j: full[b, h, i, j])
     if is_causal:
-        rules.append(lambda b, h, i, j: j <= i + start)
+        rules.append(lambda b, h, i, j: j <= i + p0(b))
     if window is not None:
-        reach = Tq + Tk + abs(start)  # a longer side reaches every key (and fits an int64)
+        farthest = int(abs(start).max()) if torch.is_tensor(start) else abs(start)
+        reach = Tq + Tk + farthest  # a longer side reaches every key (and fits an int64)
         left, right = (None if side is None else min(int(side), reach) for side in window)
         if left is not None:
-            rules.append(lambda b, h, i, j: j >= i + start - left)
+            rules.append(lambda b, h, i, j: j >= i + p0(b) - left)
         if right is not None:
-            rules.append(lambda b, h, i, j: j <= i + start + right)
+            rules.append(lambda b, h, i, j: j <= i + p0(b) + right)
     if segment_ids is not None:
         query_ids, key_ids = (np.asarray(x) for x in segment_ids)
         same = query_ids[..., :, None] == key_ids[..., None, :]  # (B or 1, Tq, Tk) or (Tq, Tk)
@@ -86,7 +107,7 @@ def _mask_mod(shape, *, attn_mask, is_causal, start, window, segment_ids, chunk_
         rules.append(lambda b, h, i, j: same[b, i, j])
     if chunk_size is not None:
         C = int(chunk_size)
-        rules.append(lambda b, h, i, j: torch.div(i + start, C, rounding_mode="floor") == j // C)
+        rules.append(lambda b, h, i, j: torch.div(i + p0(b), C, rounding_mode="floor") == j // C)
     if not rules:
         return None
 
@@ -102,6 +123,7 @@ def _mask_mod(shape, *, attn_mask, is_causal, start, window, segment_ids, chunk_
 def _score_mod(shape, *, attn_mask, start, alibi_slopes, softcap):
     """The ``score_mod`` of the cap, a float mask and ALiBi, in that order; None without."""
     B, Hq, Tq, Tk = shape
+    p0 = _first_position(start)
     bias = None
     if attn_mask is not None and attn_mask.dtype != np.bool_:
         bias = _tensor(np.broadcast_to(attn_mask, shape))
@@ -118,7 +140,7 @@ def _score_mod(shape, *, attn_mask, start, alibi_slopes, softcap):
         if bias is not None:
             score = score + bias[b, h, i, j].to(score.dtype)
         if slopes is not None:
-            score = score - slopes[b, h].to(score.dtype) * (i + start - j).abs().to(score.dtype)
+            score = score - slopes[b, h].to(score.dtype) * (i + p0(b) - j).abs().to(score.dtype)
         return score
 
     return score_mod
@@ -198,3 +220,244 @@ def attention(
     if two_d:
         out, lse = out[0, 0], lse[0, 0]
     return (out, lse) if return_lse else out
+
+
+def _flex(q, k, v, *, score_mod, block_mask, scale):
+    """``flex_attention`` on the eager path (its "called without torch.compile()" warning
+    silenced: the eager path is the one chosen), as a float NumPy array."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        out = flex_attention(
+            q,
+            k,
+            v,
+            score_mod=score_mod,
+            block_mask=block_mask,
+            scale=None if scale is None else float(scale),
+            enable_gqa=q.shape[1] != k.shape[1],
+        )
+    return out.detach().numpy().copy()
+
+
+def _paged_attention(num_pages, page_size, table, lengths) -> PagedAttention:
+    """FlexAttention's ``PagedAttention`` whose page table is ``block_table``'s rows (each
+    sequence's first ``ceil(L_b / S)`` entries; ``physical_to_logical`` filled to match), as
+    :meth:`PagedAttention.reserve` would leave it."""
+    paged = PagedAttention(num_pages, page_size, len(lengths), device="cpu")
+    for b, n in enumerate(lengths.tolist()):
+        pages = torch.as_tensor(table[b, : -(-n // page_size)], dtype=torch.int64)
+        paged.page_table[b, : len(pages)] = pages
+        paged.physical_to_logical[b, pages] = torch.arange(len(pages))
+    return paged
+
+
+def _serving_mods(shape, lengths, *, is_causal, window, chunk_size, alibi_slopes, softcap):
+    """``(mask_mod, score_mod)`` of a ragged batch of ``shape`` ``(B, Hq, Tq, Tk)``: keys past
+    ``lengths[b]`` hidden, sequence ``b``'s queries at ``lengths[b] - Tq ..``."""
+    start = lengths - shape[2]
+    rules = _mask_mod(
+        shape,
+        attn_mask=None,
+        is_causal=is_causal,
+        start=start,
+        window=window,
+        segment_ids=None,
+        chunk_size=chunk_size,
+    )
+
+    def mask_mod(b, h, i, j):
+        cached = j < lengths[b]
+        return cached if rules is None else cached & rules(b, h, i, j)
+
+    score_mod = _score_mod(
+        shape, attn_mask=None, start=start, alibi_slopes=alibi_slopes, softcap=softcap
+    )
+    return mask_mod, score_mod
+
+
+def _paged_mods(paged, shape, lengths, mask_mod, score_mod, batch_idx=None):
+    """The logical block mask (``KV_BLOCK_SIZE`` = the page size) turned physical by
+    ``paged.convert_logical_block_mask(..., batch_idx, kv_len=lengths)``, and the score_mod
+    by ``paged.get_score_mod``: FlexAttention's paged attention as gpt-fast uses it."""
+    B, Hq, Tq, Tk = shape
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        logical = create_block_mask(
+            mask_mod, B, Hq, Tq, Tk, device="cpu", BLOCK_SIZE=(128, paged.page_size)
+        )
+        block_mask = paged.convert_logical_block_mask(logical, batch_idx, kv_len=lengths)
+    if score_mod is not None:
+        score_mod = paged.get_score_mod(score_mod, kv_len=lengths)
+    return block_mask, score_mod
+
+
+def attention_with_kvcache(
+    query,
+    key_cache,
+    value_cache,
+    cache_seqlens,
+    *,
+    block_table=None,
+    is_causal=False,
+    scale=None,
+    window=None,
+    chunk_size=None,
+    alibi_slopes=None,
+    softcap=None,
+):
+    """Each sequence over its own ``cache_seqlens[b]`` cached positions, as
+    :func:`impl.attention_with_kvcache` (:mod:`oracle.rules.serving`), through FlexAttention.
+
+    Contiguous storage ``(B, Hkv, T, D)``: one ``flex_attention`` call whose ``mask_mod`` hides
+    ``kv_idx >= L_b`` and puts sequence ``b``'s queries at ``L_b - Tq ..``. A page pool ``(P,
+    Hkv, S, D)`` with ``block_table``: FlexAttention's paged attention (``PagedAttention``,
+    page table from ``block_table``): the pool as its physical cache ``(1, Hkv, P * S, D)``
+    and :func:`_paged_mods`. Returns ``(B, Hq, Tq, Dv)`` in the query's dtype; no validation
+    of its own.
+    """
+    q = _tensor(query)
+    B, Hq, Tq, _ = q.shape
+    lengths = torch.as_tensor(np.asarray(cache_seqlens).astype(np.int64))
+    if block_table is None:
+        k, v = _tensor(key_cache), _tensor(value_cache)
+        Tk = k.shape[2]
+    else:
+        P, Hkv, S, _ = np.shape(key_cache)
+        table = np.asarray(block_table).astype(np.int64)
+        # PagedAttention's page table has P columns: the logical positions are at most P * S
+        Tk = min(table.shape[1], P) * S
+        k, v = (
+            _tensor(np.asarray(x).transpose(1, 0, 2, 3).reshape(1, Hkv, P * S, -1))
+            for x in (key_cache, value_cache)
+        )
+    shape = (B, Hq, Tq, Tk)
+    mask_mod, score_mod = _serving_mods(
+        shape,
+        lengths,
+        is_causal=is_causal,
+        window=window,
+        chunk_size=chunk_size,
+        alibi_slopes=alibi_slopes,
+        softcap=softcap,
+    )
+    if block_table is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            block_mask = create_block_mask(mask_mod, B, Hq, Tq, Tk, device="cpu")
+    else:
+        paged = _paged_attention(P, S, table, lengths)
+        block_mask, score_mod = _paged_mods(paged, shape, lengths, mask_mod, score_mod)
+    return _flex(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale)
+
+
+def cached_attention(query, key, value, cache, *, seqs, scale=None, window=None):
+    """Append row ``b`` of ``key``/``value`` to sequence ``seqs[b]`` of a :class:`PagedKVCache`,
+    then attend through the cache's own ``PagedAttention``, as a serving loop does: the
+    sequences' batch slots as ``batch_idx`` of ``convert_logical_block_mask``, their lengths
+    as ``kv_len``, the physical cache as K/V. Causal, queries the appended positions."""
+    starts = cache.append(seqs, key, value)
+    ids = cache._ids(seqs)
+    q = _tensor(query)
+    B, Hq, Tq, _ = q.shape
+    lengths = torch.as_tensor(starts + Tq)
+    shape = (B, Hq, Tq, cache.num_pages * cache.page_size)
+    mask_mod, score_mod = _serving_mods(
+        shape,
+        lengths,
+        is_causal=True,
+        window=window,
+        chunk_size=None,
+        alibi_slopes=None,
+        softcap=None,
+    )
+    block_mask, score_mod = _paged_mods(
+        cache._paged, shape, lengths, mask_mod, score_mod, batch_idx=torch.tensor(ids)
+    )
+    return _flex(q, cache._k, cache._v, score_mod=score_mod, block_mask=block_mask, scale=scale)
+
+
+SEQUENCE_SLOTS = 16  # PagedAttention's max_batch_size: the live sequences a cache can hold
+
+
+class PagedKVCache:
+    """A page pool kept by FlexAttention's ``PagedAttention`` (``reserve`` takes pages for a
+    batch slot, ``assign`` writes K/V through its page table, ``erase`` frees a slot), in the
+    API of :class:`impl.PagedKVCache`. Each sequence is one of :data:`SEQUENCE_SLOTS` batch slots
+    (the smallest free one, as impl's ids); the
+    physical cache is ``(1, Hkv, P * S, D)``. The adapter keeps only what ``PagedAttention``
+    does not: each sequence's length, and the check that an append fits the pool before any
+    ``reserve`` (``reserve`` raises ``AssertionError`` per slot, after earlier slots grew)."""
+
+    def __init__(
+        self, num_pages, page_size, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64
+    ):
+        self.num_pages, self.page_size, self.num_kv_heads = num_pages, page_size, num_kv_heads
+        self.head_dim, self.value_dim = head_dim, head_dim if value_dim is None else value_dim
+        self.dtype = np.dtype(dtype)
+        self._paged = PagedAttention(num_pages, page_size, SEQUENCE_SLOTS, device="cpu")
+        torch_dtype = torch.from_numpy(np.zeros(0, self.dtype)).dtype
+        self._k = torch.zeros(1, num_kv_heads, num_pages * page_size, head_dim, dtype=torch_dtype)
+        self._v = torch.zeros(
+            1, num_kv_heads, num_pages * page_size, self.value_dim, dtype=torch_dtype
+        )
+        self._lengths: dict[int, int] = {}
+
+    free_pages = property(lambda self: len(self._paged.empty_pages))
+    sequences = property(lambda self: tuple(sorted(self._lengths)))
+
+    def _pool(self, cache) -> np.ndarray:
+        H, last = cache.shape[1], cache.shape[3]
+        pool = cache[0].reshape(H, self.num_pages, self.page_size, last).permute(1, 0, 2, 3)
+        out = pool.numpy().copy()
+        out.flags.writeable = False
+        return out
+
+    key_pages = property(lambda self: self._pool(self._k))
+    value_pages = property(lambda self: self._pool(self._v))
+
+    def _ids(self, seqs) -> list[int]:
+        ids = [int(seqs)] if np.ndim(seqs) == 0 else [int(s) for s in seqs]
+        if not ids or len(set(ids)) != len(ids) or any(s not in self._lengths for s in ids):
+            raise ValueError(f"seqs: {seqs!r} must name distinct live sequences")
+        return ids
+
+    def add_sequence(self) -> int:
+        seq = min(set(range(SEQUENCE_SLOTS + 1)) - set(self._lengths))
+        if seq >= SEQUENCE_SLOTS:
+            raise ValueError(f"add_sequence: all {SEQUENCE_SLOTS} batch slots are in use")
+        self._lengths[seq] = 0
+        return seq
+
+    def free(self, seq) -> None:
+        (seq,) = self._ids([seq])
+        self._paged.erase(torch.tensor([seq]))
+        del self._lengths[seq]
+
+    def seqlens(self, seqs) -> np.ndarray:
+        return np.array([self._lengths[s] for s in self._ids(seqs)], dtype=np.int64)
+
+    def block_table(self, seqs) -> np.ndarray:
+        ids = self._ids(seqs)
+        owned = [-(-self._lengths[s] // self.page_size) for s in ids]
+        table = self._paged.page_table[torch.tensor(ids), : max(1, *owned)].numpy().copy()
+        return table
+
+    def append(self, seqs, key, value) -> np.ndarray:
+        ids = self._ids(seqs)
+        key, value = np.asarray(key), np.asarray(value)
+        new = key.shape[2]
+        starts = np.array([self._lengths[s] for s in ids], dtype=np.int64)
+        size = self.page_size
+        wanted = sum(-(-(n + new) // size) - -(-n // size) for n in starts.tolist())
+        if wanted > self.free_pages:
+            raise ValueError(
+                f"key: the append needs {wanted} new pages; the pool has {self.free_pages}"
+            )
+        batch = torch.tensor(ids)
+        for seq, n in zip(ids, starts.tolist()):
+            self._paged.reserve(torch.tensor(seq), torch.tensor(n + new))
+        positions = torch.as_tensor(starts[:, None] + np.arange(new)[None, :])
+        self._paged.assign(batch, positions, _tensor(key), _tensor(value), self._k, self._v)
+        for seq, n in zip(ids, starts.tolist()):
+            self._lengths[seq] = n + new
+        return starts

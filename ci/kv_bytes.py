@@ -161,12 +161,15 @@ def seqlens(text: str) -> tuple[int, ...]:
     """argparse type: comma-separated lengths, each an integer >= 0 (``"100,37,0"``)."""
     lengths = []
     for part in text.split(","):
-        part = part.strip().replace("_", "")
-        if not part.isascii() or not part.isdigit():
+        part = part.strip()
+        try:  # Python's int literal: digits, "_" only between them ("1_000")
+            if not part.isascii() or not part[:1].isdigit():
+                raise ValueError(part)
+            lengths.append(int(part))
+        except ValueError:
             raise argparse.ArgumentTypeError(
                 f"{text!r}: each length must be an integer >= 0, separated by commas"
-            )
-        lengths.append(int(part))
+            ) from None
     return tuple(lengths)
 
 
@@ -265,8 +268,10 @@ def run(args) -> int:
             if args.seqlens is None
             else f"min(L_b, W) = {[min(n, W) for n in args.seqlens]}"
         )
-        rolling = kv_bytes(args, args.num_kv_heads, rolling_capacity=W)
-        print(f"\nRolling cache of {W} positions (holds {held}):")
+        pages = {} if args.page_size is None else {"page_size": args.page_size}
+        rolling = kv_bytes(args, args.num_kv_heads, rolling_capacity=W, **pages)
+        in_pages = "" if args.page_size is None else f", in pages of {args.page_size}"
+        print(f"\nRolling cache of {W} positions (holds {held}{in_pages}):")
         print(f"  bytes     = {plural(rolling)} = {human(rolling)}, fixed however long")
     if args.num_heads is not None:
         hq = args.num_heads
@@ -281,7 +286,10 @@ def run(args) -> int:
         if args.page_size is not None:
             layouts.append(("paged bytes", {"page_size": args.page_size}))
         if args.rolling_capacity is not None:
-            layouts.append(("rolling bytes", {"rolling_capacity": args.rolling_capacity}))
+            rolling = {"rolling_capacity": args.rolling_capacity}
+            if args.page_size is not None:
+                rolling["page_size"] = args.page_size
+            layouts.append(("rolling bytes", rolling))
         header = "".join(f" {name:>21}" for name, _ in layouts)
         print(f"  {'attention':<10}{'kv_heads':>9}{header} {'GiB':>11} {'vs MHA':>8}")
         for label, heads in rows:
@@ -303,9 +311,8 @@ def _print_sequences(args, num_kv_heads: int) -> None:
         head_dim=args.head_dim,
         dtype=args.dtype,
     )
-    print(
-        f"\nPer sequence ({len(args.seqlens)} sequences; --seqlens replaces --batch and --tokens):"
-    )
+    count = plural(len(args.seqlens), "sequence")
+    print(f"\nPer sequence ({count}; --seqlens replaces --batch and --tokens):")
     pages = f" {'pages':>8} {'allocated bytes':>21}" if args.page_size else ""
     print(f"  {'sequence':>8} {'tokens':>10} {'used bytes':>21}{pages}")
     for b, (n, used, allocated) in enumerate(zip(args.seqlens, paged.used, paged.allocated)):

@@ -16,6 +16,7 @@ from attnprops.oracle.rules import (
     check_cache_config,
     check_free_pages,
     check_positive_int,
+    check_sequence_id,
     check_sequence_ids,
     pages_needed,
 )
@@ -100,7 +101,7 @@ class PagedKVCache:
     def free(self, seq) -> None:
         """Give sequence ``seq``'s pages back to the pool and forget it (its id may be reused).
         Raises :class:`oracle.rules.PagedCacheError` for an id that is not live."""
-        (seq,) = self._live([seq])
+        seq = check_sequence_id(seq, self._lengths)
         self._free[:0] = self._pages.pop(seq)  # the next owner takes them first, in order
         del self._lengths[seq]
 

@@ -15,13 +15,14 @@ import numpy as np
 
 from attnprops.impl.paged_cache import PagedKVCache
 from attnprops.oracle.rules import (
-    AlibiError,
     AttentionInputError,
     KVCacheCall,
     PagedCacheError,
     check_cached_query,
     check_kvcache_call,
+    check_sequence_finite,
     pages_needed,
+    sequence_options,
 )
 
 __all__ = ["ServingAttention"]
@@ -99,22 +100,18 @@ class ServingAttention:
         call = check_kvcache_call(
             query, key_cache, value_cache, cache_seqlens, block_table, is_causal
         )
-        options = dict(is_causal=is_causal, scale=scale, window=window, chunk_size=chunk_size)
-        for name, given in (("softcap", softcap), ("sinks", sinks)):
-            if given is not None:  # (only when given, as the plain call's keywords)
-                options[name] = given
-        batch = call.query.shape[0]
-        slopes = None if alibi_slopes is None else np.asarray(alibi_slopes)
-        if slopes is not None and slopes.ndim == 2 and slopes.shape[0] != batch:
-            raise AlibiError(
-                f"alibi_slopes: shape {slopes.shape} must be (Hq,) or (B, Hq) with B = {batch}"
-            )
+        shared = dict(window=window, chunk_size=chunk_size, alibi_slopes=alibi_slopes)
+        shared.update(softcap=softcap, sinks=sinks)  # each only when given, as the plain call
+        batch, heads = call.query.shape[:2]
         outputs = []
-        for b in range(batch):
+        for b, options in enumerate(sequence_options(shared, batch, heads)):
             keys, values = self.sequence_kv(call, b)
-            if slopes is not None:
-                options["alibi_slopes"] = slopes[b : b + 1] if slopes.ndim == 2 else slopes
-            outputs.append(self.attention(call.query[b : b + 1], keys, values, **options))
+            check_sequence_finite(keys, values, b)
+            outputs.append(
+                self.attention(
+                    call.query[b : b + 1], keys, values, is_causal=is_causal, scale=scale, **options
+                )
+            )
         return np.concatenate(outputs, axis=0)
 
     def paged_cached_attention(

@@ -21,8 +21,11 @@ from attnprops.oracle.rules import (
     check_free_pages,
     check_kvcache_call,
     check_positive_int,
+    check_sequence_finite,
+    check_sequence_id,
     check_sequence_ids,
     pages_needed,
+    sequence_options,
 )
 
 __all__ = ["PagedKVCache", "RollingKVCache", "attention_with_kvcache", "sequence_kv"]
@@ -64,14 +67,11 @@ def attention_with_kvcache(
     Returns the rows stacked, ``(B, Hq, Tq, Dv)``."""
     call = check_kvcache_call(query, key_cache, value_cache, cache_seqlens, block_table, is_causal)
     attend = attention if attend is None else attend
-    slopes = options.pop("alibi_slopes", None)
     rows = []
-    for b in range(call.query.shape[0]):
+    per_sequence = sequence_options(options, call.query.shape[0], call.query.shape[1])
+    for b, extra in enumerate(per_sequence):
         keys, values = sequence_kv(call, b)
-        extra = dict(options)
-        if slopes is not None:
-            slopes = np.asarray(slopes)
-            extra["alibi_slopes"] = slopes[b : b + 1] if slopes.ndim == 2 else slopes
+        check_sequence_finite(keys, values, b)
         rows.append(
             attend(
                 call.query[b : b + 1],
@@ -126,7 +126,7 @@ class PagedKVCache:
         return seq
 
     def free(self, seq) -> None:
-        (seq,) = check_sequence_ids([seq], self._owned)
+        seq = check_sequence_id(seq, self._owned)
         self._free = self._owned.pop(seq)[1] + self._free
 
     def seqlens(self, seqs) -> np.ndarray:

@@ -146,3 +146,48 @@ def test_rolling_cache_refuses_a_window_it_cannot_serve(subject, run, data):
         fail(f"the refused call changed len(cache) from {before[0]} to {len(cache)}")
     assert_equal(out=cache.keys, expected=before[1], what="keys after the refused call")
     assert_equal(out=cache.values, expected=before[2], what="values after the refused call")
+
+
+@pytest.mark.requires("rolling_cache", "validates_inputs")
+@given(run=rolling_runs(), data=st.data())
+def test_failed_rolling_attention_changes_nothing(subject, run, data):
+    """After decoding through a ``RollingKVCache`` (often past a wrap), a ``cached_attention``
+    that fails in its attention step (a query of the wrong head_dim, a scale of 0, a row with
+    no visible key) raises and leaves the cache exactly as before: ``len``, the held positions,
+    keys and values. The ring is written in place, so a rollback must restore the slot the
+    failed append overwrote, not only the length."""
+    case, capacity, chunks = run
+    cache, _ = decode_in_chunks(subject, case, chunks, cache=_new_rolling(subject, case, capacity))
+    before = (len(cache), np.array(cache.positions), np.array(cache.keys), np.array(cache.values))
+    B, Hq, _, D = case.query.shape
+    kinds = ["query head_dim", "scale 0"]
+    if SUBJECT.capabilities.fully_masked_rows == "raise":
+        kinds.append("row with no visible key")
+    how = data.draw(st.sampled_from(kinds), label="failure")
+    query, mask, scale = np.ones((B, Hq, 1, D), case.dtype), None, case.scale
+    if how == "query head_dim":
+        query = np.ones((B, Hq, 1, D + 1), case.dtype)
+    elif how == "scale 0":
+        scale = 0.0
+    else:
+        mask = np.zeros((B, Hq, 1, len(cache.positions) + 1), dtype=bool)
+    key = data.draw(values((B, case.key.shape[1], 1, D), case.dtype.name, "unit"), label="key")
+    value = np.full((B, case.key.shape[1], 1, case.value.shape[3]), 7.0, case.dtype)
+    note(f"failure: {how} after {len(cache)} positions (capacity {capacity})")
+    try:
+        subject.cached_attention(
+            query, key, value, cache, attn_mask=mask, scale=scale, window=case.window
+        )
+    except (ValueError, TypeError):
+        pass
+    else:
+        fail(f"cached_attention with a {how} was accepted")
+    if len(cache) != before[0]:
+        fail(f"the failed call ({how}) changed len(cache) from {before[0]} to {len(cache)}")
+    assert_equal(out=np.asarray(cache.positions), expected=before[1], what=f"positions ({how})")
+    assert_equal(
+        out=cache.keys, expected=before[2], what=f"held keys after the failed call ({how})"
+    )
+    assert_equal(
+        out=cache.values, expected=before[3], what=f"held values after the failed call ({how})"
+    )

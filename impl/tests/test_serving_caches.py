@@ -13,6 +13,7 @@ from attnprops.oracle.rules import (
     AttentionInputError,
     BlockTableError,
     CacheSeqlensError,
+    NonFiniteInputError,
     PagedCacheError,
     WindowError,
     paged_kv_cache_bytes,
@@ -237,3 +238,38 @@ def test_seqs_with_a_contiguous_cache_are_refused():
     x = np.ones((1, 1, 1, 2))
     with pytest.raises(PagedCacheError, match="seqs"):
         impl.cached_attention(x, x, x, impl.KVCache(1, 1, 2), seqs=[0])
+
+
+def test_storage_past_the_lengths_may_hold_anything_but_what_is_read_must_be_finite():
+    keys = np.ones((2, 1, 4, 2))
+    keys[0, :, 3] = np.nan  # past sequence 0's 3 positions: never read
+    q = np.ones((2, 1, 1, 2))
+    out = impl.attention_with_kvcache(q, keys, keys, np.array([3, 2]))
+    assert np.isfinite(out).all()
+    with pytest.raises(NonFiniteInputError, match="key_cache: sequence 0 reads NaN"):
+        impl.attention_with_kvcache(q, keys, keys, np.array([4, 2]))
+
+
+@pytest.mark.parametrize("seqs", [0.0, np.array(0), {0}, {0: 1}])
+def test_seqs_must_be_an_id_or_an_ordered_collection(seqs):
+    cache = impl.PagedKVCache(2, 2, 1, 2)
+    cache.add_sequence()
+    with pytest.raises(PagedCacheError, match="seqs"):
+        cache.seqlens(seqs)
+
+
+def test_free_takes_one_id_and_huge_unsigned_lengths_are_named():
+    cache = impl.PagedKVCache(2, 2, 1, 2)
+    seq = cache.add_sequence()
+    with pytest.raises(PagedCacheError, match="free takes one"):
+        cache.free([seq])
+    x = np.ones((1, 1, 2, 1))
+    with pytest.raises(CacheSeqlensError, match="18446744073709551615, past int64"):
+        impl.attention_with_kvcache(x, x, x, np.array([2**64 - 1], np.uint64))
+
+
+def test_paged_bytes_read_a_generator_once():
+    sizes = dict(page_size=4, num_layers=2, num_kv_heads=2, head_dim=4, dtype="float16")
+    with pytest.raises(AttentionInputError, match="seqlens"):
+        paged_kv_cache_bytes(seqlens=(n for n in [-5]), **sizes)
+    assert paged_kv_cache_bytes(seqlens=(n for n in [5]), **sizes).allocated == (512,)

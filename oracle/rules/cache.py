@@ -202,13 +202,13 @@ def paged_kv_cache_bytes(
     :class:`DtypeError`."""
     size = check_positive_int(page_size, "page_size")
     try:
-        lengths = [int(n) for n in seqlens]
+        lengths = list(seqlens)  # once: a generator is read once
     except (TypeError, ValueError):
         raise ShapeError(f"seqlens: {seqlens!r} must be a sequence of ints >= 0") from None
-    if not lengths or any(not _is_int(n) or n < 0 for n in seqlens):
+    if not lengths or any(not _is_int(n) or n < 0 for n in lengths):
         raise ShapeError(f"seqlens: {seqlens!r} must be a non-empty sequence of ints >= 0")
     per_position = kv_cache_elements(num_layers, 1, 1, num_kv_heads, head_dim) * _itemsize(dtype)
     return PagedBytes(
-        used=tuple(n * per_position for n in lengths),
+        used=tuple(int(n) * per_position for n in lengths),
         allocated=tuple(pages_needed(n, size) * size * per_position for n in lengths),
     )

@@ -65,11 +65,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from attnprops.oracle.rules.alibi import check_alibi_slopes
 from attnprops.oracle.rules.arguments import _as_array, _is_int, check_float_array, check_window
 from attnprops.oracle.rules.errors import (
     BlockTableError,
     CacheSeqlensError,
     DtypeError,
+    NonFiniteInputError,
     PagedCacheError,
     ShapeError,
     WindowError,
@@ -77,8 +79,11 @@ from attnprops.oracle.rules.errors import (
 
 __all__ = [
     "KVCacheCall",
+    "sequence_options",
     "check_block_table",
     "check_free_pages",
+    "check_sequence_finite",
+    "check_sequence_id",
     "check_sequence_ids",
     "check_cache_seqlens",
     "check_kvcache_call",
@@ -93,10 +98,15 @@ def pages_needed(length: int, page_size: int) -> int:
 
 
 def _integer_array(x, name: str, error: type, form: str) -> np.ndarray:
-    """``x`` as an int64 array; a bool, float or object array is refused (``error``)."""
+    """``x`` as an int64 array; a bool, float or object array, or unsigned entries past
+    int64's range, are refused (``error``)."""
     array = _as_array(x, name)
     if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):
         raise error(f"{form}; got dtype {array.dtype}")
+    if array.size and np.issubdtype(array.dtype, np.unsignedinteger):
+        largest = int(array.max())
+        if largest > np.iinfo(np.int64).max:
+            raise error(f"{form}; it holds {largest}, past int64's range")
     return array.astype(np.int64)
 
 
@@ -175,8 +185,9 @@ def check_kvcache_call(
     """Attention over a serving cache (module doc): ``query`` ``(B, Hq, Tq, D)``; contiguous
     ``key_cache`` ``(B, Hkv, T, D)`` and ``value_cache`` ``(B, Hkv, T, Dv)`` with
     ``block_table=None``, or a pool ``(P, Hkv, S, D)`` / ``(P, Hkv, S, Dv)`` with
-    ``block_table`` ``(B, M)``; ``cache_seqlens`` ``(B,)``. Every array finite, one float
-    dtype. Each length is at least ``Tq``: the queries are the sequence's last ``Tq`` cached
+    ``block_table`` ``(B, M)``; ``cache_seqlens`` ``(B,)``. One float dtype; the query
+    finite, and of the storage the positions read (:func:`check_sequence_finite`, per
+    sequence: storage past the lengths may hold anything, ``np.empty``'s junk included). Each length is at least ``Tq``: the queries are the sequence's last ``Tq`` cached
     positions (appended before the call), never before position 0. The per-sequence attention rules (heads, head dims,
     window, scale, ...) are :func:`check_attention_call`'s, applied to each sequence's keys.
 
@@ -184,8 +195,10 @@ def check_kvcache_call(
         ShapeError, DtypeError, NonFiniteInputError, CacheSeqlensError, BlockTableError.
     """
     query = check_float_array(query, "query")
-    key_cache = check_float_array(key_cache, "key_cache")
-    value_cache = check_float_array(value_cache, "value_cache")
+    # storage past the lengths is never read, so only the gathered positions must be finite
+    # (each sequence's, checked as it is read: check_sequence_finite)
+    key_cache = check_float_array(key_cache, "key_cache", scan=False)
+    value_cache = check_float_array(value_cache, "value_cache", scan=False)
     layout = "(P, Hkv, page_size, D)" if block_table is not None else "(B, Hkv, T, D)"
     for name, x in (("query", query), ("key_cache", key_cache), ("value_cache", value_cache)):
         if x.ndim != 4:
@@ -242,10 +255,10 @@ def check_rolling_window(window, capacity: int) -> tuple[int, int | None]:
     checked = check_window(window)
     left = None if checked is None else checked[0]
     if left is None or left > capacity:
+        reach = "every earlier position" if left is None else f"keys {left} positions back"
         raise WindowError(
-            f"window: {window!r} needs keys {'without limit' if left is None else left} "
-            f"positions back, but a RollingKVCache of capacity {capacity} keeps only the last "
-            f"{capacity}; pass window=(left, 0) with left <= {capacity}"
+            f"window: {window!r} needs {reach}, but a RollingKVCache of capacity {capacity} "
+            f"keeps only the last {capacity}; pass window=(left, 0) with left <= {capacity}"
         )
     return checked
 
@@ -257,7 +270,15 @@ def check_sequence_ids(seqs, live) -> list[int]:
     Raises:
         PagedCacheError naming ``seqs`` and the rule.
     """
-    ids = [seqs] if _is_int(seqs) or isinstance(seqs, (bool, np.bool_)) else list(seqs)
+    if _is_int(seqs) or isinstance(seqs, (bool, np.bool_)):
+        ids = [seqs]
+    elif isinstance(seqs, (list, tuple)) or (isinstance(seqs, np.ndarray) and seqs.ndim == 1):
+        ids = list(seqs)
+    else:
+        raise PagedCacheError(
+            f"seqs: {seqs!r} must be one sequence id or a list, tuple or 1-D array of them "
+            "(its order is the order of the rows)"
+        )
     for seq in ids:
         if not _is_int(seq) or seq not in live:
             raise PagedCacheError(
@@ -267,6 +288,17 @@ def check_sequence_ids(seqs, live) -> list[int]:
     if len(set(ids)) != len(ids) or not ids:
         raise PagedCacheError(f"seqs: {ids} must name distinct live sequences, at least one")
     return [int(s) for s in ids]
+
+
+def check_sequence_id(seq, live) -> int:
+    """One live sequence id (``free`` takes one), returned as an int.
+
+    Raises:
+        PagedCacheError naming ``seq`` and the rule.
+    """
+    if not _is_int(seq):
+        raise PagedCacheError(f"seq: {seq!r} must be one sequence id, an int (free takes one)")
+    return check_sequence_ids(seq, live)[0]
 
 
 def check_free_pages(wanted: int, free: int, num_pages: int, page_size: int, new: int, ids):
@@ -281,3 +313,33 @@ def check_free_pages(wanted: int, free: int, num_pages: int, page_size: int, new
             f"key: appending {new} positions to sequences {list(ids)} needs {wanted} new pages "
             f"of {page_size}, but the pool has {free} free of {num_pages}; free a sequence first"
         )
+
+
+def check_sequence_finite(keys: np.ndarray, values: np.ndarray, b: int) -> None:
+    """The positions sequence ``b`` reads are finite (the rest of the storage is never read).
+
+    Raises:
+        NonFiniteInputError naming ``key_cache``/``value_cache`` and the sequence.
+    """
+    for name, x in (("key_cache", keys), ("value_cache", values)):
+        if not np.isfinite(x).all():
+            raise NonFiniteInputError(
+                f"{name}: sequence {b} reads NaN or infinity among its cached positions; "
+                "every position a sequence reads must be finite"
+            )
+
+
+def sequence_options(options: dict, batch: int, num_heads: int) -> list[dict]:
+    """Each sequence's keyword options for its own attention call: ``alibi_slopes`` checked
+    whole (:func:`check_alibi_slopes`, ``(Hq,)`` or ``(B, Hq)``) and given to sequence ``b``
+    as its row ``(1, Hq)``; every other option shared as it is.
+
+    Raises:
+        AlibiError naming ``alibi_slopes`` with the batch's ``B``.
+    """
+    options = {k: v for k, v in options.items() if v is not None}
+    slopes = check_alibi_slopes(options.pop("alibi_slopes", None), batch, num_heads)
+    if slopes is None:
+        return [options] * batch
+    return [{**options, "alibi_slopes": slopes[b : b + 1] if len(slopes) > 1 else slopes[0]}
+            for b in range(batch)]  # fmt: skip

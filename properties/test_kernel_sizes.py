@@ -33,6 +33,7 @@ from attnprops.properties.checks import (
     assert_equal,
     assert_shape_dtype,
     assert_within,
+    call_subject,
     fail,
 )
 from attnprops.properties.kernel_cases import boundary_rows, subject_kernel_specs
@@ -426,3 +427,94 @@ def test_kernel_sized_cache_growth_equals_full_causal(subject, run):
         attend(subject, case, "full causal attention"),
         what=f"cached decode in {len(chunks)} chunks vs full causal (T={T})",
     )
+
+
+@st.composite
+def _paged_layouts(draw):
+    """``(spec, page_size, shortfalls, spare)``: a decode or chunk call at kernel sizes
+    (causal, the queries the last positions, no mask), pages of a kernel's sizes (16-256) or
+    a boundary size, each sequence ``shortfalls[b]`` positions shorter than the longest (up to
+    two pages: lengths end inside pages), and spare pages in the pool."""
+    spec = draw(subject_kernel_specs(SUBJECT, shapes=("decode", "chunk"), masks=False))
+    spec = spec._replace(is_causal=True, query_start=None, block_size=None)
+    page_size = draw(st.one_of(st.sampled_from(TILES), boundary_sizes(64)), label="page size")
+    room = spec.key_len - spec.query_len
+    shortfalls = draw(
+        st.lists(
+            st.integers(0, min(room, 2 * page_size)), min_size=spec.batch, max_size=spec.batch
+        ),
+        label="shortfalls",
+    )
+    return spec, page_size, shortfalls, draw(st.integers(0, 2), label="spare pages")
+
+
+@pytest.mark.requires("paged_cache")
+@pytest.mark.kernel_sized
+@given(layout=_paged_layouts(), data=st.data())
+def test_kernel_sized_paged_attention_equals_contiguous(subject, layout, data):
+    """At kernel sizes, ``attention_with_kvcache`` over a page pool (pages of 16-256 positions
+    or a boundary size, in a drawn order, spare pages holding other values; each sequence's
+    length ending inside a page) gives each sequence's rows of plain causal attention over its
+    own keys, within twice the agreement bound: a gather that drops the last partial page,
+    reads a page off by one at a page boundary or takes another sequence's page moves them
+    (FlashAttention's pages are multiples of 256; flashinfer#4347: page sizes above 128)."""
+    spec, page_size, shortfalls, spare = layout
+    case = spec.build()
+    B, Hkv, Tk, D = case.key.shape
+    lengths = np.array([Tk - s for s in shortfalls])
+    owned = [-(-int(n) // page_size) for n in lengths]
+    num_pages = sum(owned) + spare
+    order = np.asarray(data.draw(st.permutations(range(num_pages)), label="page order"))
+    table = np.full((B, max(owned)), -1, dtype=np.int64)
+    rng = np.random.default_rng(spec.seed + 3)
+    pools = [
+        rng.standard_normal((num_pages, Hkv, page_size, x.shape[3])).astype(case.dtype) * 8
+        for x in (case.key, case.value)
+    ]
+    taken = 0
+    for b, n in enumerate(owned):
+        table[b, :n] = order[taken : taken + n]
+        taken += n
+        for j, page in enumerate(table[b, :n]):
+            positions = slice(j * page_size, min((j + 1) * page_size, int(lengths[b])))
+            width = positions.stop - positions.start
+            for pool, x in zip(pools, (case.key, case.value)):
+                pool[page, :, :width] = x[b, :, positions]
+    note(f"pages of {page_size}, lengths {lengths.tolist()}, {num_pages} pages")
+    extra = {
+        name: getattr(case, name)
+        for name in ("window", "sinks", "softcap", "alibi_slopes")
+        if getattr(case, name) is not None
+    }
+    out = assert_shape_dtype(
+        out=np.asarray(
+            call_subject(
+                subject.attention_with_kvcache,
+                case.query,
+                pools[0],
+                pools[1],
+                lengths,
+                block_table=table,
+                is_causal=True,
+                scale=case.scale,
+                **extra,
+                what="attention_with_kvcache over the pool",
+            )
+        ),
+        shape=case.query.shape[:3] + case.value.shape[3:],
+        dtype=case.dtype,
+        what="paged output",
+    )
+    for b, n in enumerate(lengths.tolist()):
+        alone = case._replace(
+            query=case.query[b : b + 1],
+            key=case.key[b : b + 1, :, :n],
+            value=case.value[b : b + 1, :, :n],
+        )
+        _agree(
+            subject,
+            alone,
+            out[b : b + 1],
+            attend(subject, alone, f"sequence {b} alone"),
+            what=f"sequence {b} ({n} positions in pages of {page_size}) vs plain attention",
+        )

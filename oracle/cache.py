@@ -74,6 +74,7 @@ def cached_attention(
     sinks=None,
     fully_masked_rows="raise",
     attend=None,
+    seqs=None,
 ) -> OracleResult:
     """Append to ``cache``, then causal attention with ``query_start`` = previous length.
 
@@ -85,8 +86,25 @@ def cached_attention(
     :class:`oracle.serving.RollingKVCache` required, ``left <= capacity``, and the keys are
     the positions it held then the new ones);
     ``sinks``: one logit per query head (:mod:`oracle.rules.sinks`), passed to ``attend``
-    only when given.
+    only when given. ``seqs``: the sequences of an :class:`oracle.serving.PagedKVCache` the
+    rows append to (:func:`oracle.serving.paged_cached_attention`).
     """
+    from attnprops.oracle import serving  # (serving builds on this module)
+
+    if seqs is not None or isinstance(cache, serving.PagedKVCache):
+        return serving.paged_cached_attention(
+            query,
+            key,
+            value,
+            cache,
+            seqs,
+            attn_mask=attn_mask,
+            scale=scale,
+            window=window,
+            sinks=sinks,
+            fully_masked_rows=fully_masked_rows,
+            attend=attend,
+        )
     check_cache_instance(cache, KVCache)
     check_cached_query(query, key, cache)
     attend = attention if attend is None else attend

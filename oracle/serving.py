@@ -15,9 +15,12 @@ import numpy as np
 from attnprops.oracle.cache import KVCache
 from attnprops.oracle.reference import OracleResult, attention
 from attnprops.oracle.rules import (
+    AttentionInputError,
     KVCacheCall,
+    PagedCacheError,
     check_cache_append,
     check_cache_config,
+    check_cached_query,
     check_free_pages,
     check_kvcache_call,
     check_positive_int,
@@ -28,7 +31,13 @@ from attnprops.oracle.rules import (
     sequence_options,
 )
 
-__all__ = ["PagedKVCache", "RollingKVCache", "attention_with_kvcache", "sequence_kv"]
+__all__ = [
+    "PagedKVCache",
+    "RollingKVCache",
+    "attention_with_kvcache",
+    "paged_cached_attention",
+    "sequence_kv",
+]
 
 
 def sequence_kv(call: KVCacheCall, b: int) -> tuple[np.ndarray, np.ndarray]:
@@ -64,7 +73,8 @@ def attention_with_kvcache(
     result is ``attend`` (default :func:`attention`) over :func:`sequence_kv`'s keys of
     sequence ``b`` alone, its queries at positions ``L_b - Tq ..``. ``options``: scale, window,
     chunk_size, alibi_slopes (``(B, Hq)``: row ``b`` for sequence ``b``), softcap, sinks.
-    Returns the rows stacked, ``(B, Hq, Tq, Dv)``."""
+    Returns the rows stacked, ``(B, Hq, Tq, Dv)`` (``exact`` None when ``attend`` gives no
+    50-digit values, as the ball reference)."""
     call = check_kvcache_call(query, key_cache, value_cache, cache_seqlens, block_table, is_causal)
     attend = attention if attend is None else attend
     rows = []
@@ -82,8 +92,9 @@ def attention_with_kvcache(
                 **extra,
             )
         )
+    exact = [getattr(r, "exact", None) for r in rows]  # the ball reference has no digits
     return OracleResult(
-        exact=np.concatenate([r.exact for r in rows], axis=0),
+        exact=None if any(e is None for e in exact) else np.concatenate(exact, axis=0),
         value=np.concatenate([r.value for r in rows], axis=0),
     )
 
@@ -138,6 +149,16 @@ class PagedKVCache:
         width = max([1] + [len(row) for row in rows])
         return np.array([row + [-1] * (width - len(row)) for row in rows], dtype=np.int64)
 
+    def _snapshot(self):
+        owned = {s: (list(cache._blocks), list(pages)) for s, (cache, pages) in self._owned.items()}
+        return list(self._free), owned
+
+    def _restore(self, snapshot) -> None:
+        self._free, owned = snapshot
+        for seq, (blocks, pages) in owned.items():
+            self._owned[seq][0]._blocks = blocks
+            self._owned[seq] = (self._owned[seq][0], pages)
+
     def append(self, seqs, key, value) -> np.ndarray:
         ids = check_sequence_ids(seqs, self._owned)
         batch = KVCache(len(ids), *self._config[1:4], dtype=self.dtype)  # the rule for B rows
@@ -171,3 +192,53 @@ class RollingKVCache(KVCache):
         out = super()._read(index, last)[:, :, len(self) - len(self.positions) :].copy()
         out.flags.writeable = False
         return out
+
+
+def paged_cached_attention(
+    query,
+    key,
+    value,
+    cache: PagedKVCache,
+    seqs,
+    *,
+    attn_mask=None,
+    scale=None,
+    window=None,
+    sinks=None,
+    fully_masked_rows="raise",
+    attend=None,
+) -> OracleResult:
+    """:func:`oracle.cached_attention` on a :class:`PagedKVCache`: append row ``b`` to sequence
+    ``seqs[b]``, then :func:`attention_with_kvcache` over the pool, causal; on any error the
+    append is undone. The rules of ``impl``'s (``seqs`` required, no ``attn_mask``)."""
+    if not isinstance(cache, PagedKVCache):
+        raise PagedCacheError(
+            f"seqs: names sequences of a PagedKVCache, but cache is a {type(cache).__name__}"
+        )
+    if seqs is None:
+        raise PagedCacheError("seqs: cached_attention on a PagedKVCache needs seqs=[ids]")
+    if attn_mask is not None:
+        raise AttentionInputError(
+            "attn_mask: not taken with a PagedKVCache (each sequence sees its own cached "
+            "positions; hide keys with a window or chunks)"
+        )
+    check_cached_query(query, key, cache)
+    snapshot = cache._snapshot()
+    cache.append(seqs, key, value)
+    try:
+        return attention_with_kvcache(
+            query,
+            cache.key_pages,
+            cache.value_pages,
+            cache.seqlens(seqs),
+            block_table=cache.block_table(seqs),
+            is_causal=True,
+            fully_masked_rows=fully_masked_rows,
+            attend=attend,
+            scale=scale,
+            window=window,
+            sinks=sinks,
+        )
+    except BaseException:
+        cache._restore(snapshot)
+        raise

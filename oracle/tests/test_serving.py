@@ -101,3 +101,22 @@ def test_the_oracle_rolling_cache_holds_what_impls_holds():
     assert caches[0].positions.tolist() == caches[1].positions.tolist() == [6, 7, 8]
     full = oracle.attention(q, k, v, is_causal=True, window=(2, 0)).value
     np.testing.assert_allclose(np.concatenate(outs[0], axis=2), full, rtol=0, atol=0)
+
+
+def test_cached_attention_through_the_oracle_pool_is_impls_and_rolls_back():
+    rng = np.random.default_rng(4)
+    k, v = rng.normal(size=(2, 1, 3, 2)), rng.normal(size=(2, 1, 3, 1))
+    q = rng.normal(size=(2, 2, 3, 2))
+    caches = [module.PagedKVCache(4, 2, 1, 2, 1) for module in (oracle, impl)]
+    outs = []
+    for module, cache in zip((oracle, impl), caches):
+        seqs = [cache.add_sequence(), cache.add_sequence()]
+        out = module.cached_attention(q, k, v, cache, seqs=seqs, window=(1, 0))
+        outs.append(getattr(out, "value", out))
+        with pytest.raises(ValueError, match="scale"):
+            module.cached_attention(
+                q[:, :, :1], k[:, :, :1], v[:, :, :1], cache, seqs=seqs, scale=-1.0
+            )
+        assert cache.seqlens(seqs).tolist() == [3, 3] and cache.free_pages == 0
+    np.testing.assert_allclose(outs[1], outs[0], rtol=0, atol=1e-15)
+    assert np.array_equal(caches[0].block_table([0, 1]), caches[1].block_table([0, 1]))

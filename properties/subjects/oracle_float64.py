@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnprops import oracle
-from attnprops.oracle import KVCache, ball
+from attnprops.oracle import KVCache, PagedKVCache, RollingKVCache, ball
 from attnprops.oracle.rules import check_flag, kv_cache_bytes
 
 __version__ = f"oracle ({oracle.DIGITS} digits)"
@@ -36,7 +36,16 @@ ATTNPROPS_CAPABILITIES = {
     "lse": True,
 }
 
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "kv_cache_bytes"]
+__all__ = [
+    "KVCache",
+    "PagedKVCache",
+    "RollingKVCache",
+    "attention",
+    "attention_weights",
+    "attention_with_kvcache",
+    "cached_attention",
+    "kv_cache_bytes",
+]
 
 MPMATH_SCORES = 4096  # B * Hq * Tq * Tk up to which the 50-digit oracle runs
 
@@ -91,11 +100,21 @@ def _exact_output(query, key, value, **kwargs):
 
 
 def cached_attention(
-    query, key, value, cache: KVCache, *, attn_mask=None, scale=None, window=None, sinks=None
+    query,
+    key,
+    value,
+    cache: KVCache,
+    *,
+    attn_mask=None,
+    scale=None,
+    window=None,
+    sinks=None,
+    seqs=None,
 ) -> np.ndarray:
-    """``oracle.cached_attention(...).value``: append to ``cache`` (an :class:`oracle.KVCache`),
-    then causal attention at ``query_start`` = the previous length, ``(B, Hq, Tnew, Dv)``, exact
-    and rounded once to float64 (the ball reference past :data:`MPMATH_SCORES`).
+    """``oracle.cached_attention(...).value``: append to ``cache`` (an :class:`oracle.KVCache`,
+    :class:`oracle.RollingKVCache`, or :class:`oracle.PagedKVCache` with ``seqs``), then causal
+    attention at ``query_start`` = the previous length, ``(B, Hq, Tnew, Dv)``, exact and rounded
+    once to float64 (the ball reference past :data:`MPMATH_SCORES`).
 
     Raises:
         oracle.rules.AttentionInputError; the append is then undone.
@@ -110,4 +129,18 @@ def cached_attention(
         window=window,
         sinks=sinks,
         attend=_exact_output,
+        **({} if seqs is None else {"seqs": seqs}),
+    ).value
+
+
+def attention_with_kvcache(query, key_cache, value_cache, cache_seqlens, **options) -> np.ndarray:
+    """``oracle.attention_with_kvcache(...).value``: each sequence over its own cached
+    positions, exact and rounded once to float64; keyword arguments and rules as
+    :func:`impl.attention_with_kvcache`.
+
+    Raises:
+        oracle.rules.AttentionInputError for any broken rule.
+    """
+    return oracle.attention_with_kvcache(
+        query, key_cache, value_cache, cache_seqlens, attend=_exact_output, **options
     ).value

@@ -15,11 +15,9 @@ import numpy as np
 
 from attnprops.impl.paged_cache import PagedKVCache
 from attnprops.oracle.rules import (
-    AttentionInputError,
     KVCacheCall,
-    PagedCacheError,
-    check_cached_query,
     check_kvcache_call,
+    check_paged_cached_call,
     check_sequence_finite,
     pages_needed,
     sequence_options,
@@ -128,18 +126,8 @@ class ServingAttention:
             hide keys by the lengths, a window or chunks), and whatever the append or the
             attention raises; the cache is then exactly as before the call.
         """
-        if not isinstance(cache, PagedKVCache):
-            raise PagedCacheError(
-                f"seqs: names sequences of a PagedKVCache, but cache is a {type(cache).__name__}"
-            )
-        if seqs is None:
-            raise PagedCacheError("seqs: cached_attention on a PagedKVCache needs seqs=[ids]")
-        if attn_mask is not None:
-            raise AttentionInputError(
-                "attn_mask: not taken with a PagedKVCache (each sequence sees its own cached "
-                "positions; hide keys with a window or chunks)"
-            )
-        check_cached_query(query, key, cache)
+        paged = isinstance(cache, PagedKVCache)
+        check_paged_cached_call(query, key, cache, paged, seqs, attn_mask)
         snapshot = cache._snapshot(seqs, np.shape(key)[2] if np.ndim(key) == 4 else 0)
         cache.append(seqs, key, value)
         try:

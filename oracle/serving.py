@@ -15,14 +15,12 @@ import numpy as np
 from attnprops.oracle.cache import KVCache
 from attnprops.oracle.reference import OracleResult, attention
 from attnprops.oracle.rules import (
-    AttentionInputError,
     KVCacheCall,
-    PagedCacheError,
     check_cache_append,
     check_cache_config,
-    check_cached_query,
     check_free_pages,
     check_kvcache_call,
+    check_paged_cached_call,
     check_positive_int,
     check_sequence_finite,
     check_sequence_id,
@@ -211,18 +209,7 @@ def paged_cached_attention(
     """:func:`oracle.cached_attention` on a :class:`PagedKVCache`: append row ``b`` to sequence
     ``seqs[b]``, then :func:`attention_with_kvcache` over the pool, causal; on any error the
     append is undone. The rules of ``impl``'s (``seqs`` required, no ``attn_mask``)."""
-    if not isinstance(cache, PagedKVCache):
-        raise PagedCacheError(
-            f"seqs: names sequences of a PagedKVCache, but cache is a {type(cache).__name__}"
-        )
-    if seqs is None:
-        raise PagedCacheError("seqs: cached_attention on a PagedKVCache needs seqs=[ids]")
-    if attn_mask is not None:
-        raise AttentionInputError(
-            "attn_mask: not taken with a PagedKVCache (each sequence sees its own cached "
-            "positions; hide keys with a window or chunks)"
-        )
-    check_cached_query(query, key, cache)
+    check_paged_cached_call(query, key, cache, isinstance(cache, PagedKVCache), seqs, attn_mask)
     snapshot = cache._snapshot()
     cache.append(seqs, key, value)
     try:

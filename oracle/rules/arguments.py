@@ -31,6 +31,7 @@ __all__ = [
     "check_scale",
     "check_window",
     "compute_dtype",
+    "pages_needed",
     "window_visible",
 ]
 
@@ -273,3 +274,9 @@ def check_positive_int(value, name: str) -> int:
     if value < 1:
         raise ShapeError(f"{name}: {value} must be >= 1")
     return int(value)
+
+
+def pages_needed(length: int, page_size: int) -> int:
+    """``ceil(length / page_size)``: the pages of ``page_size`` positions that hold ``length``
+    positions (0 for 0); the paged cache's and ``kv_cache_bytes``' page count."""
+    return -(-int(length) // int(page_size))

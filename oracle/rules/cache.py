@@ -13,9 +13,9 @@ from attnprops.oracle.rules.arguments import (
     _is_int,
     check_float_array,
     check_positive_int,
+    pages_needed,
 )
 from attnprops.oracle.rules.errors import AttentionInputError, DtypeError, ShapeError
-from attnprops.oracle.rules.serving import pages_needed
 
 __all__ = [
     "DTYPE_BYTES",

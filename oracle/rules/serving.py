@@ -66,8 +66,16 @@ from typing import NamedTuple
 import numpy as np
 
 from attnprops.oracle.rules.alibi import check_alibi_slopes
-from attnprops.oracle.rules.arguments import _as_array, _is_int, check_float_array, check_window
+from attnprops.oracle.rules.arguments import (
+    _as_array,
+    _is_int,
+    check_float_array,
+    check_window,
+    pages_needed,
+)
+from attnprops.oracle.rules.cache import check_cached_query
 from attnprops.oracle.rules.errors import (
+    AttentionInputError,
     BlockTableError,
     CacheSeqlensError,
     DtypeError,
@@ -82,19 +90,14 @@ __all__ = [
     "sequence_options",
     "check_block_table",
     "check_free_pages",
+    "check_paged_cached_call",
     "check_sequence_finite",
     "check_sequence_id",
     "check_sequence_ids",
     "check_cache_seqlens",
     "check_kvcache_call",
     "check_rolling_window",
-    "pages_needed",
 ]
-
-
-def pages_needed(length: int, page_size: int) -> int:
-    """``ceil(length / page_size)``: the pages that hold ``length`` positions (0 for 0)."""
-    return -(-int(length) // int(page_size))
 
 
 def _integer_array(x, name: str, error: type, form: str) -> np.ndarray:
@@ -343,3 +346,25 @@ def sequence_options(options: dict, batch: int, num_heads: int) -> list[dict]:
         return [options] * batch
     return [{**options, "alibi_slopes": slopes[b : b + 1] if len(slopes) > 1 else slopes[0]}
             for b in range(batch)]  # fmt: skip
+
+
+def check_paged_cached_call(query, key, cache, paged: bool, seqs, attn_mask) -> None:
+    """``cached_attention`` with a paged cache (``paged``: ``cache`` is the implementation's
+    ``PagedKVCache``) or with ``seqs``: both or neither; no ``attn_mask`` (each sequence sees
+    its own cached positions); then the cached query's rule (:func:`check_cached_query`).
+
+    Raises:
+        PagedCacheError naming ``seqs``, AttentionInputError naming ``attn_mask``.
+    """
+    if not paged:
+        raise PagedCacheError(
+            f"seqs: names sequences of a PagedKVCache, but cache is a {type(cache).__name__}"
+        )
+    if seqs is None:
+        raise PagedCacheError("seqs: cached_attention on a PagedKVCache needs seqs=[ids]")
+    if attn_mask is not None:
+        raise AttentionInputError(
+            "attn_mask: not taken with a PagedKVCache (each sequence sees its own cached "
+            "positions; hide keys with a window or chunks)"
+        )
+    check_cached_query(query, key, cache)

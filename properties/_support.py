@@ -10,7 +10,13 @@ from attnprops import oracle
 from attnprops.oracle import lab
 from attnprops.oracle.rules import check_attention_inputs
 from attnprops.properties.bounds import attention_bounds
-from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject
+from attnprops.properties.checks import (
+    assert_equal,
+    assert_shape_dtype,
+    assert_within,
+    call_subject,
+    fail,
+)
 from attnprops.properties.strategies import AttentionCase
 
 
@@ -203,6 +209,24 @@ def seed_batch_case() -> AttentionCase:
 
 
 SEED_CASES = (LAB_CAUSAL, LAB_DECODE, QUICK_CAUSAL)
+
+
+def cache_state(cache) -> tuple:
+    """Copies of what a failed call must leave as it was: ``len(cache)``, the keys and values
+    it holds and, for a rolling cache, the held positions (an empty array for the others)."""
+    positions = np.array(getattr(cache, "positions", ()))
+    return len(cache), np.array(cache.keys), np.array(cache.values), positions
+
+
+def assert_cache_unchanged(cache, before: tuple, what: str) -> None:
+    """``cache`` is exactly as :func:`cache_state` found it ``before`` a failed ``what``."""
+    __tracebackhide__ = True
+    length, keys, values, positions = cache_state(cache)
+    if length != before[0]:
+        fail(f"{what} changed len(cache) from {before[0]} to {length}")
+    assert_equal(out=keys, expected=before[1], what=f"keys after {what}")
+    assert_equal(out=values, expected=before[2], what=f"values after {what}")
+    assert_equal(out=positions, expected=before[3], what=f"held positions after {what}")
 
 
 def new_cache(subject, case):

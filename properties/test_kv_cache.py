@@ -18,7 +18,9 @@ from attnprops.properties._support import (
     LAB_KEY,
     LAB_QUERY,
     LAB_VALUE,
+    assert_cache_unchanged,
     assert_decode_matches_oracle,
+    cache_state,
     case_from,
     decode_in_chunks,
     fit_to_subject,
@@ -137,7 +139,7 @@ def test_failed_append_changes_nothing(subject, run, data):
     the original K/V must be unchanged')."""
     case, chunks = run
     cache, _ = decode_in_chunks(subject, case, chunks[:1])
-    before = (len(cache), np.array(cache.keys), np.array(cache.values))
+    before = cache_state(cache)
     how, key, value = _bad_append(data.draw, cache, case.dtype)
     note(f"bad append: {how}")
     try:
@@ -146,10 +148,7 @@ def test_failed_append_changes_nothing(subject, run, data):
         pass
     else:
         fail(f"append with {how} was accepted")
-    if len(cache) != before[0]:
-        fail(f"failed append ({how}) changed len(cache) from {before[0]} to {len(cache)}")
-    assert_equal(out=cache.keys, expected=before[1], what=f"keys after failed append ({how})")
-    assert_equal(out=cache.values, expected=before[2], what=f"values after failed append ({how})")
+    assert_cache_unchanged(cache, before, f"a failed append ({how})")
 
 
 @pytest.mark.requires("kv_cache", "validates_inputs")
@@ -159,7 +158,7 @@ def test_failed_cached_attention_rolls_back(subject, run, data):
     wrong head_dim) raises and rolls the append back: the cache is exactly as before."""
     case, chunks = run
     cache, _ = decode_in_chunks(subject, case, chunks[:1])
-    before = (len(cache), np.array(cache.keys), np.array(cache.values))
+    before = cache_state(cache)
     B, Hq, _, D = case.query.shape
     how = data.draw(st.sampled_from(["fully masked row", "query head_dim"]), label="failure")
     query = np.ones((B, Hq, 1, D), case.dtype)
@@ -178,10 +177,7 @@ def test_failed_cached_attention_rolls_back(subject, run, data):
         if how == "query head_dim" or SUBJECT.capabilities.fully_masked_rows == "raise":
             fail(f"cached_attention with a {how} was accepted")
         return
-    if len(cache) != before[0]:
-        fail(f"failed cached_attention ({how}) left len(cache) = {len(cache)}, was {before[0]}")
-    assert_equal(out=cache.keys, expected=before[1], what=f"keys after failed call ({how})")
-    assert_equal(out=cache.values, expected=before[2], what=f"values after failed call ({how})")
+    assert_cache_unchanged(cache, before, f"a failed cached_attention ({how})")
 
 
 @pytest.mark.requires("kv_cache")

@@ -14,7 +14,12 @@ import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from attnprops.properties._support import decode_in_chunks, oracle_with_bounds
+from attnprops.properties._support import (
+    assert_cache_unchanged,
+    cache_state,
+    decode_in_chunks,
+    oracle_with_bounds,
+)
 from attnprops.properties.checks import (
     assert_equal,
     assert_shape_dtype,
@@ -117,7 +122,7 @@ def test_rolling_cache_refuses_a_window_it_cannot_serve(subject, run, data):
     cache, _ = decode_in_chunks(
         subject, case, chunks[:1], cache=_new_rolling(subject, case, capacity)
     )
-    before = (len(cache), np.array(cache.keys), np.array(cache.values))
+    before = cache_state(cache)
     window = data.draw(
         st.one_of(
             st.none(),
@@ -142,10 +147,7 @@ def test_rolling_cache_refuses_a_window_it_cannot_serve(subject, run, data):
         pass
     else:
         fail(f"window {window} on a rolling cache of {capacity} was accepted")
-    if len(cache) != before[0]:
-        fail(f"the refused call changed len(cache) from {before[0]} to {len(cache)}")
-    assert_equal(out=cache.keys, expected=before[1], what="keys after the refused call")
-    assert_equal(out=cache.values, expected=before[2], what="values after the refused call")
+    assert_cache_unchanged(cache, before, f"the refused window {window}")
 
 
 @pytest.mark.requires("rolling_cache", "validates_inputs")
@@ -158,7 +160,7 @@ def test_failed_rolling_attention_changes_nothing(subject, run, data):
     failed append overwrote, not only the length."""
     case, capacity, chunks = run
     cache, _ = decode_in_chunks(subject, case, chunks, cache=_new_rolling(subject, case, capacity))
-    before = (len(cache), np.array(cache.positions), np.array(cache.keys), np.array(cache.values))
+    before = cache_state(cache)
     B, Hq, _, D = case.query.shape
     kinds = ["query head_dim", "scale 0"]
     if SUBJECT.capabilities.fully_masked_rows == "raise":
@@ -182,12 +184,4 @@ def test_failed_rolling_attention_changes_nothing(subject, run, data):
         pass
     else:
         fail(f"cached_attention with a {how} was accepted")
-    if len(cache) != before[0]:
-        fail(f"the failed call ({how}) changed len(cache) from {before[0]} to {len(cache)}")
-    assert_equal(out=np.asarray(cache.positions), expected=before[1], what=f"positions ({how})")
-    assert_equal(
-        out=cache.keys, expected=before[2], what=f"held keys after the failed call ({how})"
-    )
-    assert_equal(
-        out=cache.values, expected=before[3], what=f"held values after the failed call ({how})"
-    )
+    assert_cache_unchanged(cache, before, f"the failed call ({how})")

@@ -59,7 +59,9 @@ __version__ = "0.1.0"
 # What the property suite may exercise beyond the defaults (properties/subject.py).
 ATTNPROPS_CAPABILITIES = {
     "block_size": True,
-    "compute_dtypes": {"float16": "float32"},  # float16 inputs are computed in float32
+    "dtypes": ("bfloat16", "float16", "float32", "float64"),
+    # the 16-bit dtypes are computed in float32 (oracle.rules.compute_dtype)
+    "compute_dtypes": {"float16": "float32", "bfloat16": "float32"},
     "window": "offsets",  # window=(left, right), as FlashAttention's window_size
     "segment_ids": True,  # packed documents
     "chunk_size": True,  # chunked attention (Llama 4)

@@ -10,8 +10,8 @@ Shape legend: B batch, Hq query heads, Hkv key/value heads, G = Hq // Hkv, Tq qu
 positions, Tk key positions, D head_dim, Dv value head dim. Query head ``h`` reads K/V head
 ``h // G``; K/V are never repeated to Hq (the query heads are grouped by a reshape instead).
 The softmax subtracts the row maximum of the visible scores (no overflow in ``exp``) and masked
-keys get weight exactly 0. float16 inputs are computed in float32 and the result is rounded
-back to float16. Every rule on inputs is in :mod:`oracle.rules`; this module applies it.
+keys get weight exactly 0. float16 and bfloat16 inputs are computed in float32 and the result
+is rounded back to the input dtype (:func:`oracle.rules.compute_dtype`). Every rule on inputs is in :mod:`oracle.rules`; this module applies it.
 
 :class:`Attention` is the computation as *steps*, one method each, so that a variant (each
 mutant in :mod:`mutants`) subclasses it and overrides exactly one step; :data:`ATTENTION` is
@@ -194,7 +194,7 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention, ServingAttentio
         """Attention weights ``softmax(scale * query @ key^T + mask)`` along the key axis.
 
         Args:
-            query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; float16, float32 or float64.
+            query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; float16, bfloat16, float32 or float64.
             key: ``(B, Hkv, Tk, D)`` or ``(Tk, D)``, same dtype, ``Hq % Hkv == 0``.
             attn_mask: ``None``; bool broadcastable to ``(B, Hq, Tq, Tk)``, True = may attend;
                 or float of the same shapes added to the scaled scores (finite or ``-inf``).
@@ -273,7 +273,7 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention, ServingAttentio
         """Scaled dot-product attention ``softmax(scale * query @ key^T + mask) @ value``.
 
         Args:
-            query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; float16, float32 or float64.
+            query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; float16, bfloat16, float32 or float64.
             key: ``(B, Hkv, Tk, D)`` or ``(Tk, D)``, same dtype, ``Hq % Hkv == 0``.
             value: ``(B, Hkv, Tk, Dv)`` or ``(Tk, Dv)``, same dtype.
             attn_mask, is_causal, query_start, scale, window, segment_ids, chunk_size,
@@ -299,9 +299,9 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention, ServingAttentio
                 ``softmax_lse``, FlexAttention's ``return_lse``).
 
         Returns:
-            ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``) in the input dtype (float16 is computed in
-            float32); with ``return_lse=True`` the pair ``(output, lse)``, ``lse`` of shape
-            ``(B, Hq, Tq)`` (or ``(Tq,)``) in the compute dtype (float32 for float16 and
+            ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``) in the input dtype (float16 and bfloat16 are
+            computed in float32); with ``return_lse=True`` the pair ``(output, lse)``, ``lse`` of shape
+            ``(B, Hq, Tq)`` (or ``(Tq,)``) in the compute dtype (float32 for float16, bfloat16 and
             float32 inputs, as FlashAttention's; float64 for float64): ``log sum_j
             exp(s_j)`` over the row's visible keys, natural log, in the scores' units (the
             sink not counted, so two disjoint key sets merge into their union, and a sink is

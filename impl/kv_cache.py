@@ -32,7 +32,7 @@ class KVCache:
     Args:
         batch, num_kv_heads, head_dim: sizes (ints >= 1).
         value_dim: value head dim Dv (``None``: equal to ``head_dim``).
-        dtype: float16, float32 or float64; appended arrays must have exactly this dtype.
+        dtype: float16, bfloat16, float32 or float64; appended arrays must have exactly this dtype.
         capacity: initial number of token slots (grows by doubling).
 
     ``len(cache)`` is the number of cached positions T. ``keys``/``values`` are read-only views

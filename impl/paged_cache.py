@@ -38,7 +38,7 @@ class PagedKVCache:
     Args:
         num_pages, page_size, num_kv_heads, head_dim: sizes (ints >= 1).
         value_dim: value head dim Dv (``None``: equal to ``head_dim``).
-        dtype: float16, float32 or float64; appended arrays must have exactly this dtype.
+        dtype: float16, bfloat16, float32 or float64; appended arrays must have exactly this dtype.
 
     ``key_pages`` ``(P, Hkv, S, D)`` and ``value_pages`` ``(P, Hkv, S, Dv)`` are read-only
     views of the pool; ``block_table(seqs)`` ``(B, M)`` and ``seqlens(seqs)`` ``(B,)`` address

@@ -25,7 +25,7 @@ class RollingKVCache:
         value_dim: value head dim Dv (``None``: equal to ``head_dim``).
         capacity: positions kept (int >= 1); serves ``window=(left, 0)`` with ``left <=
             capacity`` (:func:`oracle.rules.check_rolling_window`).
-        dtype: float16, float32 or float64; appended arrays must have exactly this dtype.
+        dtype: float16, bfloat16, float32 or float64; appended arrays must have exactly this dtype.
 
     ``append`` stores copies and is atomic: on any error the cache is unchanged.
 

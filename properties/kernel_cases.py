@@ -34,6 +34,7 @@ from typing import NamedTuple
 import numpy as np
 from hypothesis import strategies as st
 
+from attnprops.properties import DEFAULT_DTYPES
 from attnprops.properties.sizes import (
     HEAD_DIMS,
     TILES,
@@ -43,6 +44,8 @@ from attnprops.properties.sizes import (
     long_sizes,
 )
 from attnprops.properties.strategies import (
+    BFLOAT16,
+    BFLOAT16_LARGE,
     AttentionCase,
     anchor_in_window,
     fit_window,
@@ -147,11 +150,13 @@ class KernelSpec(NamedTuple):
 
 def _values(rng: np.random.Generator, shape, dtype: str, magnitude: str) -> np.ndarray:
     """Entries of a regime: ``unit`` standard normal, ``ties`` a coarse grid (exact ties and
-    zeros), ``large`` uniform in [-200, 200] (scores far beyond ``exp``'s range)."""
+    zeros), ``large`` uniform in [-200, 200] (scores far beyond ``exp``'s range), for
+    bfloat16 in [-1e5, 1e5] (past float16's range: :data:`~properties.strategies.BFLOAT16_LARGE`)."""
     if magnitude == "ties":
         x = rng.choice(np.array([0.0, 0.5, -0.5, 1.0, -1.0, 2.0]), size=shape)
     elif magnitude == "large":
-        x = rng.uniform(-200, 200, size=shape)
+        wide = BFLOAT16_LARGE if np.dtype(dtype) == BFLOAT16 else 200
+        x = rng.uniform(-wide, wide, size=shape)
     else:
         x = rng.standard_normal(shape)
     return x.astype(dtype)
@@ -161,7 +166,7 @@ def _values(rng: np.random.Generator, shape, dtype: str, magnitude: str) -> np.n
 def kernel_specs(
     draw,
     *,
-    dtypes=("float16", "float32", "float64"),
+    dtypes=DEFAULT_DTYPES,
     float_masks: bool = True,
     shapes=SHAPE_KINDS,
     masks: bool = True,

@@ -10,7 +10,8 @@ scale, float64, small values. Sizes are bounded (the oracle computes at 50 digit
 The drawn regions are themselves tested (``properties/meta_tests``): GQA with Hkv > 1 and
 G > 1, MQA, Tq != Tk both ways, decode (Tq=1), ``query_start`` strictly inside ``(0, Tk-Tq)``,
 masks of every broadcast shape, per-batch masks, finite additive biases, scores beyond
-``exp``'s range, near-ties, exact zeros, float16/32/64, explicit scales, fully masked rows.
+``exp``'s range, near-ties, exact zeros, float16/32/64 (and bfloat16 where asked), explicit
+scales, fully masked rows.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from attnprops.oracle.rules import FLOAT_DTYPES
+from attnprops.properties import DEFAULT_DTYPES
 from attnprops.properties.sizes import cached_strategy
 
-ALL_DTYPES = ("float16", "float32", "float64")
+BFLOAT16 = FLOAT_DTYPES[1]
 
 # Value regimes. "large" makes |scores| exceed exp's range for every dtype (float64 exp
 # overflows at ~709.8), so an implementation without max subtraction overflows.
@@ -174,8 +177,23 @@ def dims(
     return Dims(batch, num_kv_heads * group, num_kv_heads, query_len, key_len, head_dim, value_dim)
 
 
+def to_bfloat16(x: float) -> float:
+    """``x`` rounded to the nearest bfloat16 (ties to even), as a float."""
+    return float(np.float32(x).astype(BFLOAT16))
+
+
+# bfloat16's ``large`` values pass float16's largest, 65504: a subject that stores bfloat16 in
+# float16 overflows there (bfloat16 has float32's range, the reason it exists).
+BFLOAT16_LARGE = 1e5
+
+
 @cached_strategy
 def _elements(dtype: str, magnitude: str):
+    if np.dtype(dtype) == BFLOAT16:  # Hypothesis draws no bfloat16: float32, rounded
+        if magnitude == "large":
+            wide = st.floats(-BFLOAT16_LARGE, BFLOAT16_LARGE, width=32, allow_subnormal=False)
+            return wide.map(to_bfloat16)
+        return _elements("float32", magnitude).map(to_bfloat16)
     width = np.dtype(dtype).itemsize * 8
     if magnitude == "ties":
         # A coarse grid: exact zeros, exact ties between scores, negative values.
@@ -436,7 +454,7 @@ def with_keys_hidden(case: AttentionCase, hidden, layout: str | None = None) -> 
 def attention_cases(
     draw,
     *,
-    dtypes=ALL_DTYPES,
+    dtypes=DEFAULT_DTYPES,
     magnitudes=MAGNITUDES,
     causal=None,
     masks_allowed: bool = True,

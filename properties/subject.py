@@ -14,7 +14,10 @@ It is chosen by ``pytest --attn-impl MODULE`` or the environment variable ``ATTN
 follows where real libraries differ, in a module-level dict ``ATTNPROPS_CAPABILITIES``; every
 key is optional and an unknown key is an error (a typo must not silently pass):
 
-``dtypes``             tuple of dtype names it supports; default ``("float16", "float32", "float64")``
+``dtypes``             tuple of dtype names it supports, of ``float16``, ``bfloat16``
+                       (``ml_dtypes``' NumPy dtype, :mod:`oracle.rules.dtypes`), ``float32``
+                       and ``float64``; default ``("float16", "float32", "float64")``:
+                       bfloat16 is tested only where declared
 ``validates_inputs``   raises ``ValueError``/``TypeError`` on invalid input; default True
 ``fully_masked_rows``  ``"raise"`` (this project's rule) or ``"zeros"`` (PyTorch >= 2.5,
                        FlashAttention); default ``"raise"``
@@ -103,16 +106,18 @@ from types import ModuleType
 
 import numpy as np
 
+from attnprops.oracle.rules import FLOAT_DTYPES
 from attnprops.properties import (
+    DEFAULT_DTYPES,
     DEFAULT_SUBJECT,
     ENV_VAR,
 )  # re-exported: the names' home is the package
 from attnprops.properties.bounds import Arithmetic
 
-ALL_DTYPES = ("float16", "float32", "float64")
+ALL_DTYPES = tuple(d.name for d in FLOAT_DTYPES)  # what a subject may declare
 
 _DEFAULTS = {
-    "dtypes": ALL_DTYPES,
+    "dtypes": DEFAULT_DTYPES,
     "validates_inputs": True,
     "fully_masked_rows": "raise",
     "weights": None,
@@ -151,7 +156,7 @@ class Capabilities:
     keyword (flags, not the things themselves);
     ``compute_dtypes`` is sorted ``(input, compute)`` pairs of dtype names."""
 
-    dtypes: tuple[str, ...] = ALL_DTYPES
+    dtypes: tuple[str, ...] = DEFAULT_DTYPES
     validates_inputs: bool = True
     fully_masked_rows: str = "raise"
     weights: bool = False
@@ -249,7 +254,8 @@ def install_hint(library: str) -> str:
 
 def _dtype_names(name: str, declared) -> tuple[str, ...]:
     """The declared ``dtypes`` as names, or a SubjectError naming the key and what it
-    accepts (a string, an unknown dtype such as ``bfloat16``, or none at all)."""
+    accepts (a string, an unknown dtype such as ``float8_e4m3fn`` or ``fp16``, or none at
+    all)."""
     problem = (
         f"subject {name!r}: ATTNPROPS_CAPABILITIES dtypes={declared!r} must be a "
         f"non-empty tuple of {ALL_DTYPES}"
@@ -258,7 +264,7 @@ def _dtype_names(name: str, declared) -> tuple[str, ...]:
         raise SubjectError(problem)
     try:
         names = tuple(np.dtype(d).name for d in declared if d is not None)
-    except TypeError:  # not a dtype NumPy knows (bfloat16 without ml_dtypes, 'fp16', ...)
+    except TypeError:  # not a dtype NumPy knows ('fp16', ...)
         raise SubjectError(problem) from None
     if not names or len(names) != len(tuple(declared)) or not set(names) <= set(ALL_DTYPES):
         raise SubjectError(problem)

@@ -58,8 +58,9 @@ Serving caches
     ``cache_seqlens`` (one length per sequence), page pools addressed by a ``block_table``, and
     the rolling cache of the last ``capacity`` positions (:mod:`oracle.rules.serving`).
 
-The rules live in nine modules, re-exported here (``from attnprops.oracle.rules import ...``
-is the one way to use them): :mod:`oracle.rules.errors`, :mod:`oracle.rules.arguments` (one
+The rules live in ten modules, re-exported here (``from attnprops.oracle.rules import ...``
+is the one way to use them): :mod:`oracle.rules.errors`, :mod:`oracle.rules.dtypes` (float16,
+bfloat16, float32, float64; fp8 for storage), :mod:`oracle.rules.arguments` (one
 argument at a time), :mod:`oracle.rules.packing` (documents and chunks),
 :mod:`oracle.rules.alibi` (the bias by distance), :mod:`oracle.rules.softcap`,
 :mod:`oracle.rules.sinks`,
@@ -71,6 +72,7 @@ from attnprops.oracle.rules.alibi import *  # noqa: F403
 from attnprops.oracle.rules.arguments import *  # noqa: F403
 from attnprops.oracle.rules.attention import *  # noqa: F403
 from attnprops.oracle.rules.cache import *  # noqa: F403
+from attnprops.oracle.rules.dtypes import *  # noqa: F403
 from attnprops.oracle.rules.errors import *  # noqa: F403
 from attnprops.oracle.rules.packing import *  # noqa: F403
 from attnprops.oracle.rules.serving import *  # noqa: F403

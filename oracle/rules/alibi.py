@@ -2,7 +2,7 @@
 (:mod:`oracle.rules`).
 
 ``alibi_slopes``: one slope per query head, ``(Hq,)``, or per batch element and head,
-``(B, Hq)``; finite float16, float32 or float64 (read exactly; a longdouble is refused, a
+``(B, Hq)``; finite float16, bfloat16, float32 or float64 (read exactly; a longdouble is refused, a
 float64 could not hold it). The query at absolute position
 ``p = query_start + i`` adds ``-slope[b, h] * |p - j|`` to its scaled score for key ``j``,
 with the float mask, before the softmax; exactly that value, not a rounding of it (the
@@ -29,8 +29,8 @@ __all__ = ["alibi_bias", "check_alibi_slopes", "slope_at"]
 
 
 def check_alibi_slopes(alibi_slopes, batch: int, num_heads: int) -> np.ndarray | None:
-    """``None`` or a float16/32/64 array of shape ``(Hq,)`` or ``(B, Hq)`` with finite entries,
-    returned as float64 ``(B or 1, Hq)`` (exact: every float16/32/64 is a float64).
+    """``None`` or a float16/bfloat16/32/64 array of shape ``(Hq,)`` or ``(B, Hq)`` with finite entries,
+    returned as float64 ``(B or 1, Hq)`` (exact: every float16/bfloat16/32/64 is a float64).
 
     Raises:
         AlibiError naming ``alibi_slopes`` and the rule.

@@ -1,6 +1,6 @@
 """The rules on one argument at a time: float arrays (dtype, size, finiteness), ``scale``,
-``query_start``, ``block_size``, ``is_causal``, ``attn_mask``, positive ints; and the dtype a
-dtype is computed in (:mod:`oracle.rules`)."""
+``query_start``, ``block_size``, ``is_causal``, ``attn_mask``, positive ints
+(:mod:`oracle.rules`; the dtypes themselves are :mod:`oracle.rules.dtypes`'s)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import numbers
 
 import numpy as np
 
+from attnprops.oracle.rules.dtypes import FLOAT_DTYPES, unsupported_dtype
 from attnprops.oracle.rules.errors import (
     AttentionInputError,
     DtypeError,
@@ -19,7 +20,6 @@ from attnprops.oracle.rules.errors import (
 )
 
 __all__ = [
-    "FLOAT_DTYPES",
     "check_block_size",
     "check_flag",
     "check_head_floats",
@@ -30,18 +30,9 @@ __all__ = [
     "check_query_start",
     "check_scale",
     "check_window",
-    "compute_dtype",
     "pages_needed",
     "window_visible",
 ]
-
-
-FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
-
-
-def compute_dtype(dtype: np.dtype) -> np.dtype:
-    """Dtype in which an input dtype is computed: float16 is computed in float32."""
-    return np.dtype(np.float32) if np.dtype(dtype) == np.float16 else np.dtype(dtype)
 
 
 def _as_array(x, name: str) -> np.ndarray:
@@ -64,7 +55,7 @@ def _as_array(x, name: str) -> np.ndarray:
 
 
 def check_float_array(x, name: str, *, scan: bool = True) -> np.ndarray:
-    """``x`` as a float16/32/64 array of non-zero size whose entries are all finite.
+    """``x`` as an array of a :data:`FLOAT_DTYPES` dtype, of non-zero size whose entries are all finite.
 
     ``scan=False`` skips the NaN/infinity pass for an ndarray already of a float dtype and
     non-zero size (returned as is): for implementations that scan their inputs block by block
@@ -76,9 +67,7 @@ def check_float_array(x, name: str, *, scan: bool = True) -> np.ndarray:
         return x
     x = _as_array(x, name)
     if x.dtype not in FLOAT_DTYPES:
-        raise DtypeError(
-            f"{name}: dtype {x.dtype} is not supported; use float16, float32 or float64"
-        )
+        raise DtypeError(unsupported_dtype(name, x.dtype))
     if x.size == 0:
         raise ShapeError(f"{name}: shape {x.shape} has a zero-size axis; every axis must be >= 1")
     with np.errstate(all="ignore"):
@@ -220,7 +209,7 @@ def check_flag(value, name: str) -> bool:
 
 def check_head_floats(value, error: type, form: str, shapes) -> np.ndarray:
     """A per-head float argument (``alibi_slopes``, ``sinks``) read as an array: float16,
-    float32 or float64 (each read exactly; a longdouble a float64 could not hold is refused)
+    bfloat16, float32 or float64 (each read exactly; a longdouble a float64 could not hold is refused)
     and of one of ``shapes``; its entries are the caller's to check.
 
     Raises:
@@ -231,7 +220,7 @@ def check_head_floats(value, error: type, form: str, shapes) -> np.ndarray:
     except Exception as exc:
         raise error(f"{form}; cannot be read as an array ({exc})") from None
     if array.dtype not in FLOAT_DTYPES:
-        raise error(f"{form} (float16, float32 or float64); got dtype {array.dtype}")
+        raise error(f"{form} (float16, bfloat16, float32 or float64); got dtype {array.dtype}")
     if array.shape not in tuple(shapes):
         raise error(f"{form}; got shape {array.shape}")
     return array

@@ -17,9 +17,9 @@ from attnprops.oracle.rules.arguments import (
     check_query_start,
     check_scale,
     check_window,
-    compute_dtype,
     window_visible,
 )
+from attnprops.oracle.rules.dtypes import compute_dtype
 from attnprops.oracle.rules.errors import (
     AttentionInputError,
     DtypeError,

@@ -8,13 +8,13 @@ from typing import NamedTuple
 import numpy as np
 
 from attnprops.oracle.rules.arguments import (
-    FLOAT_DTYPES,
     _as_array,
     _is_int,
     check_float_array,
     check_positive_int,
     pages_needed,
 )
+from attnprops.oracle.rules.dtypes import FLOAT_DTYPES, unsupported_dtype
 from attnprops.oracle.rules.errors import AttentionInputError, DtypeError, ShapeError
 
 __all__ = [
@@ -41,7 +41,7 @@ def check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype):
     except TypeError:
         raise DtypeError(f"dtype: {dtype!r} is not a NumPy dtype") from None
     if dtype not in FLOAT_DTYPES:
-        raise DtypeError(f"dtype: {dtype} is not supported; use float16, float32 or float64")
+        raise DtypeError(unsupported_dtype("dtype", dtype))
     return batch, num_kv_heads, head_dim, value_dim, dtype
 
 

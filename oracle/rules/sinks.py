@@ -17,7 +17,7 @@ Fully masked rows: a row with no visible key but a finite sink is allowed; its w
 output are 0 (everything goes to the sink). With a sink of ``-inf`` the fully-masked-row rule
 applies as without sinks.
 
-``sinks``: ``None`` or a float16/32/64 array of shape ``(Hq,)`` whose entries are finite or
+``sinks``: ``None`` or a float16/bfloat16/32/64 array of shape ``(Hq,)`` whose entries are finite or
 ``-inf`` (read exactly; NaN and ``+inf`` are refused: ``+inf`` would take all the weight from
 every key).
 
@@ -41,7 +41,7 @@ __all__ = ["check_sinks", "sink_at", "sinks_within"]
 
 
 def check_sinks(sinks, num_heads: int) -> np.ndarray | None:
-    """``None`` or a float16/32/64 array ``(Hq,)`` with entries finite or ``-inf``, returned as
+    """``None`` or a float16/bfloat16/32/64 array ``(Hq,)`` with entries finite or ``-inf``, returned as
     float64 ``(Hq,)`` (exact).
 
     Raises:

@@ -58,7 +58,9 @@ def test_bad_arithmetic_declarations_are_errors(monkeypatch, caps, message):
         _subject(monkeypatch, caps)
 
 
-@pytest.mark.parametrize("dtypes", [("bfloat16",), "float32", (), ("float32", None), ("int8",), 5])
+@pytest.mark.parametrize(
+    "dtypes", [("float8_e4m3fn",), ("fp16",), "float32", (), ("float32", None), ("int8",), 5]
+)
 def test_unsupported_dtypes_are_one_line_errors_naming_the_key(monkeypatch, dtypes):
     with pytest.raises(SubjectError, match=r"dtypes=.* must be a non-empty tuple of") as info:
         _subject(monkeypatch, {"dtypes": dtypes})

@@ -1,0 +1,68 @@
+"""The rulebook's dtypes (:mod:`oracle.rules.dtypes`): bfloat16 accepted and read exactly by
+both references, fp8 refused with a message that says it is a storage dtype."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from attnprops import impl, oracle
+from attnprops.oracle import ball
+from attnprops.oracle.rules import (
+    FLOAT_DTYPES,
+    DtypeError,
+    compute_dtype,
+    kv_cache_bytes,
+)
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def _every_finite_bfloat16() -> np.ndarray:
+    bits = np.arange(2**16, dtype=np.uint16).view(BF16)
+    return bits[np.isfinite(bits.astype(np.float32))]
+
+
+def test_every_finite_bfloat16_value_enters_the_oracle_exactly():
+    """One visible key has weight 1, so the output is its value row: every one of the
+    65,280 finite bfloat16 values comes out as itself (subnormals, -0 and 3.39e38 included),
+    from the 50-digit reference and from the ball reference."""
+    values = _every_finite_bfloat16()
+    q = np.ones((1, 1, 1, 1), BF16)
+    k = np.ones((1, 1, 1, 1), BF16)
+    v = values.reshape(1, 1, 1, -1)
+    out = oracle.attention(q, k, v).value
+    assert (out.reshape(-1) == values.astype(np.float64)).all()
+    assert (np.asarray(ball.attention(q, k, v)).reshape(-1) == values.astype(np.float64)).all()
+
+
+def test_bfloat16_is_computed_in_float32_and_fp8_is_storage_only():
+    assert BF16 in FLOAT_DTYPES and compute_dtype(BF16) == np.float32
+    assert compute_dtype(np.float16) == np.float32 and compute_dtype(np.float64) == np.float64
+    for fp8 in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2):
+        q = np.ones((1, 1, 2, 4), fp8)
+        with pytest.raises(DtypeError, match=r"query: dtype float8_e.* storage dtype"):
+            oracle.attention(q, q, q)
+        with pytest.raises(DtypeError, match=r"query: dtype float8_e.* storage dtype"):
+            impl.attention(q, q, q)
+        with pytest.raises(DtypeError, match=r"dtype: dtype float8_e.*storage dtype"):
+            impl.KVCache(1, 1, 4, dtype=fp8)
+        sizes = dict(num_layers=2, batch=1, tokens=3, num_kv_heads=2, head_dim=8)
+        assert kv_cache_bytes(**sizes, dtype=fp8) == 2 * 2 * 3 * 2 * 8
+        assert kv_cache_bytes(**sizes, dtype=np.dtype(fp8).name) == 2 * 2 * 3 * 2 * 8
+    assert (
+        kv_cache_bytes(num_layers=1, batch=1, tokens=1, num_kv_heads=1, head_dim=1, dtype=BF16) == 4
+    )
+
+
+def test_a_bfloat16_kv_cache_holds_bfloat16():
+    cache = impl.KVCache(1, 2, 4, dtype="bfloat16")
+    rng = np.random.default_rng(0)
+    k = rng.standard_normal((1, 2, 3, 4)).astype(BF16)
+    q = rng.standard_normal((1, 4, 3, 4)).astype(BF16)
+    out = impl.cached_attention(q, k, k, cache)
+    assert out.dtype == BF16 and cache.dtype == BF16
+    assert (cache.keys == k).all()
+    with pytest.raises(DtypeError, match="query: dtype float16 differs from the cache's bfloat16"):
+        impl.cached_attention(q.astype(np.float16), k, k, cache)

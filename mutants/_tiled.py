@@ -22,8 +22,8 @@ The kernel (Dao et al. 2022, alg. 1; Milakov & Gimelshein 2018)::
 
 Validation is the rulebook's (:func:`oracle.rules.check_attention_inputs`, whose dense
 visibility and bias the tiles read), so errors are impl's (but for the score-overflow rule,
-which impl applies and this kernel does not: kernel-sized cases never reach it). float16
-computes in float32.
+which impl applies and this kernel does not: kernel-sized cases never reach it). float16 and
+bfloat16 compute in float32.
 """
 
 from __future__ import annotations
@@ -33,11 +33,25 @@ import numpy as np
 from attnprops import impl
 from attnprops.oracle.rules import AttentionProblem, check_attention_inputs, compute_dtype
 
-__all__ = ["TILED_CAPABILITIES", "TiledKernel"]
+__all__ = ["REFERENCE_PROPERTIES", "TILED_CAPABILITIES", "TiledKernel"]
 
-# What every mutant on this kernel declares (properties.subject): float16 computes in float32,
-# as in impl, so the error bounds hold it to float32 arithmetic; it takes sinks.
-TILED_CAPABILITIES = {"compute_dtypes": {"float16": "float32"}, "sinks": True}
+# The kernel-sized properties that compare a call with the reference, one per shape kind: a
+# kernel's arithmetic fault (a wrong accumulator, a lost rounding) shows in any of them.
+REFERENCE_PROPERTIES = (
+    "test_kernel_sized_prefill_matches_reference",
+    "test_kernel_sized_decode_matches_reference",
+    "test_kernel_sized_cross_matches_reference",
+    "test_kernel_sized_chunk_matches_reference",
+)
+
+# What every mutant on this kernel declares (properties.subject): impl's dtypes, the 16-bit
+# ones computed in float32 as in impl, so the error bounds hold it to float32 arithmetic; it
+# takes sinks.
+TILED_CAPABILITIES = {
+    "dtypes": impl.ATTNPROPS_CAPABILITIES["dtypes"],
+    "compute_dtypes": impl.ATTNPROPS_CAPABILITIES["compute_dtypes"],
+    "sinks": True,
+}
 
 
 class TiledKernel(impl.Attention):
@@ -135,9 +149,14 @@ class TiledKernel(impl.Attention):
         p = np.exp(s - shift)
         l *= alpha
         l += p.sum(axis=-1, keepdims=True)
+        self.accumulate(acc, alpha, p, value)
+        m[...] = m_new
+
+    def accumulate(self, acc, alpha, p, value) -> None:
+        """The output accumulator's update of :meth:`online_step`, in place: ``acc = acc *
+        alpha + p @ value`` (``p`` the tile's ``exp(s - m_new)``, ``value`` its values)."""
         acc *= alpha
         acc += np.matmul(p, value)
-        m[...] = m_new
 
     # -- the kernel -------------------------------------------------------------------------
     def tile_dots(self, q, k, rows, keys):

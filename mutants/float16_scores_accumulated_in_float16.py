@@ -15,7 +15,7 @@ instead of ``accum_t``) picked for the QK^T product of long sequences.
 import numpy as np
 
 from attnprops.mutants import Mutant
-from attnprops.mutants._tiled import TILED_CAPABILITIES, TiledKernel
+from attnprops.mutants._tiled import REFERENCE_PROPERTIES, TILED_CAPABILITIES, TiledKernel
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
 
@@ -41,12 +41,7 @@ MUTANT = Mutant(
     description="kernel (float16, from 256 keys on) accumulates q . k in float16: every "
     "product and partial sum over the head dim rounded to float16",
     models="a half-precision QK^T GEMM with a half accumulator chosen for long sequences",
-    killed_by=(
-        "test_kernel_sized_prefill_matches_reference",
-        "test_kernel_sized_decode_matches_reference",
-        "test_kernel_sized_cross_matches_reference",
-        "test_kernel_sized_chunk_matches_reference",
-    ),
+    killed_by=REFERENCE_PROPERTIES,
     steps=_Kernel,
 )
 __all__ = MUTANT.export(globals())  # attention, KVCache, ...: the API's names (mutants.API)

@@ -35,7 +35,12 @@ class _Small(TiledKernel):
 
 @settings(max_examples=40, deadline=None, database=None)
 @given(
-    spec=kernel_specs(max_len=40, max_decode_len=60, max_scores=1 << 14),
+    spec=kernel_specs(
+        dtypes=impl.ATTNPROPS_CAPABILITIES["dtypes"],
+        max_len=40,
+        max_decode_len=60,
+        max_scores=1 << 14,
+    ),
     sinks=st.booleans(),
 )
 def test_unmutated_kernel_agrees_with_impl(spec, sinks):

@@ -168,15 +168,16 @@ def test_adapter_cache_decodes_with_offsets_and_rolls_back(name, extra):
 
 def test_torch_sdpa_declarations_and_float16():
     """torch_sdpa declares zeros for fully masked rows (what SDPA does, checked here), no
-    input validation, float16/32/64; float16 stays float16; an integer mask reaches SDPA,
-    which rejects it."""
+    input validation, bfloat16 and float16/32/64; float16 stays float16 and bfloat16 stays
+    bfloat16 (the same 16 bits both sides, cache views included); an integer mask reaches
+    SDPA, which rejects it."""
     subject = _module("torch_sdpa", "torch")
     declared = load_subject("attnprops.properties.subjects.torch_sdpa")
     assert (declared.capabilities.fully_masked_rows, declared.capabilities.validates_inputs) == (
         "zeros",
         False,
     )
-    assert declared.capabilities.dtypes == ("float16", "float32", "float64")
+    assert declared.capabilities.dtypes == ("bfloat16", "float16", "float32", "float64")
     q, k, v = (
         np.zeros((1, 1, 2, 1)),
         np.zeros((1, 1, 2, 1)),
@@ -188,6 +189,16 @@ def test_torch_sdpa_declarations_and_float16():
     out = subject.attention(q16, k16, v16, is_causal=True)
     assert out.dtype == np.float16
     _close(out, oracle.attention(q16, k16, v16, is_causal=True).value, np.float16)
+    bf16 = np.dtype("bfloat16")
+    qb, kb, vb = _rng_case(np.random.default_rng(2), bf16)
+    out = subject.attention(qb, kb, vb, is_causal=True)
+    assert out.dtype == bf16
+    _close(out, oracle.attention(qb, kb, vb, is_causal=True).value, bf16)
+    assert subject.to_tensor(kb).dtype == subject.torch.bfloat16
+    np.testing.assert_array_equal(subject.to_numpy(subject.to_tensor(kb)), kb, strict=True)
+    cache = subject.KVCache(2, 2, 3, 2, dtype=bf16)
+    subject.cached_attention(qb, kb[:, :, :2], vb[:, :, :2], cache)
+    np.testing.assert_array_equal(cache.keys, kb[:, :, :2], strict=True)
     with pytest.raises(RuntimeError, match="attn_mask dtype"):
         subject.attention(q, k, v, attn_mask=np.ones((2, 2), np.int64))
 

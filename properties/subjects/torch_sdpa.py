@@ -46,9 +46,10 @@ properties.subjects.probe torch_sdpa``, see ``docs/conventions.md``):
 
 Declared (:data:`ATTNPROPS_CAPABILITIES`): SDPA does not validate its inputs the project's way
 (NaN/inf pass through, shape errors are ``RuntimeError``), a fully masked query row gives
-a zero output row (``fully_masked_rows="zeros"``), as in PyTorch >= 2.5, and float16 is
-computed in float32 with the unnormalised weights rounded to float16 before the product with
-the values (``compute_dtypes``, ``rounds_weights``: what the error bounds charge).
+a zero output row (``fully_masked_rows="zeros"``), as in PyTorch >= 2.5, and float16 and
+bfloat16 are computed in float32 with the unnormalised weights rounded to the input dtype
+before the product with the values (``compute_dtypes``, ``rounds_weights``: what the error
+bounds charge).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ import torch
 import torch.nn.functional as F
 
 from attnprops.oracle.rules import (
+    FLOAT_DTYPES,
     check_cache_append,
     check_cache_config,
     check_cached_query,
@@ -66,16 +68,18 @@ from attnprops.oracle.rules import (
 )
 
 __version__ = torch.__version__
+BFLOAT16 = FLOAT_DTYPES[1]  # ml_dtypes' bfloat16 (oracle.rules.dtypes)
 ATTNPROPS_EXPECTED_FAILURES = "torch_sdpa.xfail.txt"  # known deviations, docs/findings.md
 
 ATTNPROPS_CAPABILITIES = {
-    "dtypes": ("float16", "float32", "float64"),
+    "dtypes": ("bfloat16", "float16", "float32", "float64"),
     "validates_inputs": False,
     "fully_masked_rows": "zeros",
-    # float16 is computed in float32, the exponentials rounded to float16 before P @ V
-    # (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp: accum_t = float for reduced types,
-    # _exp_reduce_sum_fusion_kernel writes exp(s - m) to the reduced-type buffer)
-    "compute_dtypes": {"float16": "float32"},
+    # float16 and bfloat16 are computed in float32, the exponentials rounded to the input
+    # dtype before P @ V (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp: accum_t = float
+    # for reduced types, _exp_reduce_sum_fusion_kernel writes exp(s - m) to the reduced-type
+    # buffer; the math fallback converts reduced types to float32 on the CPU)
+    "compute_dtypes": {"float16": "float32", "bfloat16": "float32"},
     "rounds_weights": True,
     "window": "offsets",  # built into the bool mask (see the module docstring)
     "segment_ids": True,  # likewise
@@ -86,6 +90,7 @@ ATTNPROPS_CAPABILITIES = {
 }
 
 _TORCH_DTYPES = {
+    BFLOAT16: torch.bfloat16,
     np.dtype(np.float16): torch.float16,
     np.dtype(np.float32): torch.float32,
     np.dtype(np.float64): torch.float64,
@@ -93,22 +98,32 @@ _TORCH_DTYPES = {
 
 
 def _torch_dtype(dtype) -> torch.dtype:
-    """The torch dtype of a NumPy dtype (float16/32/64); ``TypeError`` for any other."""
+    """The torch dtype of a NumPy dtype (bfloat16, float16/32/64); ``TypeError`` for any
+    other."""
     try:
         return _TORCH_DTYPES[np.dtype(dtype)]
     except (KeyError, TypeError):
-        raise TypeError(f"dtype {dtype!r}: use float16, float32 or float64") from None
+        raise TypeError(f"dtype {dtype!r}: use bfloat16, float16, float32 or float64") from None
 
 
 def to_tensor(x) -> torch.Tensor:
     """A tensor holding a *copy* of ``x`` (any array-like; read-only and non-contiguous
-    NumPy arrays included), so nothing the caller owns is ever shared with torch."""
-    return torch.from_numpy(np.array(x, copy=True))
+    NumPy arrays included), so nothing the caller owns is ever shared with torch. A bfloat16
+    array (``ml_dtypes``', which ``torch.from_numpy`` does not know) travels as its 16 bits:
+    the same format as ``torch.bfloat16``, so the values are exact."""
+    array = np.array(x, copy=True)
+    if array.dtype == BFLOAT16:
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
-    """The tensor's values as a new NumPy array (same dtype)."""
-    return t.detach().cpu().numpy().copy()
+    """The tensor's values as a new NumPy array (same dtype; ``torch.bfloat16`` as
+    ``ml_dtypes``' bfloat16, bit for bit)."""
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(BFLOAT16).copy()
+    return t.numpy().copy()
 
 
 def first_position(query_len: int, key_len: int, query_start: int | None) -> int:
@@ -392,7 +407,7 @@ def attention(
     """Scaled dot-product attention through ``torch.nn.functional.scaled_dot_product_attention``.
 
     Args:
-        query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; float16, float32 or float64 NumPy array.
+        query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; bfloat16, float16, float32 or float64 NumPy array.
         key: ``(B, Hkv, Tk, D)`` or ``(Tk, D)``, same dtype; value: ``(B, Hkv, Tk, Dv)``.
         attn_mask: ``None``, bool (True = may attend) or float additive mask broadcastable to
             ``(B, Hq, Tq, Tk)``.
@@ -454,7 +469,8 @@ class KVCache:
     Args:
         batch, num_kv_heads, head_dim: sizes (ints >= 1).
         value_dim: ``Dv`` (``None``: ``head_dim``).
-        dtype: float16, float32 or float64 (NumPy dtype); appended arrays must match it.
+        dtype: bfloat16, float16, float32 or float64 (NumPy dtype); appended arrays must
+            match it.
 
     ``keys``/``values`` are read-only NumPy views of the cached tensors; ``append`` stores
     copies (``torch.cat`` allocates) and is atomic. Holds ``Hkv`` heads, never ``Hq``.
@@ -477,7 +493,9 @@ class KVCache:
 
     @staticmethod
     def _view(t: torch.Tensor) -> np.ndarray:
-        view = t.numpy()
+        view = (
+            t.view(torch.int16).numpy().view(BFLOAT16) if t.dtype == torch.bfloat16 else t.numpy()
+        )
         view.flags.writeable = False
         return view
 

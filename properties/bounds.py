@@ -3,10 +3,12 @@
 Notation for one query row: exact scaled scores ``s_j`` (``-inf`` where hidden), row maximum
 ``m``, shifted scores ``x_j = s_j - m``, exact weights ``w_j``, values ``v_j``, ``gamma(n) =
 n u / (1 - n u)``. Two unit roundoffs (``eps / 2``: 2**-53 float64, 2**-24 float32, 2**-11
-float16), from the subject's declared :class:`Arithmetic`: ``u`` of the *compute* dtype, in
-which products, sums, ``exp`` and divisions round, and ``us`` of the *storage* dtype (the
-inputs' and the result's), to which the float mask is converted and the results are rounded;
-``tiny`` and ``tinys`` their smallest subnormals. A subject that computes float16 in float32
+float16, 2**-8 bfloat16), from the subject's declared :class:`Arithmetic`: ``u`` of the
+*compute* dtype, in which products, sums, ``exp`` and divisions round, ``ua`` of the dtype
+the weighted sum ``P V`` accumulates in (the compute dtype unless declared otherwise,
+``accumulate_dtypes``), and ``us`` of the *storage* dtype (the inputs' and the result's), to
+which the float mask is converted and the results are rounded; ``tiny``, ``tinya`` and
+``tinys`` their smallest subnormals. A subject that computes float16 in float32
 (impl, PyTorch's CPU kernels, FlashAttention) declares it (``compute_dtypes``, see
 :mod:`properties.subject`); undeclared, every operation is charged the storage dtype's ``u``
 (``u = us``), which at float16 and a few hundred keys demands next to nothing.
@@ -66,11 +68,21 @@ inputs' and the result's), to which the float mask is converted and the results 
    already in ``eta``): their bound ``bp_j`` is ``bw_j`` without the factor ``(1 + us)`` and
    with ``tp = (Tk + 2) tiny + tinys [rounds_weights]`` for ``tw``::
 
-       |o^_c - o_c| <= sum_j bp_j |v_jc| + gamma(Tk + 2) sum_j (w_j + bp_j) |v_jc|
-                       + us |o_c| + to,    to = (Tk + 2) tiny + tinys [u != us]
+       |o^_c - o_c| <= sum_j bp_j |v_jc| + gamma_a(Tk + 2) sum_j (w_j + bp_j) |v_jc|
+                       + us |o_c| + to,    to = (Tk + 2) tinya' + tinys [u != us]
 
-   (``gamma(Tk + 2)``: the ``Tk`` products and sums, and the division by the sum of blocked
-   softmax; ``us |o_c|`` the final rounding).
+   (``gamma_a(Tk + 2)``: ``gamma`` with ``max(u, ua)``, for the ``Tk`` products and sums in
+   the accumulation dtype and the division by the sum, of blocked softmax too, in at most
+   the compute dtype's ``u``; ``tinya' = max(tiny, tinya)``; ``us |o_c|`` the final
+   rounding, which every subject owes: its result is in the storage dtype, which the
+   structure properties check). A subject that accumulates ``P V`` in bfloat16 declares
+   ``ua = 2**-8``, and ``gamma_a(Tk + 2)`` is then infinite from 254 keys on (no
+   worst-case bound: Higham's ``gamma_n`` needs ``n ua < 1``); the properties demand
+   nothing of such a row rather than a fudged tolerance. A probabilistic bound (Higham &
+   Mary 2019, ``sqrt(n) ua`` with a stated failure probability) would say more there; it is
+   not built. A subject that declares float32 accumulation and accumulates in bfloat16 is
+   held to ``gamma(Tk + 2)`` at ``2**-24`` and fails (mutant
+   ``bfloat16_weighted_sum_accumulated_in_bfloat16``).
 
 Every bound also carries ``2**-53 * |exact|`` for the oracle's own rounding to float64. With
 ``u = us`` (one dtype throughout) the terms in brackets vanish. The bounds are first-order
@@ -149,11 +161,14 @@ class Arithmetic(NamedTuple):
     ``storage``: the inputs' and the result's dtype; ``compute``: the dtype its products,
     sums, ``exp`` and divisions round in (never less precise than ``storage``);
     ``rounds_weights``: the unnormalised weights are rounded to ``storage`` before the
-    weighted sum (FlashAttention's ``P``)."""
+    weighted sum (FlashAttention's ``P``); ``accumulate``: the dtype the weighted sum ``P
+    V`` accumulates in (None: ``compute``). Output rounding to ``storage`` is always part
+    of the model (item 3 of the module doc)."""
 
     storage: np.dtype
     compute: np.dtype
     rounds_weights: bool = False
+    accumulate: np.dtype | None = None
 
     @classmethod
     def of(cls, dtype) -> "Arithmetic":
@@ -166,11 +181,21 @@ class Arithmetic(NamedTuple):
         u, us = unit_roundoff(self.compute), unit_roundoff(self.storage)
         tiny = float(np.finfo(self.compute).smallest_subnormal)
         tinys = float(np.finfo(self.storage).smallest_subnormal)
+        tinya = max(tiny, float(np.finfo(self.accumulation).smallest_subnormal))
         mixed = tinys if self.compute != self.storage else 0.0
         flush = tinys if self.rounds_weights else 0.0
         rho = us / (1 - us) if self.rounds_weights else 0.0
         tp = (Tk + 2) * tiny + flush
-        return u, us, rho, tp + mixed, tp, (Tk + 2) * tiny + mixed, Tk * flush
+        return u, us, rho, tp + mixed, tp, (Tk + 2) * tinya + mixed, Tk * flush
+
+    @property
+    def accumulation(self) -> np.dtype:
+        """The dtype ``P V`` accumulates in: ``accumulate``, or ``compute`` when None."""
+        return self.compute if self.accumulate is None else np.dtype(self.accumulate)
+
+    def weighted_sum_roundoff(self) -> float:
+        """``max(u, ua)``: the unit roundoff of item 3's ``gamma_a``."""
+        return max(unit_roundoff(self.compute), unit_roundoff(self.accumulation))
 
 
 def gamma(n: int, u: float) -> float:
@@ -333,7 +358,8 @@ def attention_bounds(case, parts, arithmetic: Arithmetic | None = None) -> Bound
         with np.errstate(invalid="ignore"):  # inf * 0 where gamma is inf: no bound
             bound_o = (
                 _grouped_matmul(bound_p, abs_v)
-                + gamma(Tk + 2, u) * _grouped_matmul(weights + bound_p, abs_v)
+                + gamma(Tk + 2, arithmetic.weighted_sum_roundoff())
+                * _grouped_matmul(weights + bound_p, abs_v)
                 + (us + U64) * out
                 + to
             )
@@ -394,7 +420,7 @@ def agreement_bounds(case, visible: np.ndarray, arithmetic: Arithmetic | None = 
 
     so the weighted-sum bound of item 3 is at most::
 
-        [R + U64 + gamma(Tk + 2) (1 + R + U64) + us + U64] V_c + to + 2 Tk tp V_c
+        [R + U64 + gamma_a(Tk + 2) (1 + R + U64) + us + U64] V_c + to + 2 Tk tp V_c
 
     evaluated in float64 and multiplied by ``1 + 2**-40``, which covers the rounding of this
     evaluation itself (fewer than 100 operations, each within ``2**-53`` relative; ``exp``
@@ -469,7 +495,8 @@ def agreement_from(maxima: RowMaxima, arithmetic: Arithmetic, *, query_ndim: int
         c = (1 + gamma(Tk + 1, u)) * (1 + tn)  # R = expm1(2E) c + (c - 1)
         c_minus_1 = np.expm1(np.log1p(gamma(Tk + 1, u)) + np.log1p(tn))
         r = np.expm1(2 * e) * c + c_minus_1
-        factor = r + U64 + gamma(Tk + 2, u) * (1 + r + U64) + us + U64  # (B, Hq, Tq)
+        ua = arithmetic.weighted_sum_roundoff()
+        factor = r + U64 + gamma(Tk + 2, ua) * (1 + r + U64) + us + U64  # (B, Hq, Tq)
         v_max = maxima.v_max
         bound = (factor[..., None] * v_max + to + 2 * Tk * tp * v_max) * (1 + 2.0**-40)
     bound = np.where(np.isnan(bound), np.inf, bound)

@@ -76,6 +76,10 @@ key is optional and an unknown key is an error (a typo must not silently pass):
                        visible keys, the sink not counted, ``-inf`` for a row that sees no
                        key (FlashAttention's ``softmax_lse``, FlexAttention's
                        ``return_lse``); default False
+``accumulate_dtypes``  dict: input dtype name -> the dtype the weighted sum ``P @ V``
+                       accumulates in, where it differs from the compute dtype (a bfloat16
+                       GEMM with a bfloat16 accumulator: ``{"bfloat16": "bfloat16"}``); never
+                       less precise than the input. Default ``{}``: the compute dtype
 ``rounds_weights``     the unnormalised weights ``exp(s - m)`` are rounded to the input dtype
                        before the weighted sum of the values (FlashAttention's ``P``, PyTorch's
                        CPU flash kernel for float16); default False
@@ -130,6 +134,7 @@ _DEFAULTS = {
     "float_masks": True,
     "block_size": False,
     "compute_dtypes": {},
+    "accumulate_dtypes": {},
     "rounds_weights": False,
     "window": None,
     "segment_ids": False,
@@ -169,6 +174,7 @@ class Capabilities:
     float_masks: bool = True
     block_size: bool = False
     compute_dtypes: tuple[tuple[str, str], ...] = ()
+    accumulate_dtypes: tuple[tuple[str, str], ...] = ()
     rounds_weights: bool = False
     window: str | None = None
     segment_ids: bool = False
@@ -209,7 +215,9 @@ class Subject:
         storage = np.dtype(dtype)
         compute = dict(self.capabilities.compute_dtypes).get(storage.name, storage.name)
         rounds = self.capabilities.rounds_weights and np.dtype(compute) != storage
-        return Arithmetic(storage, np.dtype(compute), rounds)
+        accumulate = dict(self.capabilities.accumulate_dtypes).get(storage.name)
+        accumulate = None if accumulate is None else np.dtype(accumulate)
+        return Arithmetic(storage, np.dtype(compute), rounds, accumulate)
 
     def call_kwargs(self, kwargs: dict) -> dict:
         """The properties' keyword arguments in the subject's declared conventions: a
@@ -269,6 +277,32 @@ def _dtype_names(name: str, declared) -> tuple[str, ...]:
     if not names or len(names) != len(tuple(declared)) or not set(names) <= set(ALL_DTYPES):
         raise SubjectError(problem)
     return names
+
+
+def _dtype_pairs(name: str, key: str, declared) -> tuple[tuple[str, str], ...]:
+    """A declared ``{input dtype: dtype}`` dict (``compute_dtypes``, ``accumulate_dtypes``)
+    as sorted pairs of names, or a SubjectError naming the key: both names among
+    :data:`ALL_DTYPES`, the second at least as precise as the first."""
+    if not isinstance(declared, dict):
+        raise SubjectError(
+            f"subject {name!r}: {key}={declared!r} must be a dict "
+            f"of dtype names, e.g. {{'float16': 'float32'}}"
+        )
+    pairs = []
+    for given, computed in declared.items():
+        try:
+            if given is None or computed is None:  # np.dtype(None) is float64
+                raise TypeError
+            pair = (np.dtype(given).name, np.dtype(computed).name)
+        except TypeError:
+            pair = (str(given), str(computed))
+        if not set(pair) <= set(ALL_DTYPES) or np.finfo(pair[1]).eps > np.finfo(pair[0]).eps:
+            raise SubjectError(
+                f"subject {name!r}: {key} {given!r}: {computed!r}: both must be one of "
+                f"{ALL_DTYPES}, the second at least as precise as the input's"
+            )
+        pairs.append(pair)
+    return tuple(sorted(pairs))
 
 
 def is_file_name(name: str) -> bool:
@@ -381,26 +415,8 @@ def load_subject(name: str | None = None) -> Subject:
             f"subject {name!r}: fully_masked_rows={caps['fully_masked_rows']!r} must be "
             "'raise' or 'zeros'"
         )
-    compute_dtypes = caps["compute_dtypes"]
-    if not isinstance(compute_dtypes, dict):
-        raise SubjectError(
-            f"subject {name!r}: compute_dtypes={compute_dtypes!r} must be a dict "
-            f"of dtype names, e.g. {{'float16': 'float32'}}"
-        )
-    pairs = []
-    for given, computed in compute_dtypes.items():
-        try:
-            if given is None or computed is None:  # np.dtype(None) is float64
-                raise TypeError
-            pair = (np.dtype(given).name, np.dtype(computed).name)
-        except TypeError:
-            pair = (str(given), str(computed))
-        if not set(pair) <= set(ALL_DTYPES) or np.finfo(pair[1]).eps > np.finfo(pair[0]).eps:
-            raise SubjectError(
-                f"subject {name!r}: compute_dtypes {given!r}: {computed!r}: both must be one of "
-                f"{ALL_DTYPES}, the compute dtype at least as precise as the input's"
-            )
-        pairs.append(pair)
+    compute_dtypes = _dtype_pairs(name, "compute_dtypes", caps["compute_dtypes"])
+    accumulate_dtypes = _dtype_pairs(name, "accumulate_dtypes", caps["accumulate_dtypes"])
     if caps["window"] is not None and caps["window"] not in WINDOW_CONVENTIONS:
         raise SubjectError(
             f"subject {name!r}: window={caps['window']!r} must be None (no local window) or "
@@ -424,7 +440,8 @@ def load_subject(name: str | None = None) -> Subject:
         two_d_inputs=bool(caps["two_d_inputs"]),
         float_masks=bool(caps["float_masks"]),
         block_size=bool(caps["block_size"]),
-        compute_dtypes=tuple(sorted(pairs)),
+        compute_dtypes=compute_dtypes,
+        accumulate_dtypes=accumulate_dtypes,
         rounds_weights=bool(caps["rounds_weights"]),
         window=caps["window"],
         segment_ids=bool(caps["segment_ids"]),

@@ -1,14 +1,21 @@
-"""The README's adapter example is executed, so the documentation cannot rot."""
+"""The README's Python examples (the adapter, bfloat16) are executed, so the documentation
+cannot rot."""
 
 from __future__ import annotations
 
 import os
 import re
+import runpy
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
+
+from attnprops import oracle
 from attnprops.ci.pytest_process import run_pytest
+from attnprops.properties.bounds import attention_bounds
 from attnprops.properties.plugin import FAST_START
+from attnprops.properties.strategies import AttentionCase
 from attnprops.properties.subject import load_subject
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,3 +112,23 @@ def test_readme_adapter_misses_only_the_robustness_tier(tmp_path):
         proc = _pytest(base + [f"--attn-robustness={mode}"], env)
         tail = proc.stdout[-3000:]
         assert proc.returncode == code and summary in proc.stdout, (mode, tail)
+
+
+def test_readme_bfloat16_example_runs_within_impls_bound(tmp_path, capsys):
+    """The README's bfloat16 block runs as written, prints the output's dtype and its largest
+    error, and that error is within impl's declared bound (bfloat16 computed in float32)."""
+    readme = (REPO / "README.md").read_text()
+    match = re.search(r"```python\n(# bfloat16\.py.*?)```", readme, re.S)
+    assert match, "README.md lost its '# bfloat16.py' example"
+    path = tmp_path / "bfloat16.py"
+    path.write_text(match.group(1))
+    run = runpy.run_path(str(path))
+    dtype, error = capsys.readouterr().out.split()
+    q, k, v, out = run["q"], run["k"], run["v"], run["out"]
+    assert dtype == "bfloat16" == out.dtype.name
+    parts = oracle.attention_parts(q, k, v, is_causal=True)
+    case = AttentionCase(q, k, v, None, True, None, None, "none", "unit")
+    bound = attention_bounds(case, parts, load_subject("attnprops.impl").arithmetic(q.dtype))
+    diff = np.abs(out.astype(np.float64) - parts.output.value)
+    assert (diff <= bound.output).all()
+    assert float(error) == diff.max() > 0

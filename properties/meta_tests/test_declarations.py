@@ -34,6 +34,24 @@ def test_declared_arithmetic_reaches_the_bounds(monkeypatch):
     assert (double.compute, double.rounds_weights) == (np.dtype("float64"), False)
     plain = _subject(monkeypatch, {})
     assert plain.arithmetic(np.float16).compute == np.dtype("float16")
+    assert plain.arithmetic(np.float16).accumulation == np.dtype("float16")
+
+
+def test_declared_accumulation_reaches_the_bounds(monkeypatch):
+    """``accumulate_dtypes``: the weighted sum's dtype, by input dtype (default: the compute
+    dtype); it is what item 3 of properties.bounds charges ``gamma`` with."""
+    subject = _subject(
+        monkeypatch,
+        {
+            "dtypes": ("bfloat16", "float32"),
+            "compute_dtypes": {"bfloat16": "float32"},
+            "accumulate_dtypes": {"bfloat16": "bfloat16"},
+        },
+    )
+    low = subject.arithmetic("bfloat16")
+    assert (low.compute, low.accumulation) == (np.dtype("float32"), np.dtype("bfloat16"))
+    assert low.weighted_sum_roundoff() == 2.0**-8
+    assert subject.arithmetic(np.float32).accumulation == np.dtype("float32")
 
 
 @pytest.mark.parametrize(
@@ -45,6 +63,8 @@ def test_declared_arithmetic_reaches_the_bounds(monkeypatch):
         ({"compute_dtypes": {None: "float32"}}, "compute_dtypes"),
         ({"compute_dtypes": {"float16": "int32"}}, "compute_dtypes"),
         ({"compute_dtypes": ["float16", "float32"]}, "must be a dict"),
+        ({"accumulate_dtypes": {"float32": "bfloat16"}}, "accumulate_dtypes .*at least as"),
+        ({"accumulate_dtypes": "float32"}, "accumulate_dtypes=.* must be a dict"),
         ({"rounds_weights": "no"}, "rounds_weights='no' must be True or False"),
         ({"validates_inputs": 0}, "validates_inputs=0 must be True or False"),
         ({"segment_ids": "yes"}, "segment_ids='yes' must be True or False"),

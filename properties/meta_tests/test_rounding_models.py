@@ -1,0 +1,60 @@
+"""The bounds follow a subject's declared rounding model (properties.bounds, item 3): a
+kernel that accumulates ``P V`` in bfloat16 is within the bound of that model and outside
+the bound of the float32 accumulation it would break (mutant
+``bfloat16_weighted_sum_accumulated_in_bfloat16``); impl, which accumulates in float32, is
+within the float32 bound."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnprops import impl
+from attnprops.mutants import bfloat16_weighted_sum_accumulated_in_bfloat16 as bf16_acc
+from attnprops.oracle import ball
+from attnprops.properties.bounds import Arithmetic, attention_bounds
+from attnprops.properties.kernel_cases import KernelSpec
+from attnprops.properties.strategies import BFLOAT16
+
+FLOAT32 = np.dtype(np.float32)
+DECLARED = Arithmetic(BFLOAT16, FLOAT32)  # float32 accumulation, as impl and the mutant claim
+TRUE_MODEL = Arithmetic(BFLOAT16, FLOAT32, accumulate=BFLOAT16)  # what the mutant does
+
+
+def _case(key_len: int, seed: int):
+    return KernelSpec(
+        "prefill", 1, 2, 1, key_len, key_len, 16, 16, True, None, "none", "bfloat16",
+        "unit", None, seed,
+    ).build()  # fmt: skip
+
+
+def _excess(attention, case, arithmetic) -> float:
+    """max over elements of ``|out - exact| / bound`` (above 1: outside the bound)."""
+    out = attention(case.query, case.key, case.value, **case.kwargs()).astype(np.float64)
+    parts = ball.attention_parts(case.query, case.key, case.value, **case.kwargs())
+    bound = attention_bounds(case, parts, arithmetic).output
+    return float((np.abs(out - parts.output.value) / bound).max())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_bfloat16_accumulator_breaks_float32_accumulation_and_meets_its_own(seed):
+    """At 96 keys (``gamma_a(98)`` at ``2**-8`` is finite): outside the declared float32
+    bound, inside the bfloat16-accumulation bound."""
+    case = _case(96, seed)
+    assert _excess(bf16_acc.attention, case, DECLARED) > 1
+    assert _excess(bf16_acc.attention, case, TRUE_MODEL) <= 1
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_impl_meets_the_float32_accumulation_bound_in_bfloat16(seed):
+    assert _excess(impl.attention, _case(96, seed), DECLARED) <= 1
+
+
+def test_a_bfloat16_accumulation_bound_is_vacuous_past_253_keys():
+    """Higham's ``gamma_n`` needs ``n u < 1``: at ``u = 2**-8`` and 254 keys (``Tk + 2 =
+    256``) the worst-case bound is infinite, said rather than replaced by a tolerance."""
+    case = _case(254, 0)
+    parts = ball.attention_parts(case.query, case.key, case.value, **case.kwargs(), rows=[253])
+    rows = case._replace(query=case.query[:, :, [253]])
+    assert np.isinf(attention_bounds(rows, parts, TRUE_MODEL).output).all()
+    assert np.isfinite(attention_bounds(rows, parts, DECLARED).output).all()

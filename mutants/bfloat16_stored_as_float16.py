@@ -17,10 +17,9 @@ import numpy as np
 from attnprops import impl
 from attnprops.mutants import Mutant
 from attnprops.mutants._tiled import REFERENCE_PROPERTIES
-from attnprops.oracle.rules import FLOAT_DTYPES
+from attnprops.oracle.rules import BFLOAT16
 
 ATTNPROPS_CAPABILITIES = impl.ATTNPROPS_CAPABILITIES
-BFLOAT16 = FLOAT_DTYPES[1]
 
 
 def _as_float16(call):

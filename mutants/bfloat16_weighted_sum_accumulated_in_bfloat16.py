@@ -18,10 +18,9 @@ import numpy as np
 
 from attnprops.mutants import Mutant
 from attnprops.mutants._tiled import REFERENCE_PROPERTIES, TILED_CAPABILITIES, TiledKernel
-from attnprops.oracle.rules import FLOAT_DTYPES
+from attnprops.oracle.rules import BFLOAT16
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
-BFLOAT16 = FLOAT_DTYPES[1]
 
 
 def _round(acc: np.ndarray) -> None:

@@ -22,11 +22,9 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from attnprops.oracle.rules import FLOAT_DTYPES
+from attnprops.oracle.rules import BFLOAT16
 from attnprops.properties import DEFAULT_DTYPES
 from attnprops.properties.sizes import cached_strategy
-
-BFLOAT16 = FLOAT_DTYPES[1]
 
 # Value regimes. "large" makes |scores| exceed exp's range for every dtype (float64 exp
 # overflows at ~709.8), so an implementation without max subtraction overflows.

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-__all__ = ["FLOAT_DTYPES", "FP8_DTYPES", "compute_dtype", "unsupported_dtype"]
+__all__ = ["BFLOAT16", "FLOAT_DTYPES", "FP8_DTYPES", "compute_dtype", "unsupported_dtype"]
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -39,7 +39,7 @@ def compute_dtype(dtype) -> np.dtype:
     """The dtype an input dtype is computed in: float16 and bfloat16 in float32, float32 and
     float64 in themselves."""
     dtype = np.dtype(dtype)
-    return np.dtype(np.float32) if dtype in FLOAT_DTYPES[:2] else dtype
+    return np.dtype(np.float32) if dtype in (np.float16, BFLOAT16) else dtype
 
 
 def unsupported_dtype(name: str, dtype) -> str:

@@ -10,13 +10,14 @@ import pytest
 from attnprops import impl, oracle
 from attnprops.oracle import ball
 from attnprops.oracle.rules import (
+    BFLOAT16,
     FLOAT_DTYPES,
     DtypeError,
     compute_dtype,
     kv_cache_bytes,
 )
 
-BF16 = np.dtype(ml_dtypes.bfloat16)
+BF16 = BFLOAT16
 
 
 def _every_finite_bfloat16() -> np.ndarray:

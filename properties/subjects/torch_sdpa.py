@@ -59,7 +59,7 @@ import torch
 import torch.nn.functional as F
 
 from attnprops.oracle.rules import (
-    FLOAT_DTYPES,
+    BFLOAT16,
     check_cache_append,
     check_cache_config,
     check_cached_query,
@@ -68,7 +68,6 @@ from attnprops.oracle.rules import (
 )
 
 __version__ = torch.__version__
-BFLOAT16 = FLOAT_DTYPES[1]  # ml_dtypes' bfloat16 (oracle.rules.dtypes)
 ATTNPROPS_EXPECTED_FAILURES = "torch_sdpa.xfail.txt"  # known deviations, docs/findings.md
 
 ATTNPROPS_CAPABILITIES = {

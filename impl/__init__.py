@@ -13,6 +13,8 @@ dims)::
     cached_attention(query, key, value, cache, *, attn_mask=None, scale=None, window=None,
                      sinks=None)
     RollingKVCache(batch, num_kv_heads, head_dim, value_dim=None, *, capacity, dtype=numpy.float64)
+    QuantizedKVCache(batch, num_kv_heads, head_dim, value_dim=None, *, dtype=numpy.float64,
+                     storage="float8_e4m3fn", key_scale=1.0, value_scale=1.0)
     PagedKVCache(num_pages, page_size, num_kv_heads, head_dim, value_dim=None, *, dtype=numpy.float64)
     attention_with_kvcache(query, key_cache, value_cache, cache_seqlens, *, block_table=None,
                            is_causal=False, scale=None, window=None, chunk_size=None,
@@ -30,7 +32,9 @@ logit per query head to every softmax denominator (:mod:`oracle.rules.sinks`).
 ``cached_attention`` over a ``RollingKVCache`` keeps the last ``capacity`` positions (a
 sliding window's cache); ``attention_with_kvcache`` attends each sequence over its own
 ``cache_seqlens[b]`` cached positions, contiguous or in the pages of a ``PagedKVCache``
-named by a ``block_table`` (:mod:`oracle.rules.serving`).
+named by a ``block_table`` (:mod:`oracle.rules.serving`). A ``QuantizedKVCache`` stores fp8
+codes with per-tensor or per-head scales and ``cached_attention`` reads it dequantized
+(:mod:`oracle.rules.quantization`).
 ``block_size=n`` processes ``n`` queries by ``n`` keys at a time with an online softmax (peak
 extra memory O(B Hq n (n + Dv)) instead of O(B Hq Tq Tk)); ``ATTNPROPS_CAPABILITIES`` declares
 it so the property suite draws block sizes too. ``block_size="dense"`` is the dense path (one
@@ -51,6 +55,7 @@ from attnprops.impl.attention import (
 )
 from attnprops.impl.kv_cache import KVCache, kv_cache_bytes
 from attnprops.impl.paged_cache import PagedKVCache
+from attnprops.impl.quantized_cache import QuantizedKVCache
 from attnprops.impl.rolling_cache import RollingKVCache
 from attnprops.oracle.rules import AttentionInputError
 
@@ -77,6 +82,7 @@ __all__ = [
     "AttentionInputError",
     "KVCache",
     "PagedKVCache",
+    "QuantizedKVCache",
     "RollingKVCache",
     "attention",
     "attention_weights",

@@ -66,8 +66,12 @@ class KVCache:
 
     def _read_only(self, buffer: np.ndarray) -> np.ndarray:
         view = buffer[:, :, : self._length]
-        # as_strided(writeable=False) gives a view whose flag cannot be set back to True
-        return np.lib.stride_tricks.as_strided(view, view.shape, view.strides, writeable=False)
+        # as_strided(writeable=False) gives a view whose flag cannot be set back to True; it
+        # reads the dtype from the array interface, which cannot name fp8 (ml_dtypes): view
+        # the bytes, then the dtype again
+        raw = view.view(np.uint8) if buffer.itemsize == 1 else view
+        frozen = np.lib.stride_tricks.as_strided(raw, raw.shape, raw.strides, writeable=False)
+        return frozen.view(buffer.dtype) if buffer.itemsize == 1 else frozen
 
     @property
     def keys(self) -> np.ndarray:
@@ -90,12 +94,22 @@ class KVCache:
             unchanged.
         """
         key, value = check_cache_append(self, key, value)
+        return self._write(*self._encode(key, value))
+
+    def _encode(self, key: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """What the storage holds for validated ``key``/``value``: themselves (a quantized
+        cache stores codes, :class:`impl.QuantizedKVCache`); may raise, before any write."""
+        return key, value
+
+    def _write(self, key: np.ndarray, value: np.ndarray) -> int:
+        """Store encoded ``key``/``value`` after the cached positions, growing the storage
+        (in its own dtype) by doubling; return the length before."""
         start, new = self._length, key.shape[2]
         if start + new > self.capacity:
             capacity = max(2 * self.capacity, start + new)
             for name in ("_keys", "_values"):
                 old = getattr(self, name)
-                grown = np.zeros(old.shape[:2] + (capacity,) + old.shape[3:], self.dtype)
+                grown = np.zeros(old.shape[:2] + (capacity,) + old.shape[3:], old.dtype)
                 grown[:, :, :start] = old[:, :, :start]
                 setattr(self, name, grown)
         self._keys[:, :, start : start + new] = key  # copies the caller's data
@@ -115,6 +129,12 @@ class CachedAttention:
     :class:`impl.attention.Attention` (it calls ``self.attention``)."""
 
     cache_type: type = KVCache
+
+    def cached_kv(self, cache: KVCache) -> tuple[np.ndarray, np.ndarray]:
+        """The keys ``(B, Hkv, T, D)`` and values ``(B, Hkv, T, Dv)`` attention reads from
+        ``cache`` after the append: what it shows, ``cache.keys`` / ``cache.values`` (for a
+        :class:`impl.QuantizedKVCache` the dequantized ones)."""
+        return cache.keys, cache.values
 
     def cached_attention(
         self,
@@ -187,7 +207,7 @@ class CachedAttention:
         snapshot = cache._snapshot()
         appended = cache.append(key, value)
         if not isinstance(cache, RollingKVCache):
-            keys, values, start = cache.keys, cache.values, appended
+            (keys, values), start = self.cached_kv(cache), appended
         try:
             return self.attention(
                 query,

@@ -2,7 +2,7 @@
 
 Each module is a complete subject (the API of :mod:`impl`: ``attention``,
 ``attention_weights``, ``KVCache``, ``cached_attention``, ``kv_cache_bytes``, ``PagedKVCache``,
-``RollingKVCache``, ``attention_with_kvcache``), reuses
+``RollingKVCache``, ``attention_with_kvcache``, ``QuantizedKVCache``), reuses
 :mod:`impl` everywhere except its one fault, and declares itself with a module-level
 ``MUTANT = Mutant(...)``. The property suite must kill every one of them, each by one of the
 properties named in ``Mutant.killed_by`` (the reason it was built to show).
@@ -38,6 +38,7 @@ class API(NamedTuple):
     PagedKVCache: type
     RollingKVCache: type
     attention_with_kvcache: Callable
+    QuantizedKVCache: type
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,8 @@ class Mutant:
         rolling_cache: the :class:`impl.RollingKVCache` subclass that holds the fault (None:
             impl's).
         kv_cache_bytes: the faulty ``kv_cache_bytes`` (None: impl's).
+        quantized_cache: the :class:`impl.QuantizedKVCache` subclass that holds the fault
+            (None: impl's).
     """
 
     name: str
@@ -68,6 +71,7 @@ class Mutant:
     kv_cache_bytes: Callable | None = None
     paged_cache: type | None = None
     rolling_cache: type | None = None
+    quantized_cache: type | None = None
 
     def api(self) -> API:
         """The mutant's public API: impl's, with the record's steps, caches and
@@ -84,6 +88,7 @@ class Mutant:
             self.paged_cache or impl.PagedKVCache,
             self.rolling_cache or impl.RollingKVCache,
             steps.attention_with_kvcache,
+            self.quantized_cache or impl.QuantizedKVCache,
         )
 
     def export(self, namespace: dict) -> list[str]:

@@ -1,12 +1,12 @@
 """attnprops' oracle: attention at 50 significant digits, and the rulebook all subjects share.
 
-``oracle.reference`` holds the loops (the specification), ``oracle.cache`` the KV cache over
-them, ``oracle.serving`` the ragged, paged and rolling caches; ``oracle.rules`` the input rules and errors; ``oracle.ball`` the same formula in ball
+``oracle.reference`` holds the loops (the specification), ``oracle.cache`` the KV caches over
+them (plain and fp8), ``oracle.serving`` the ragged, paged and rolling caches; ``oracle.rules`` the input rules and errors; ``oracle.ball`` the same formula in ball
 arithmetic for kernel-sized calls (imported on demand: ``from oracle import ball``). The package depends on NumPy and mpmath, and
 ``oracle.ball`` on python-flint, so it can be copied into another test tree on its own.
 """
 
-from attnprops.oracle.cache import KVCache, cached_attention
+from attnprops.oracle.cache import KVCache, QuantizedKVCache, cached_attention
 from attnprops.oracle.reference import (
     DIGITS,
     OracleParts,
@@ -28,6 +28,7 @@ __all__ = [
     "OracleParts",
     "OracleResult",
     "PagedKVCache",
+    "QuantizedKVCache",
     "RollingKVCache",
     "attention",
     "attention_parts",

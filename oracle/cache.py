@@ -16,10 +16,14 @@ from attnprops.oracle.rules import (
     check_cache_config,
     check_cache_instance,
     check_cached_query,
+    check_fp8_storage,
+    check_quantization_scale,
     check_rolling_window,
+    dequantize,
+    quantize,
 )
 
-__all__ = ["KVCache", "cached_attention"]
+__all__ = ["KVCache", "QuantizedKVCache", "cached_attention"]
 
 
 class KVCache:
@@ -59,6 +63,66 @@ class KVCache:
         key, value = check_cache_append(self, key, value)
         start = len(self)
         self._blocks.append((key.copy(), value.copy()))
+        return start
+
+
+class QuantizedKVCache(KVCache):
+    """The oracle's fp8 cache: blocks of fp8 codes with float32 scales per tensor or per K/V
+    head, read back dequantized (:mod:`oracle.rules.quantization`).
+
+    Same constructor, ``append``, ``keys``/``values`` (dequantized), ``key_codes``/
+    ``value_codes`` and ``key_scale``/``value_scale`` as ``impl.QuantizedKVCache``, the
+    same rules (:func:`oracle.rules.quantize` refuses a value out of range, before any
+    block is stored).
+    """
+
+    def __init__(
+        self,
+        batch,
+        num_kv_heads,
+        head_dim,
+        value_dim=None,
+        *,
+        dtype=np.float64,
+        storage="float8_e4m3fn",
+        key_scale=1.0,
+        value_scale=1.0,
+    ):
+        super().__init__(batch, num_kv_heads, head_dim, value_dim, dtype=dtype)
+        self.storage = check_fp8_storage(storage)
+        self.key_scale = check_quantization_scale(key_scale, self.num_kv_heads, "key_scale")
+        self.value_scale = check_quantization_scale(value_scale, self.num_kv_heads, "value_scale")
+
+    def _codes(self, index: int, last: int) -> np.ndarray:
+        if not self._blocks:
+            return np.zeros((self.batch, self.num_kv_heads, 0, last), self.storage)
+        return np.concatenate([block[index] for block in self._blocks], axis=2)
+
+    @property
+    def key_codes(self) -> np.ndarray:
+        return self._codes(0, self.head_dim)
+
+    @property
+    def value_codes(self) -> np.ndarray:
+        return self._codes(1, self.value_dim)
+
+    @property
+    def keys(self) -> np.ndarray:
+        return dequantize(self.key_codes, self.key_scale, self.dtype)
+
+    @property
+    def values(self) -> np.ndarray:
+        return dequantize(self.value_codes, self.value_scale, self.dtype)
+
+    def append(self, key, value) -> int:
+        """Quantize and store ``key``/``value``; return the length before the append."""
+        key, value = check_cache_append(self, key, value)
+        codes = (
+            quantize(key, self.key_scale, self.storage, "key"),
+            quantize(value, self.value_scale, self.storage, "value"),
+        )
+        start = len(self)
+        self._blocks.append(codes)
         return start
 
 

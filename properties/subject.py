@@ -35,6 +35,12 @@ key is optional and an unknown key is an error (a typo must not silently pass):
 ``rolling_cache``      exposes ``RollingKVCache(batch, num_kv_heads, head_dim, value_dim, *,
                        capacity, dtype)`` that ``cached_attention`` takes with a window; default:
                        whether it has it and ``cached_attention``
+``quantized_cache``    exposes ``QuantizedKVCache(batch, num_kv_heads, head_dim, value_dim, *,
+                       dtype, storage, key_scale, value_scale)``: fp8 codes (``key_codes``,
+                       ``value_codes``) with per-tensor or per-head float32 scales, read back
+                       dequantized (``keys``, ``values``), that ``cached_attention`` takes
+                       (:mod:`oracle.rules.quantization`); default: whether it has it and
+                       ``cached_attention``
 ``two_d_inputs``       accepts 2-D ``(T, D)`` inputs; default True
 ``float_masks``        accepts float additive masks; default True
 ``block_size``         ``attention`` takes a ``block_size=`` keyword (blocked online softmax);
@@ -130,6 +136,7 @@ _DEFAULTS = {
     "ragged_cache": None,
     "paged_cache": None,
     "rolling_cache": None,
+    "quantized_cache": None,
     "two_d_inputs": True,
     "float_masks": True,
     "block_size": False,
@@ -155,10 +162,10 @@ class SubjectError(Exception):
 class Capabilities:
     """What a subject declares in ``ATTNPROPS_CAPABILITIES`` (the keys of the module doc),
     validated, the defaults filled in. ``weights``, ``kv_cache``, ``kv_cache_bytes``,
-    ``ragged_cache``, ``paged_cache``, ``rolling_cache`` and ``block_size`` say whether the
-    subject *has* ``attention_weights``, a KV cache, ``kv_cache_bytes``,
-    ``attention_with_kvcache``, a ``PagedKVCache``, a ``RollingKVCache`` and a ``block_size=``
-    keyword (flags, not the things themselves);
+    ``ragged_cache``, ``paged_cache``, ``rolling_cache``, ``quantized_cache`` and ``block_size``
+    say whether the subject *has* ``attention_weights``, a KV cache, ``kv_cache_bytes``,
+    ``attention_with_kvcache``, a ``PagedKVCache``, a ``RollingKVCache``, a
+    ``QuantizedKVCache`` and a ``block_size=`` keyword (flags, not the things themselves);
     ``compute_dtypes`` is sorted ``(input, compute)`` pairs of dtype names."""
 
     dtypes: tuple[str, ...] = DEFAULT_DTYPES
@@ -170,6 +177,7 @@ class Capabilities:
     ragged_cache: bool = False
     paged_cache: bool = False
     rolling_cache: bool = False
+    quantized_cache: bool = False
     two_d_inputs: bool = True
     float_masks: bool = True
     block_size: bool = False
@@ -409,6 +417,8 @@ def load_subject(name: str | None = None) -> Subject:
         caps["paged_cache"] = caps["ragged_cache"] and hasattr(module, "PagedKVCache")
     if caps["rolling_cache"] is None:
         caps["rolling_cache"] = caps["kv_cache"] and hasattr(module, "RollingKVCache")
+    if caps["quantized_cache"] is None:
+        caps["quantized_cache"] = caps["kv_cache"] and hasattr(module, "QuantizedKVCache")
     dtypes = _dtype_names(name, caps["dtypes"])
     if caps["fully_masked_rows"] not in ("raise", "zeros"):
         raise SubjectError(
@@ -423,7 +433,7 @@ def load_subject(name: str | None = None) -> Subject:
             f"one of {WINDOW_CONVENTIONS}"
         )
     flags = ("rounds_weights", "validates_inputs", "two_d_inputs", "float_masks", "block_size")
-    flags += ("ragged_cache", "paged_cache", "rolling_cache")
+    flags += ("ragged_cache", "paged_cache", "rolling_cache", "quantized_cache")
     for key in (*flags, "segment_ids", "chunk_size", "alibi", "softcap", "sinks", "lse"):
         if not isinstance(caps[key], (bool, np.bool_)):
             raise SubjectError(f"subject {name!r}: {key}={caps[key]!r} must be True or False")
@@ -437,6 +447,7 @@ def load_subject(name: str | None = None) -> Subject:
         ragged_cache=bool(caps["ragged_cache"]),
         paged_cache=bool(caps["paged_cache"]),
         rolling_cache=bool(caps["rolling_cache"]),
+        quantized_cache=bool(caps["quantized_cache"]),
         two_d_inputs=bool(caps["two_d_inputs"]),
         float_masks=bool(caps["float_masks"]),
         block_size=bool(caps["block_size"]),

@@ -132,3 +132,24 @@ def test_readme_bfloat16_example_runs_within_impls_bound(tmp_path, capsys):
     diff = np.abs(out.astype(np.float64) - parts.output.value)
     assert (diff <= bound.output).all()
     assert float(error) == diff.max() > 0
+
+
+def test_readme_fp8_cache_example_runs_within_the_round_trip_bound(tmp_path, capsys):
+    """The README's fp8 cache block runs as written: the codes are float8_e4m3fn, the output
+    has the query's heads, and the largest round-trip error it prints is that of the cache's
+    keys, within item 7 of properties/bounds.py and not zero (the keys were quantized)."""
+    from attnprops.properties.bounds import quantization_bounds
+
+    readme = (REPO / "README.md").read_text()
+    match = re.search(r"```python\n(# fp8_cache\.py.*?)```", readme, re.S)
+    assert match, "README.md lost its '# fp8_cache.py' example"
+    path = tmp_path / "fp8_cache.py"
+    path.write_text(match.group(1))
+    run = runpy.run_path(str(path))
+    codes, *shape, error = capsys.readouterr().out.replace(",", " ").replace("(", " ").split()
+    cache, k = run["cache"], run["k"]
+    assert codes == "float8_e4m3fn" and run["out"].shape == (1, 4, 5, 8)
+    bound = quantization_bounds(k, cache.key_codes, cache.key_scale, cache.storage, k.dtype)
+    diff = np.abs(cache.keys.astype(np.float64) - k)
+    assert (diff <= bound.round_trip).all()
+    assert float(error) == diff.max() > 0

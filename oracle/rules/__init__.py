@@ -58,14 +58,19 @@ Serving caches
     ``cache_seqlens`` (one length per sequence), page pools addressed by a ``block_table``, and
     the rolling cache of the last ``capacity`` positions (:mod:`oracle.rules.serving`).
 
-The rules live in ten modules, re-exported here (``from attnprops.oracle.rules import ...``
+Quantized caches
+    fp8 codes with one float32 scale per tensor or per K/V head, dequantized on read; values
+    out of the fp8 range are rejected, not saturated (:mod:`oracle.rules.quantization`).
+
+The rules live in eleven modules, re-exported here (``from attnprops.oracle.rules import ...``
 is the one way to use them): :mod:`oracle.rules.errors`, :mod:`oracle.rules.dtypes` (float16,
 bfloat16, float32, float64; fp8 for storage), :mod:`oracle.rules.arguments` (one
 argument at a time), :mod:`oracle.rules.packing` (documents and chunks),
 :mod:`oracle.rules.alibi` (the bias by distance), :mod:`oracle.rules.softcap`,
 :mod:`oracle.rules.sinks`,
-:mod:`oracle.rules.attention` (a whole call), :mod:`oracle.rules.cache` (the KV cache) and
-:mod:`oracle.rules.serving` (ragged, paged and rolling caches).
+:mod:`oracle.rules.attention` (a whole call), :mod:`oracle.rules.cache` (the KV cache),
+:mod:`oracle.rules.serving` (ragged, paged and rolling caches) and
+:mod:`oracle.rules.quantization` (the fp8 cache).
 """
 
 from attnprops.oracle.rules.alibi import *  # noqa: F403
@@ -75,6 +80,7 @@ from attnprops.oracle.rules.cache import *  # noqa: F403
 from attnprops.oracle.rules.dtypes import *  # noqa: F403
 from attnprops.oracle.rules.errors import *  # noqa: F403
 from attnprops.oracle.rules.packing import *  # noqa: F403
+from attnprops.oracle.rules.quantization import *  # noqa: F403
 from attnprops.oracle.rules.serving import *  # noqa: F403
 from attnprops.oracle.rules.sinks import *  # noqa: F403
 from attnprops.oracle.rules.softcap import *  # noqa: F403

@@ -13,6 +13,7 @@ __all__ = [
     "FullyMaskedRowError",
     "NonFiniteInputError",
     "PagedCacheError",
+    "QuantizationError",
     "QueryStartError",
     "ScaleError",
     "ScoreOverflowError",
@@ -92,3 +93,9 @@ class BlockTableError(AttentionInputError):
 class PagedCacheError(AttentionInputError):
     """A paged cache's pool has too few free pages for an append, or a sequence id is not
     live (:mod:`oracle.rules.serving`); the cache is unchanged."""
+
+
+class QuantizationError(AttentionInputError):
+    """A quantized cache's storage dtype is not fp8, a scale is not finite and > 0, or an
+    appended value lies outside the fp8 range at its scale (:mod:`oracle.rules.quantization`);
+    the cache is unchanged."""

@@ -34,6 +34,7 @@ from attnprops.oracle import lab
 from attnprops.oracle.violations.attention import ATTENTION
 from attnprops.oracle.violations.cache import APPEND, CACHE
 from attnprops.oracle.violations.calls import Call, Example, FixedExample, Pick, Violation
+from attnprops.oracle.violations.quantization import QUANTIZATION, quantized_append_base
 from attnprops.oracle.violations.serving import (
     KVCACHE_RULES,
     SERVING,
@@ -41,7 +42,7 @@ from attnprops.oracle.violations.serving import (
     ragged_base,
 )
 
-VIOLATIONS: tuple[Violation, ...] = ATTENTION + CACHE + SERVING
+VIOLATIONS: tuple[Violation, ...] = ATTENTION + CACHE + SERVING + QUANTIZATION
 BY_RULE = {v.rule: v for v in VIOLATIONS}
 ATTENTION_RULES = tuple(v.rule for v in ATTENTION)
 CACHE_APPEND_RULES = tuple(v.rule for v in APPEND)
@@ -55,6 +56,8 @@ def base_call(base: str) -> Call:
         return ragged_base(paged=base == "paged")
     if base == "paged-append":
         return paged_append_base()
+    if base == "quantized-append":
+        return quantized_append_base()
     q, k, v = lab.QUERY.copy(), lab.KEY.copy(), lab.VALUE.copy()
     if base == "2d-float32":
         return Call(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32), {})

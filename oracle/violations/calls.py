@@ -16,8 +16,8 @@ class Call(NamedTuple):
     ``key``, ``value`` into an empty ``KVCache(**kwargs["cache"])``), ``"KVCache"``
     (``KVCache(**kwargs)``), ``"kv_cache_bytes"`` (``kv_cache_bytes(**kwargs)``) or a
     serving cache's call (:mod:`oracle.violations.serving`): ``"attention_with_kvcache"``
-    (``key``/``value`` the storage, ``kwargs["cache_seqlens"]``), ``"paged_append"`` and
-    ``"rolling_attention"``."""
+    (``key``/``value`` the storage, ``kwargs["cache_seqlens"]``), ``"paged_append"``,
+    ``"rolling_attention"``, and ``"quantized_append"`` (:mod:`oracle.violations.quantization`)."""
 
     query: np.ndarray | None
     key: np.ndarray | None
@@ -48,6 +48,9 @@ class Call(NamedTuple):
             cache = module.PagedKVCache(**kwargs.pop("cache"))
             seqs = [cache.add_sequence() for _ in range(self.key.shape[0])]
             return cache.append(kwargs.pop("seqs", seqs), self.key, self.value)
+        if self.func == "quantized_append":
+            cache = module.QuantizedKVCache(**kwargs.pop("cache"))
+            return cache.append(self.key, self.value)
         if self.func == "rolling_attention":
             cache = module.RollingKVCache(**kwargs.pop("cache"))
             return module.cached_attention(self.query, self.key, self.value, cache, **kwargs)

@@ -1,13 +1,17 @@
 """Meta-tests: bfloat16 is drawn where a subject declares it, never where it does not, and
-its drawn values are bfloat16 values that pass float16's range."""
+its drawn values are bfloat16 values that pass float16's range; the quantized-cache runs draw
+both fp8 storage dtypes, per-tensor and per-head scales that differ between heads, and codes
+in fp8's subnormal range."""
 
 from __future__ import annotations
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, settings
 
+from attnprops.oracle.rules import FP8_NAMES, quantize
 from attnprops.properties.kernel_cases import kernel_specs, subject_kernel_specs
 from attnprops.properties.meta_tests.test_strategy_coverage import pooled_draws
+from attnprops.properties.quantized_cases import quantized_runs
 from attnprops.properties.strategies import BFLOAT16, attention_cases, subject_cases
 from attnprops.properties.subject import load_subject
 
@@ -94,3 +98,26 @@ def test_default_cases_do_not_draw_bfloat16():
 
     collect()
     assert "bfloat16" not in seen and "float64" in seen
+
+
+def test_quantized_runs_draw_both_fp8_dtypes_and_per_head_scales():
+    """impl's quantized-cache runs use float8_e4m3fn and float8_e5m2, with every cache
+    dtype; per-head scales that differ between heads and per-tensor ones; every drawn value
+    in range at its scale (the reference quantization accepts it), and some codes below fp8's
+    smallest normal (its subnormals), where the rounding's absolute term matters."""
+    import ml_dtypes
+
+    impl = load_subject("attnprops.impl")
+    runs = pooled_draws(quantized_runs(impl), runs=8, per_run=25)
+    assert {r.storage for r in runs} == set(FP8_NAMES)
+    assert {r.case.dtype.name for r in runs} == set(impl.capabilities.dtypes)
+    per_head = [r for r in runs if np.ndim(r.key_scale) == 1]
+    assert per_head and len(per_head) < len(runs), "per-head and per-tensor scales both drawn"
+    assert any(len(set(r.key_scale.tolist())) > 1 for r in per_head), "heads' scales differ"
+    subnormal = 0
+    for r in runs:
+        for which, x in (("key", r.case.key), ("value", r.case.value)):
+            codes = quantize(x, r.scales(which), r.storage, which).astype(np.float64)
+            normal = float(ml_dtypes.finfo(r.storage).smallest_normal)
+            subnormal += int(((codes != 0) & (np.abs(codes) < normal)).sum())
+    assert subnormal > 0

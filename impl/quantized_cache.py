@@ -1,0 +1,93 @@
+"""A KV cache that stores fp8 codes with float32 scales and dequantizes on read (vLLM's
+``kv_cache_dtype="fp8"``; the rules are :mod:`oracle.rules.quantization`).
+
+It is a :class:`impl.KVCache` whose storage holds ``fp8(x / s)`` instead of ``x``: appending
+quantizes, :attr:`QuantizedKVCache.keys` / :attr:`values` are the dequantized ``dtype(c * s)``,
+and :meth:`impl.Attention.cached_attention` attends over those, unchanged. One byte per
+element instead of two (bfloat16) or four (float32): ``kv_cache_bytes(dtype="float8_e4m3fn")``
+counts it; the ``2 * Hkv`` float32 scales are not counted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnprops.impl.kv_cache import KVCache
+from attnprops.oracle.rules import (
+    check_fp8_storage,
+    check_quantization_scale,
+    dequantize,
+    quantize,
+)
+
+__all__ = ["QuantizedKVCache"]
+
+
+class QuantizedKVCache(KVCache):
+    """Per-layer fp8 K/V cache: codes ``(B, Hkv, T, D)`` / ``(B, Hkv, T, Dv)`` and scales.
+
+    Args:
+        batch, num_kv_heads, head_dim, value_dim, capacity: as :class:`impl.KVCache`.
+        dtype: the dtype appended and read back (float16, bfloat16, float32 or float64).
+        storage: ``"float8_e4m3fn"`` (default) or ``"float8_e5m2"``.
+        key_scale, value_scale: one scale per tensor (a real number) or per K/V head
+            (``(num_kv_heads,)``), finite and > 0, held as float32 (default 1.0, as vLLM's).
+
+    ``append`` validates like :class:`impl.KVCache` and also refuses a value outside the fp8
+    range at its scale (``|x| > fp8_max * s``), atomically: on any error nothing is stored.
+
+    Raises:
+        oracle.rules.AttentionInputError for bad sizes or dtype;
+        oracle.rules.QuantizationError for a storage that is not fp8 or a bad scale.
+    """
+
+    def __init__(
+        self,
+        batch,
+        num_kv_heads,
+        head_dim,
+        value_dim=None,
+        *,
+        dtype=np.float64,
+        storage="float8_e4m3fn",
+        key_scale=1.0,
+        value_scale=1.0,
+        capacity: int = 16,
+    ):
+        super().__init__(batch, num_kv_heads, head_dim, value_dim, dtype=dtype, capacity=capacity)
+        self.storage = check_fp8_storage(storage)
+        self.key_scale = check_quantization_scale(key_scale, self.num_kv_heads, "key_scale")
+        self.value_scale = check_quantization_scale(value_scale, self.num_kv_heads, "value_scale")
+        self._keys = self._keys.astype(self.storage)
+        self._values = self._values.astype(self.storage)
+
+    @property
+    def key_codes(self) -> np.ndarray:
+        """Read-only view ``(B, Hkv, T, D)`` of the stored fp8 key codes."""
+        return self._read_only(self._keys)
+
+    @property
+    def value_codes(self) -> np.ndarray:
+        """Read-only view ``(B, Hkv, T, Dv)`` of the stored fp8 value codes."""
+        return self._read_only(self._values)
+
+    def _dequantized(self, codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
+        out = dequantize(codes, scales, self.dtype)
+        out.flags.writeable = False
+        return out
+
+    @property
+    def keys(self) -> np.ndarray:
+        """Read-only ``(B, Hkv, T, D)`` dequantized keys ``dtype(c * key_scale)`` (a copy)."""
+        return self._dequantized(self.key_codes, self.key_scale)
+
+    @property
+    def values(self) -> np.ndarray:
+        """Read-only ``(B, Hkv, T, Dv)`` dequantized values ``dtype(c * value_scale)``."""
+        return self._dequantized(self.value_codes, self.value_scale)
+
+    def _encode(self, key: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return (
+            quantize(key, self.key_scale, self.storage, "key"),
+            quantize(value, self.value_scale, self.storage, "value"),
+        )

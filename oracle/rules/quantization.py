@@ -1,0 +1,154 @@
+"""The rules of a quantized (fp8) KV cache: its storage dtype, its scales, the range a value
+must lie in to be stored, and the two conversions every implementation shares
+(:mod:`oracle.rules`).
+
+A quantized cache stores each appended key (value) ``x`` of K/V head ``h`` as the fp8 *code*
+``c = fp8(x / s_h)`` and reads it back, *dequantized*, as ``x~ = dtype(c * s_h)``:
+
+- **storage**: ``float8_e4m3fn`` (4 significant bits, largest 448, no infinities) or
+  ``float8_e5m2`` (3 significant bits, largest 57344), :data:`oracle.rules.FP8_DTYPES`;
+- **scales**: one float32 per tensor (a scalar, every head) or one per K/V head (``(Hkv,)``),
+  separately for the keys and the values; each finite and > 0 (a scale of 0, negative,
+  NaN or infinite, or one that rounds to 0 or infinity in float32, is refused with a
+  :class:`QuantizationError` naming ``key_scale`` / ``value_scale``). The scale multiplies on
+  read: ``x ~ c * s``, so a calibrated scale is ``amax / fp8_max`` (vLLM's ``k_scale`` /
+  ``v_scale``, FlashInfer's ``k_scale``; default 1.0 in vLLM);
+- **range, rejected, not saturated**: an append with ``|x| > fp8_max * s_h`` for some entry
+  raises :class:`QuantizationError` naming ``key`` / ``value``, the largest ``|x / s|`` and the
+  limit, and leaves the cache unchanged. Saturating would change a value by an unbounded
+  amount without a word; the libraries differ here (measured with torch 2.13 and ml_dtypes
+  0.7.0: ``torch.Tensor.to(torch.float8_e4m3fn)`` saturates to +-448, ml_dtypes' cast gives
+  NaN for e4m3fn; both give +-inf for e5m2), so a rule that picks one of them would make the
+  others wrong. ``fp8_max * s_h`` is exact in float64 (4 + 24 significant bits), so the test
+  is exact, and a value within it never rounds past ``fp8_max``. A code whose ``c * s``
+  passes the cache dtype's largest value (float16 near 65504: the code may round up by
+  ``u8`` relative) is refused the same way;
+- **quantize** (:func:`quantize`): ``x / s`` in the compute dtype of the cache's dtype
+  (:func:`oracle.rules.compute_dtype`: float32 for the 16-bit dtypes), then rounded to the
+  fp8 dtype, to nearest, ties to even;
+- **dequantize** (:func:`dequantize`): ``c * s`` in the compute dtype, rounded to the cache's
+  dtype: vLLM's ``scaled_convert`` (fp8 to float32, times the float32 scale, to the model's
+  dtype). Attention then reads the dequantized keys and values like any others.
+
+Other conventions: FlashInfer and FlashAttention 3 fold the scales into the computation
+instead (``k_scale`` into the softmax scale, ``v_scale`` into the output) and never round
+``c * s`` to the model's dtype; FlashAttention 3's fp8 path quantizes the queries too.
+Neither is this rulebook's model (attention over the dequantized K/V in the cache's dtype).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import ml_dtypes
+import numpy as np
+
+from attnprops.oracle.rules.dtypes import FP8_DTYPES, compute_dtype
+from attnprops.oracle.rules.errors import QuantizationError
+
+__all__ = [
+    "FP8_NAMES",
+    "check_fp8_storage",
+    "check_quantization_scale",
+    "dequantize",
+    "fp8_max",
+    "quantize",
+]
+
+FP8_NAMES = tuple(d.name for d in FP8_DTYPES)
+
+
+def check_fp8_storage(storage) -> np.dtype:
+    """``storage`` (a name of :data:`FP8_NAMES` or its NumPy dtype) as a dtype; anything else
+    raises :class:`QuantizationError` naming ``storage``."""
+    try:
+        dtype = np.dtype(storage)
+    except TypeError:
+        dtype = None
+    if dtype not in FP8_DTYPES:
+        raise QuantizationError(
+            f"storage: {storage!r} is not an fp8 dtype; use one of {', '.join(FP8_NAMES)}"
+        )
+    return dtype
+
+
+def fp8_max(storage) -> float:
+    """The largest finite value of the fp8 dtype ``storage`` (448 or 57344)."""
+    return float(ml_dtypes.finfo(check_fp8_storage(storage)).max)
+
+
+def check_quantization_scale(scale, num_kv_heads: int, name: str) -> np.ndarray:
+    """``scale`` (a real number: one per tensor; or an array ``()``, ``(1,)`` or ``(Hkv,)``:
+    one per K/V head) as a read-only float32 array ``(num_kv_heads,)``.
+
+    Raises:
+        QuantizationError naming ``name``: not real numbers, the wrong shape, or an entry
+        that is not finite and > 0 after rounding to float32.
+    """
+    if isinstance(scale, (bool, np.bool_)):
+        raise QuantizationError(f"{name}: {scale!r} is not a real number")
+    if isinstance(scale, numbers.Real):
+        array = np.array(float(scale))
+    else:
+        array = np.array(scale)
+        if array.dtype.kind not in "fiu":
+            raise QuantizationError(f"{name}: dtype {array.dtype} is not a real number dtype")
+    if array.shape not in ((), (1,), (num_kv_heads,)):
+        raise QuantizationError(
+            f"{name}: shape {array.shape}; expected a scalar (per tensor) or "
+            f"(num_kv_heads={num_kv_heads},) (per head)"
+        )
+    with np.errstate(all="ignore"):
+        scales = np.broadcast_to(array.astype(np.float32), (num_kv_heads,)).copy()
+    if not (np.isfinite(scales) & (scales > 0)).all():
+        raise QuantizationError(
+            f"{name}: {array.tolist()} must be finite and > 0 in float32 (a code is read "
+            "back as code * scale)"
+        )
+    scales.flags.writeable = False
+    return scales
+
+
+def _per_head(scales: np.ndarray) -> np.ndarray:
+    return scales.astype(np.float64)[None, :, None, None]
+
+
+def quantize(x: np.ndarray, scales: np.ndarray, storage, name: str) -> np.ndarray:
+    """The fp8 codes of ``x`` ``(B, Hkv, T, D)`` (finite, of a :data:`FLOAT_DTYPES` dtype) with
+    per-head float32 ``scales`` ``(Hkv,)``: ``fp8(x / s)``, the quotient in
+    ``compute_dtype(x.dtype)``, rounded to nearest.
+
+    Raises:
+        QuantizationError naming ``name`` when an entry has ``|x| > fp8_max * s`` (exact in
+        float64; the largest ``|x / s|`` and the limit in the message), or when a code would
+        dequantize past the largest ``x.dtype`` value (float16 near 65504: ``c * s`` rounds
+        up by up to ``u8`` relative).
+    """
+    limit = fp8_max(storage)
+    magnitude = np.abs(x.astype(np.float64))
+    if (magnitude > limit * _per_head(scales)).any():
+        ratio = magnitude / _per_head(scales)
+        raise QuantizationError(
+            f"{name}: |{name} / scale| reaches {ratio.max():.6g} > {limit:g}, the largest "
+            f"{np.dtype(storage).name}; values out of range are rejected, not saturated "
+            "(raise the scale)"
+        )
+    compute = compute_dtype(x.dtype)
+    quotient = x.astype(compute) / scales.astype(compute)[None, :, None, None]
+    codes = quotient.astype(check_fp8_storage(storage))
+    with np.errstate(over="ignore"):
+        finite = np.isfinite(dequantize(codes, scales, x.dtype)).all()
+    if not finite:
+        raise QuantizationError(
+            f"{name}: a code times its scale passes the largest {x.dtype} value, "
+            f"{float(np.finfo(x.dtype).max):g}; lower the scale or widen the dtype"
+        )
+    return codes
+
+
+def dequantize(codes: np.ndarray, scales: np.ndarray, dtype) -> np.ndarray:
+    """``dtype(c * s)`` for fp8 ``codes`` ``(B, Hkv, T, D)`` and per-head float32 ``scales``
+    ``(Hkv,)``: the product in ``compute_dtype(dtype)``, rounded to ``dtype``."""
+    compute = compute_dtype(dtype)
+    product = codes.astype(compute) * scales.astype(compute)[None, :, None, None]
+    return product.astype(dtype)

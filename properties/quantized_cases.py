@@ -1,0 +1,113 @@
+"""Strategies for the quantized (fp8) KV cache (:mod:`oracle.rules.quantization`): a causal
+sequence decoded chunk by chunk through a ``QuantizedKVCache``, with its fp8 storage dtype and
+its key and value scales.
+
+The scales are what calibration gives, ``amax / fp8_max`` (rounded up to float32, so every
+value is in range), times a drawn power of two (``2**0`` to ``2**6``: less of the fp8 range
+used, down into its subnormals); per tensor (one number) or per K/V head (``(Hkv,)``, each
+head its own amax and factor, so the heads' scales differ and a scale read from the wrong
+head shows).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from hypothesis import assume
+from hypothesis import strategies as st
+
+from attnprops.oracle.rules import (
+    FP8_NAMES,
+    QuantizationError,
+    check_quantization_scale,
+    fp8_max,
+    quantize,
+)
+from attnprops.properties.strategies import AttentionCase, attention_sinks, values
+
+__all__ = ["QuantizedRun", "calibrated_scales", "quantized_runs"]
+
+SMALLEST_SCALE = np.float32(2.0**-126)  # float32's smallest normal: a scale never underflows
+
+
+class QuantizedRun(NamedTuple):
+    """A causal ``case`` appended ``chunks`` at a time to a quantized cache of ``storage``
+    with ``key_scale``/``value_scale`` (a float per tensor or float32 ``(Hkv,)`` per head)."""
+
+    case: AttentionCase
+    storage: str
+    key_scale: float | np.ndarray
+    value_scale: float | np.ndarray
+    chunks: tuple[int, ...]
+
+    def cache_kwargs(self) -> dict:
+        """``QuantizedKVCache``'s keywords for this run."""
+        return dict(
+            dtype=self.case.dtype,
+            storage=self.storage,
+            key_scale=self.key_scale,
+            value_scale=self.value_scale,
+        )
+
+    def scales(self, which: str) -> np.ndarray:
+        """The per-head float32 scales ``(Hkv,)`` of ``"key"`` or ``"value"``."""
+        scale = self.key_scale if which == "key" else self.value_scale
+        return check_quantization_scale(scale, self.case.key.shape[1], f"{which}_scale")
+
+
+def calibrated_scales(x: np.ndarray, storage: str, factors: np.ndarray) -> np.ndarray:
+    """float32 ``(Hkv,)``: ``amax_h / fp8_max`` of each K/V head of ``x`` ``(B, Hkv, T, D)``,
+    rounded up to float32 (at least its smallest normal), times ``factors`` (powers of two)."""
+    amax = np.abs(x.astype(np.float64)).max(axis=(0, 2, 3))
+    needed = amax / fp8_max(storage)
+    scales = needed.astype(np.float32)
+    low = scales.astype(np.float64) < needed
+    scales[low] = np.nextafter(scales[low], np.float32(np.inf))
+    return np.maximum(scales, SMALLEST_SCALE) * factors.astype(np.float32)
+
+
+@st.composite
+def quantized_runs(draw, subject) -> QuantizedRun:
+    """A causal sequence of 1-8 positions (1-2 sequences, 1-3 K/V heads, groups of 1-2, head
+    dims 1-4) in one of the subject's dtypes and a value regime, the subject's sinks a
+    quarter of the time, an fp8 storage dtype, per-tensor or per-head calibrated scales, and
+    its split into appended chunks (token by token half the time)."""
+    caps = subject.capabilities
+    dtype = np.dtype(draw(st.sampled_from(tuple(reversed(caps.dtypes)))))
+    magnitude = draw(st.sampled_from(("unit", "ties", "large")))
+    storage = draw(st.sampled_from(FP8_NAMES))
+    total = draw(st.integers(1, 8))
+    batch, kv_heads, group = (
+        draw(st.integers(1, 2)),
+        draw(st.integers(1, 3)),
+        draw(st.integers(1, 2)),
+    )
+    heads, head_dim, value_dim = kv_heads * group, draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    q = draw(values((batch, heads, total, head_dim), dtype.name, magnitude))
+    k = draw(values((batch, kv_heads, total, head_dim), dtype.name, magnitude))
+    v = draw(values((batch, kv_heads, total, value_dim), dtype.name, magnitude))
+    per_head = draw(st.booleans())
+    scales = {}
+    for name, x in (("key", k), ("value", v)):
+        exponents = st.lists(st.integers(0, 6), min_size=kv_heads, max_size=kv_heads)
+        factors = 2.0 ** np.array(draw(exponents, label=f"{name} scale exponents"))
+        per = calibrated_scales(x, storage, factors)
+        scales[name] = per if per_head else float(per.max())
+        try:  # float16 near 65504: a code may dequantize past it (refused); draw another
+            quantize(x, check_quantization_scale(scales[name], kv_heads, name), storage, name)
+        except QuantizationError:
+            assume(False)
+    sinks = None
+    if caps.sinks and draw(st.integers(0, 3)) == 0:
+        sinks = draw(attention_sinks(heads, dtype))
+    scale = draw(st.one_of(st.none(), st.floats(0.05, 4)))
+    token_by_token = draw(st.booleans())
+    chunks, remaining = [], total
+    while remaining:
+        n = 1 if token_by_token else draw(st.integers(1, remaining))
+        chunks.append(n)
+        remaining -= n
+    layout = f"{storage} cache, {'per-head' if per_head else 'per-tensor'} scales"
+    case = AttentionCase(q, k, v, None, True, None, scale, layout, magnitude, sinks=sinks)
+    return QuantizedRun(case, storage, scales["key"], scales["value"], tuple(chunks))

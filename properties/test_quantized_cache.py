@@ -1,0 +1,202 @@
+"""Properties of the quantized (fp8) KV cache (:mod:`oracle.rules.quantization`): appended
+keys and values are stored as fp8 codes with float32 scales per tensor or per K/V head, read
+back dequantized, and ``cached_attention`` attends over what it reads back.
+
+The round trip keeps every entry within the fp8 rounding of its scaled value (item 7 of
+:mod:`properties.bounds`); decoding through the cache equals causal attention over the
+dequantized keys and values (the 50-digit oracle, items 1-3); bad scales, a storage that is not
+fp8 and values outside the fp8 range at their scale are refused, and a refused append changes
+nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, note
+from hypothesis import strategies as st
+
+from attnprops.oracle.rules import fp8_max
+from attnprops.properties._support import (
+    assert_cache_unchanged,
+    cache_state,
+    decode_in_chunks,
+    oracle_with_bounds,
+)
+from attnprops.properties.bounds import quantization_bounds
+from attnprops.properties.checks import (
+    assert_equal,
+    assert_shape_dtype,
+    assert_within,
+    call_subject,
+    fail,
+)
+from attnprops.properties.plugin import current_subject
+from attnprops.properties.quantized_cases import quantized_runs
+
+SUBJECT = current_subject()
+
+
+def _new_quantized(subject, run):
+    B, Hkv, _, D = run.case.key.shape
+    return call_subject(
+        subject.module.QuantizedKVCache,
+        B,
+        Hkv,
+        D,
+        run.case.value.shape[3],
+        **run.cache_kwargs(),
+        what="QuantizedKVCache(...)",
+    )
+
+
+def _describe(run) -> None:
+    note(
+        f"{run.storage}; key_scale {np.asarray(run.key_scale).tolist()}, value_scale "
+        f"{np.asarray(run.value_scale).tolist()}; chunks {list(run.chunks)}"
+    )
+
+
+def _decoded(subject, run):
+    cache = _new_quantized(subject, run)
+    return decode_in_chunks(subject, run.case, run.chunks, cache=cache)
+
+
+@pytest.mark.requires("quantized_cache")
+@given(run=quantized_runs(SUBJECT))
+def test_quantized_cache_round_trip_within_the_fp8_rounding(subject, run):
+    """After decoding a sequence through a ``QuantizedKVCache``, the cache reports the scales
+    it was given (float32, one per K/V head), holds fp8 codes of its storage dtype, and reads
+    back each key and value ``x`` as ``x~`` in the cache's dtype with ``|x~ - c s|`` within the
+    dequantization's rounding and ``|x~ - x|`` within the whole round trip's (item 7 of
+    :mod:`properties.bounds`): a scale read from another head, inverted, or not applied, fails
+    it."""
+    _describe(run)
+    case = run.case
+    cache, _ = _decoded(subject, run)
+    for which, appended in (("key", case.key), ("value", case.value)):
+        given_scales = run.scales(which)
+        reported = np.asarray(getattr(cache, f"{which}_scale"))
+        assert_equal(
+            out=np.broadcast_to(reported.astype(np.float64), given_scales.shape),
+            expected=given_scales.astype(np.float64),
+            what=f"{which}_scale as the cache reports it",
+        )
+        codes = getattr(cache, f"{which}_codes")
+        if np.asarray(codes).dtype != np.dtype(run.storage):
+            fail(f"{which}_codes: dtype {np.asarray(codes).dtype}, expected {run.storage}")
+        read = assert_shape_dtype(
+            out=getattr(cache, f"{which}s"),
+            shape=appended.shape,
+            dtype=case.dtype,
+            what=f"dequantized {which}s",
+        )
+        bounds = quantization_bounds(appended, codes, given_scales, run.storage, case.dtype)
+        exact = (
+            np.asarray(codes).astype(np.float64)
+            * given_scales.astype(np.float64)[None, :, None, None]
+        )
+        assert_within(
+            out=read,
+            expected=exact,
+            bound=bounds.dequantized,
+            what=f"dequantized {which}s against code * scale",
+        )
+        assert_within(
+            out=read,
+            expected=appended,
+            bound=bounds.round_trip,
+            what=f"dequantized {which}s against the appended ones ({run.storage})",
+        )
+
+
+@pytest.mark.requires("quantized_cache")
+@pytest.mark.oracle_backed
+@given(run=quantized_runs(SUBJECT))
+def test_quantized_cache_attention_equals_attention_over_the_dequantized_kv(subject, run):
+    """Decoding a sequence chunk by chunk through a ``QuantizedKVCache`` equals causal
+    attention (the 50-digit oracle, with the subject's declared rounding model) over the
+    keys and values the cache reads back, at every position: attention must read the codes
+    with the scales the cache shows (vLLM's dequantize-then-attend), not the codes alone or
+    with another head's scale."""
+    _describe(run)
+    cache, decoded = _decoded(subject, run)
+    dequantized = run.case._replace(key=np.array(cache.keys), value=np.array(cache.values))
+    parts, bounds = oracle_with_bounds(dequantized, subject)
+    decoded = assert_shape_dtype(
+        out=decoded, shape=parts.output.shape, dtype=run.case.dtype, what="decoded outputs"
+    )
+    assert_within(
+        out=decoded,
+        expected=parts.output.value,
+        bound=bounds.output,
+        what=f"{run.case.mask_layout}: decoded vs attention over the dequantized K/V",
+        case=dequantized,
+    )
+
+
+def _out_of_range(run, which: str, data) -> np.ndarray:
+    """One new position of ``which`` with one entry just past ``fp8_max * s`` of its head."""
+    case = run.case
+    x = (case.key if which == "key" else case.value)[:, :, :1].copy()
+    scales = run.scales(which)
+    b, h, d = (
+        data.draw(st.integers(0, x.shape[0] - 1), label="batch"),
+        data.draw(st.integers(0, x.shape[1] - 1), label="head"),
+        data.draw(st.integers(0, x.shape[3] - 1), label="entry"),
+    )
+    limit = fp8_max(run.storage) * float(scales[h])
+    sign = data.draw(st.sampled_from([1, -1]), label="sign")
+    past = np.array(sign * limit * 1.02).astype(x.dtype)  # 2 % past: > 1 ulp of any dtype
+    assume(np.isfinite(past) and abs(float(past)) > limit)
+    x[b, h, 0, d] = past
+    return x
+
+
+@pytest.mark.requires("quantized_cache", "validates_inputs")
+@given(run=quantized_runs(SUBJECT), data=st.data())
+def test_quantized_cache_refuses_bad_scales_and_out_of_range_values(subject, run, data):
+    """A ``QuantizedKVCache`` refuses (``ValueError``/``TypeError``) a key or value scale that
+    is 0, negative, NaN, infinite, rounds to 0 in float32 or has the wrong shape, and a
+    storage dtype that is not fp8; after some appends, an append with one entry past
+    ``fp8_max * s`` of its head is refused (rejected, not saturated) and leaves the cache
+    exactly as it was."""
+    _describe(run)
+    case = run.case
+    B, Hkv, _, D = case.key.shape
+    kind = data.draw(st.sampled_from(["scale", "storage", "range"]), label="what is wrong")
+    if kind == "range":
+        cache, _ = decode_in_chunks(
+            subject, case, run.chunks[:1], cache=_new_quantized(subject, run)
+        )
+        before = cache_state(cache)
+        which = data.draw(st.sampled_from(["key", "value"]), label="which")
+        new = {"key": case.key[:, :, :1], "value": case.value[:, :, :1]}
+        new[which] = _out_of_range(run, which, data)
+        query = case.query[:, :, :1]
+        try:
+            subject.cached_attention(query, new["key"], new["value"], cache, scale=case.scale)
+        except (ValueError, TypeError):
+            pass
+        else:
+            fail(f"an appended {which} past {run.storage}'s range at its scale was accepted")
+        assert_cache_unchanged(cache, before, f"the refused out-of-range {which}")
+        return
+    kwargs = run.cache_kwargs()
+    if kind == "storage":
+        kwargs["storage"] = data.draw(
+            st.sampled_from(["float16", "bfloat16", "int8", "uint8", "float8"]), label="storage"
+        )
+    else:
+        which = data.draw(st.sampled_from(["key_scale", "value_scale"]), label="which")
+        kwargs[which] = data.draw(
+            st.sampled_from(
+                [0.0, -1.0, float("nan"), float("inf"), 1e-60, np.ones(Hkv + 1), np.zeros(Hkv)]
+            ),
+            label=which,
+        )
+    try:
+        subject.module.QuantizedKVCache(B, Hkv, D, case.value.shape[3], **kwargs)
+    except (ValueError, TypeError):
+        return
+    fail(f"QuantizedKVCache accepted {kind} {kwargs}")

@@ -42,9 +42,11 @@ class KVCache:
     def __len__(self) -> int:
         return sum(k.shape[2] for k, _ in self._blocks)
 
-    def _read(self, index: int, last: int) -> np.ndarray:
+    def _read(self, index: int, last: int, dtype=None) -> np.ndarray:
+        """The stored blocks of ``index`` (0 keys, 1 values) concatenated, read-only; empty:
+        ``(B, Hkv, 0, last)`` of ``dtype`` (default the cache's)."""
         if not self._blocks:
-            out = np.zeros((self.batch, self.num_kv_heads, 0, last), self.dtype)
+            out = np.zeros((self.batch, self.num_kv_heads, 0, last), dtype or self.dtype)
         else:
             out = np.concatenate([block[index] for block in self._blocks], axis=2)
         out.flags.writeable = False
@@ -93,18 +95,13 @@ class QuantizedKVCache(KVCache):
         self.key_scale = check_quantization_scale(key_scale, self.num_kv_heads, "key_scale")
         self.value_scale = check_quantization_scale(value_scale, self.num_kv_heads, "value_scale")
 
-    def _codes(self, index: int, last: int) -> np.ndarray:
-        if not self._blocks:
-            return np.zeros((self.batch, self.num_kv_heads, 0, last), self.storage)
-        return np.concatenate([block[index] for block in self._blocks], axis=2)
-
     @property
     def key_codes(self) -> np.ndarray:
-        return self._codes(0, self.head_dim)
+        return self._read(0, self.head_dim, self.storage)
 
     @property
     def value_codes(self) -> np.ndarray:
-        return self._codes(1, self.value_dim)
+        return self._read(1, self.value_dim, self.storage)
 
     @property
     def keys(self) -> np.ndarray:

@@ -151,9 +151,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import ml_dtypes
 import numpy as np
 
-from attnprops.oracle.rules import alibi_bias, check_alibi_slopes
+from attnprops.oracle.rules import alibi_bias, check_alibi_slopes, compute_dtype
 
 U64 = 2.0**-53
 
@@ -532,8 +533,6 @@ class QuantizationBounds(NamedTuple):
 
 
 def _fp8_terms(dtype) -> tuple[float, float]:
-    import ml_dtypes
-
     info = ml_dtypes.finfo(dtype)
     return float(info.eps) / 2, float(info.smallest_subnormal)
 
@@ -542,8 +541,6 @@ def quantization_bounds(x, codes, scales, storage, dtype) -> QuantizationBounds:
     """Item 7's bounds for the appended ``x`` ``(B, Hkv, T, D)`` of ``dtype``, stored as fp8
     ``codes`` (of ``storage``) with per-head float32 ``scales`` ``(Hkv,)``: ``round_trip``
     on ``|x~ - x|`` from ``x`` alone, ``dequantized`` on ``|x~ - c s|`` from the codes."""
-    from attnprops.oracle.rules import compute_dtype
-
     dtype = np.dtype(dtype)
     compute = compute_dtype(dtype)
     uc, etac = unit_roundoff(compute), float(np.finfo(compute).smallest_subnormal)
@@ -553,12 +550,13 @@ def quantization_bounds(x, codes, scales, storage, dtype) -> QuantizationBounds:
         ud, etad = unit_roundoff(dtype), float(np.finfo(dtype).smallest_subnormal)
     u8, eta8 = _fp8_terms(storage)
     s = scales.astype(np.float64)[None, :, None, None]
-    y = np.abs(x.astype(np.float64)) / s
+    magnitude = np.abs(x.astype(np.float64))
+    y = magnitude / s
 
     def q(magnitude):
         return uc * magnitude + etac / 2 + ud * ((1 + uc) * magnitude + etac / 2) + etad / 2
 
     e1 = s * (uc * y + etac / 2 + u8 * ((1 + uc) * y + etac / 2) + eta8 / 2)
-    round_trip = (e1 + q(np.abs(x.astype(np.float64)) + e1)) * (1 + 2.0**-40)
+    round_trip = (e1 + q(magnitude + e1)) * (1 + 2.0**-40)
     exact = np.abs(codes.astype(np.float64) * s)  # c s: exact in float64 (4 + 24 bits)
     return QuantizationBounds(round_trip, q(exact) * (1 + 2.0**-40))

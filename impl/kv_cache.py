@@ -50,11 +50,14 @@ class KVCache:
             check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype)
         )
         capacity = check_positive_int(capacity, "capacity")
-        self._keys = np.zeros((self.batch, self.num_kv_heads, capacity, self.head_dim), self.dtype)
-        self._values = np.zeros(
-            (self.batch, self.num_kv_heads, capacity, self.value_dim), self.dtype
-        )
+        stored = self._stored_dtype()
+        self._keys = np.zeros((self.batch, self.num_kv_heads, capacity, self.head_dim), stored)
+        self._values = np.zeros((self.batch, self.num_kv_heads, capacity, self.value_dim), stored)
         self._length = 0
+
+    def _stored_dtype(self) -> np.dtype:
+        """The dtype the storage holds: ``dtype`` (a quantized cache: its fp8 ``storage``)."""
+        return self.dtype
 
     def __len__(self) -> int:
         return self._length

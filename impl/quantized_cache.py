@@ -54,12 +54,13 @@ class QuantizedKVCache(KVCache):
         value_scale=1.0,
         capacity: int = 16,
     ):
-        super().__init__(batch, num_kv_heads, head_dim, value_dim, dtype=dtype, capacity=capacity)
         self.storage = check_fp8_storage(storage)
+        super().__init__(batch, num_kv_heads, head_dim, value_dim, dtype=dtype, capacity=capacity)
         self.key_scale = check_quantization_scale(key_scale, self.num_kv_heads, "key_scale")
         self.value_scale = check_quantization_scale(value_scale, self.num_kv_heads, "value_scale")
-        self._keys = self._keys.astype(self.storage)
-        self._values = self._values.astype(self.storage)
+
+    def _stored_dtype(self) -> np.dtype:
+        return self.storage
 
     @property
     def key_codes(self) -> np.ndarray:

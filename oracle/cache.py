@@ -90,8 +90,8 @@ class QuantizedKVCache(KVCache):
         key_scale=1.0,
         value_scale=1.0,
     ):
+        self.storage = check_fp8_storage(storage)  # first, as impl's (its storage dtype)
         super().__init__(batch, num_kv_heads, head_dim, value_dim, dtype=dtype)
-        self.storage = check_fp8_storage(storage)
         self.key_scale = check_quantization_scale(key_scale, self.num_kv_heads, "key_scale")
         self.value_scale = check_quantization_scale(value_scale, self.num_kv_heads, "value_scale")
 
@@ -103,13 +103,18 @@ class QuantizedKVCache(KVCache):
     def value_codes(self) -> np.ndarray:
         return self._read(1, self.value_dim, self.storage)
 
+    def _dequantized(self, codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
+        out = dequantize(codes, scales, self.dtype)
+        out.flags.writeable = False  # read-only, like the plain cache's keys and impl's
+        return out
+
     @property
     def keys(self) -> np.ndarray:
-        return dequantize(self.key_codes, self.key_scale, self.dtype)
+        return self._dequantized(self.key_codes, self.key_scale)
 
     @property
     def values(self) -> np.ndarray:
-        return dequantize(self.value_codes, self.value_scale, self.dtype)
+        return self._dequantized(self.value_codes, self.value_scale)
 
     def append(self, key, value) -> int:
         """Quantize and store ``key``/``value``; return the length before the append."""

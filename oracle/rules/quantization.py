@@ -87,12 +87,13 @@ def check_quantization_scale(scale, num_kv_heads: int, name: str) -> np.ndarray:
     """
     if isinstance(scale, (bool, np.bool_)):
         raise QuantizationError(f"{name}: {scale!r} is not a real number")
-    if isinstance(scale, numbers.Real):
-        array = np.array(float(scale))
-    else:
-        array = np.array(scale)
-        if array.dtype.kind not in "fiu":
-            raise QuantizationError(f"{name}: dtype {array.dtype} is not a real number dtype")
+    try:
+        # an int past float64's range (10**400) is an infinite scale, refused below
+        array = np.array(_as_float(scale) if isinstance(scale, numbers.Real) else scale)
+    except (TypeError, ValueError) as error:  # ragged nesting, objects NumPy cannot hold
+        raise QuantizationError(f"{name}: not an array of real numbers ({error})") from None
+    if array.dtype.kind not in "fiu":
+        raise QuantizationError(f"{name}: dtype {array.dtype} is not a real number dtype")
     if array.shape not in ((), (1,), (num_kv_heads,)):
         raise QuantizationError(
             f"{name}: shape {array.shape}; expected a scalar (per tensor) or "
@@ -105,8 +106,16 @@ def check_quantization_scale(scale, num_kv_heads: int, name: str) -> np.ndarray:
             f"{name}: {array.tolist()} must be finite and > 0 in float32 (a code is read "
             "back as code * scale)"
         )
-    scales.flags.writeable = False
-    return scales
+    # a view of immutable bytes: no caller can set its WRITEABLE flag back and change the
+    # scale the stored codes were made with
+    return np.frombuffer(scales.tobytes(), np.float32)
+
+
+def _as_float(scale: numbers.Real) -> float:
+    try:
+        return float(scale)
+    except OverflowError:
+        return float("inf") if scale > 0 else float("-inf")
 
 
 def _per_head(scales: np.ndarray) -> np.ndarray:
@@ -127,9 +136,11 @@ def quantize(x: np.ndarray, scales: np.ndarray, storage, name: str) -> np.ndarra
     limit = fp8_max(storage)
     magnitude = np.abs(x.astype(np.float64))
     if (magnitude > limit * _per_head(scales)).any():
-        ratio = magnitude / _per_head(scales)
+        with np.errstate(over="ignore"):  # 1e300 / 1e-44 is past float64: say inf
+            largest = float((magnitude / _per_head(scales)).max())
+        # repr: the shortest digits that read back as the ratio, never "448 > 448"
         raise QuantizationError(
-            f"{name}: |{name} / scale| reaches {ratio.max():.6g} > {limit:g}, the largest "
+            f"{name}: |{name} / scale| reaches {largest!r} > {limit:g}, the largest "
             f"{np.dtype(storage).name}; values out of range are rejected, not saturated "
             "(raise the scale)"
         )

@@ -35,7 +35,9 @@ def _cache(call: Call, **changes) -> Call:
 
 
 def _bad_scale(call, pick):
-    return _cache(call, key_scale=pick.choice([0.0, -SCALE, float("nan"), float("inf"), 1e-60]))
+    # 10**400: an int past float64's range, an infinite scale
+    bad = [0.0, -SCALE, float("nan"), float("inf"), 1e-60, 10**400]
+    return _cache(call, key_scale=pick.choice(bad))
 
 
 def _not_fp8(call, pick):

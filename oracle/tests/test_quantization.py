@@ -1,0 +1,76 @@
+"""The quantized cache's rules at their edges (:mod:`oracle.rules.quantization`), for both
+caches: scales that cannot be changed after the codes were made with them, scales of every
+kind refused with a :class:`QuantizationError` naming the argument, and out-of-range messages
+that neither warn nor round the ratio down to the limit."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from attnprops import impl, oracle
+from attnprops.oracle.rules import QuantizationError, check_quantization_scale
+
+CACHES = [impl.QuantizedKVCache, oracle.QuantizedKVCache]
+IDS = ["impl", "oracle"]
+
+
+@pytest.mark.parametrize("cache_type", CACHES, ids=IDS)
+def test_scales_cannot_be_made_writeable(cache_type):
+    cache = cache_type(1, 2, 4, key_scale=[0.5, 2.0], value_scale=0.25)
+    for scales, expected in ((cache.key_scale, [0.5, 2.0]), (cache.value_scale, [0.25, 0.25])):
+        assert scales.dtype == np.float32 and scales.tolist() == expected
+        with pytest.raises(ValueError):
+            scales.flags.writeable = True
+        with pytest.raises(ValueError):
+            scales[0] = -1.0
+        assert scales.tolist() == expected
+
+
+@pytest.mark.parametrize("cache_type", CACHES, ids=IDS)
+def test_read_back_keys_and_codes_are_read_only(cache_type):
+    cache = cache_type(1, 1, 2, dtype=np.float32, key_scale=0.5)
+    cache.append(np.ones((1, 1, 3, 2), np.float32), np.ones((1, 1, 3, 2), np.float32))
+    for array in (cache.keys, cache.values, cache.key_codes, cache.value_codes):
+        assert not array.flags.writeable
+        with pytest.raises(ValueError):
+            array[...] = 0
+    np.testing.assert_array_equal(cache.keys, np.ones((1, 1, 3, 2), np.float32))
+
+
+@pytest.mark.parametrize(
+    "scale, says",
+    [
+        (10**400, "must be finite and > 0"),  # float() would raise OverflowError
+        (-(10**400), "must be finite and > 0"),
+        ([[1.0], [1.0, 2.0]], "not an array of real numbers"),  # ragged: NumPy's ValueError
+        ([10**400], "is not a real number dtype"),  # object dtype
+        ("0.5", "is not a real number dtype"),
+        (True, "is not a real number"),
+        (1e39, "must be finite and > 0"),  # infinite in float32
+        (1e-46, "must be finite and > 0"),  # 0 in float32
+    ],
+    ids=["1e400-int", "-1e400-int", "ragged", "object", "str", "bool", "1e39", "1e-46"],
+)
+def test_every_kind_of_bad_scale_is_a_quantization_error_naming_it(scale, says):
+    with pytest.raises(QuantizationError, match=f"^value_scale: .*{says}"):
+        check_quantization_scale(scale, 1, "value_scale")
+
+
+@pytest.mark.parametrize("cache_type", CACHES, ids=IDS)
+def test_out_of_range_message_neither_warns_nor_rounds_to_the_limit(cache_type):
+    tiny = np.float32(1e-44)  # a float32 subnormal scale: 1e300 / 1e-44 overflows float64
+    cache = cache_type(1, 1, 1, dtype=np.float64, key_scale=tiny)
+    big = np.full((1, 1, 1, 1), 1e300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(QuantizationError, match=r"^key: .* reaches inf > 448"):
+            cache.append(big, np.zeros((1, 1, 1, 1)))
+    # just past 448 * s: the ratio is printed with the digits that tell it from 448
+    cache = cache_type(1, 1, 1, dtype=np.float64, key_scale=1.0)
+    just_past = np.full((1, 1, 1, 1), np.nextafter(448.0, np.inf))
+    with pytest.raises(QuantizationError, match=r"reaches 448\.00000000000006 > 448,"):
+        cache.append(just_past, np.zeros((1, 1, 1, 1)))
+    assert len(cache) == 0

@@ -254,15 +254,22 @@ class Subject:
 
 
 # Optional libraries of the ready adapters and the pyproject extra that installs each.
-_EXTRAS = {"torch": "torch", "jax": "jax", "jaxlib": "jax"}
+_EXTRAS = {
+    "torch": "torch",
+    "jax": "jax",
+    "jaxlib": "jax",
+    "onnx": "onnx",
+    "onnxruntime": "onnx",
+}
 
 
 def install_hint(library: str) -> str:
-    """How to install an optional ``library`` (torch, jax, jaxlib) wherever the suite is: a
-    vendored copy has no extras, a clone and an installed attnprops have one."""
+    """How to install an optional ``library`` (torch, jax, jaxlib, onnx, onnxruntime) wherever
+    the suite is: a vendored copy has no extras, a clone and an installed attnprops have one."""
     extra = _EXTRAS[library]
+    package = "jax" if library == "jaxlib" else library  # jax brings its jaxlib
     return (
-        f"{library} is an optional dependency: install {extra} (pip install {extra}; "
+        f"{library} is an optional dependency: install {package} (pip install {package}; "
         f"from an attnprops clone: pip install -e .[{extra}]; for an installed "
         f"attnprops: pip install 'attnprops[{extra}]')"
     )

@@ -97,9 +97,21 @@ def test_a_missing_optional_library_names_its_extra(monkeypatch, tmp_path):
         load_subject(str(path))
 
 
-@pytest.mark.parametrize("library, extra", [("torch", "torch"), ("jax", "jax"), ("jaxlib", "jax")])
-def test_a_missing_optional_library_names_both_installs(monkeypatch, tmp_path, library, extra):
-    """The hint works in a vendored copy (no extra: pip install LIB) and in a clone/install."""
+@pytest.mark.parametrize(
+    "library, package, extra",
+    [
+        ("torch", "torch", "torch"),
+        ("jax", "jax", "jax"),
+        ("jaxlib", "jax", "jax"),
+        ("onnx", "onnx", "onnx"),
+        ("onnxruntime", "onnxruntime", "onnx"),
+    ],
+)
+def test_a_missing_optional_library_names_both_installs(
+    monkeypatch, tmp_path, library, package, extra
+):
+    """The hint works in a vendored copy (no extra: pip install the package) and in a
+    clone/install (the extra)."""
     monkeypatch.setitem(sys.modules, library, None)  # "import LIB" now fails as if absent
     path = tmp_path / f"needs_{library}.py"
     path.write_text(
@@ -110,7 +122,7 @@ def test_a_missing_optional_library_names_both_installs(monkeypatch, tmp_path, l
         load_subject(str(path))
     hint = [line for line in str(info.value).splitlines() if "optional dependency" in line]
     assert hint == [
-        f"{library} is an optional dependency: install {extra} (pip install {extra}; "
+        f"{library} is an optional dependency: install {package} (pip install {package}; "
         f"from an attnprops clone: pip install -e .[{extra}]; for an installed "
         f"attnprops: pip install 'attnprops[{extra}]')"
     ]

@@ -29,9 +29,9 @@ from attnprops.properties.subject import install_hint, load_subject
 SUITE_ROOT = Path(properties.__file__).resolve().parent.parent
 
 
-def _module(name: str, extra: str):
-    """Import ``properties.subjects.NAME`` or skip when the extra's library is missing."""
-    library = {"torch": "torch", "jax": "jax"}[extra] if extra else None
+def _module(name: str, library: str):
+    """Import ``properties.subjects.NAME`` or skip when its ``library`` (torch, jax, onnx,
+    onnxruntime) is missing."""
     if library:
         pytest.importorskip(library, reason=install_hint(library))
     return importlib.import_module(f"attnprops.properties.subjects.{name}")

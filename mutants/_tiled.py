@@ -13,7 +13,8 @@ The kernel (Dao et al. 2022, alg. 1; Milakov & Gimelshein 2018)::
     for each query tile [t0, t1) of q_tile rows:
         m, l, acc = -inf, 0, 0                                   # (.., n, 1), (.., n, Dv)
         for each split [s0, s1) of the keys (one split unless split_kv and Tk > split_kv):
-            for each key tile [j0, j1) of k_tile keys in the split, that a causal row can see:
+            for each key tile [j0, j1) of k_tile keys in the split and in the tile's key
+            range (all keys; a block-sparse kernel's narrower), that a causal row can see:
                 s = scale * sum over head-dim chunks (q[.., d0:d1] @ k[.., d0:d1]^T) + bias
                 s = -inf where hidden;  online-softmax step into (m_i, l_i, acc_i)
             merge the split: m = max(m, m_i); l, acc rescaled by exp(m_old - m), exp(m_i - m)
@@ -82,6 +83,11 @@ class TiledKernel(impl.Attention):
         )
 
     # -- the steps a mutant overrides -------------------------------------------------------
+    def key_range(self, problem: AttentionProblem, rows: slice) -> tuple[int, int]:
+        """The keys ``[lo, hi)`` the query tile ``rows`` reads (a block-sparse kernel's range
+        for the tile): all of them; the tiles' visibility hides the rest."""
+        return 0, problem.key.shape[2]
+
     def key_tiles(self, start: int, stop: int) -> list[tuple[int, int]]:
         """Key tiles ``[j0, j1)`` covering ``[start, stop)``; the last one may be short."""
         return [(j, min(j + self.k_tile, stop)) for j in range(start, stop, self.k_tile)]
@@ -198,9 +204,10 @@ class TiledKernel(impl.Attention):
                 np.zeros((B, Hkv, G, t1 - t0, 1), compute),
                 np.zeros((B, Hkv, G, t1 - t0, Dv), compute),
             )
+            lo, hi = self.key_range(problem, rows)
             for s0, s1 in self.splits(Tk):
                 m, l, acc = self.split_start(problem, t1 - t0, compute)
-                for j0, j1 in self.key_tiles(s0, s1):
+                for j0, j1 in self.key_tiles(max(s0, lo), min(s1, hi)):
                     if problem.is_causal and self.skips(j0, problem.query_start + t1 - 1):
                         continue
                     keys = slice(j0, j1)
@@ -225,6 +232,7 @@ class TiledKernel(impl.Attention):
         query_start=None,
         scale=None,
         window=None,
+        segment_ids=None,
         sinks=None,
     ):
         """Like :func:`impl.attention` (same arguments, rules and errors)."""
@@ -234,6 +242,7 @@ class TiledKernel(impl.Attention):
             query_start=query_start,
             scale=scale,
             window=window,
+            segment_ids=segment_ids,
             sinks=sinks,
         )
         problem = check_attention_inputs(query, key, value, **options)

@@ -88,6 +88,19 @@ class KernelSpec(NamedTuple):
     sinks: bool = False  # one sink logit per query head (from default_rng(seed + 2))
     alibi: bool = False  # alibi_slopes: Press et al.'s geometric slopes
     softcap: float | None = None  # c: scores become c tanh(s / c)
+    documents: tuple[int, ...] = ()  # packed documents: the key position where each starts
+
+    def segment_ids(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Packed documents as 1-D ``segment_ids`` (every batch element alike, one packed row
+        as FlashAttention's ``cu_seqlens`` gives it): key ``j``'s id counts the document
+        starts at or before ``j`` (a start drawn twice is a document of length zero); each
+        query takes the id of its own position ``query_start + i``; None without."""
+        if not self.documents:
+            return None
+        Tq, Tk = self.query_len, self.key_len
+        key_ids = np.searchsorted(np.array(self.documents), np.arange(Tk), side="right")
+        start = Tk - Tq if self.query_start is None else self.query_start
+        return key_ids[start + np.arange(Tq)], key_ids
 
     def build(self) -> AttentionCase:
         """The call as an AttentionCase (arrays from ``default_rng(seed)``; the sinks, when
@@ -118,6 +131,8 @@ class KernelSpec(NamedTuple):
             case = case._replace(alibi_slopes=slopes)
         if self.softcap is not None:
             case = case._replace(softcap=self.softcap)
+        if self.documents:
+            case = case._replace(segment_ids=self.segment_ids())
         if not self.sinks:
             return case
         draws = np.random.default_rng(self.seed + 2)
@@ -179,6 +194,7 @@ def kernel_specs(
     sinks: bool = False,
     alibi: bool = False,
     softcap: bool = False,
+    documents: bool = False,
 ) -> KernelSpec:
     """A :class:`KernelSpec` within the profile's :func:`~properties.sizes.limits` (or the
     ``max_*`` given). ``dtypes`` shrinks towards its last entry; ``block_sizes`` also draws
@@ -191,6 +207,10 @@ def kernel_specs(
     only, ``right=None``). ``sinks``: the call has one sink logit per query head
     (:meth:`KernelSpec.build`); ``alibi`` and ``softcap``: each drawn or not, ALiBi's slopes
     and a cap of 50, 30 or 5 (Gemma 2's two, and one the ``large`` scores pass far).
+    ``documents``: packed documents (:meth:`KernelSpec.segment_ids`) starting at up to four
+    tile-boundary key positions, one of them drawn twice now and then (a document of length
+    zero); no key-padding or random masks then (they could hide a document's every key from
+    a query), and causal or not.
     Shrinks towards ``prefill``, ``B = Hkv = G = 1``, tiny or tile-boundary lengths, a tiny
     head dim or 64, no mask, float64, ``unit`` values, seed 0."""
     lim = limits()
@@ -238,6 +258,8 @@ def kernel_specs(
     kinds = [m for m in MASK_KINDS if masks and (float_masks or m != "alibi")] or ["none"]
     if windows is not None:
         kinds = [m for m in kinds if m != "key padding"]
+    if documents:
+        kinds = [m for m in kinds if m in ("none", "alibi")]
     mask = draw(st.sampled_from(kinds), label="mask")
     padding = ()
     if mask == "key padding":
@@ -289,7 +311,19 @@ def kernel_specs(
         sinks,
         draw(st.booleans(), label="alibi") if alibi else False,
         draw(st.sampled_from([None, 50.0, 30.0, 5.0]), label="softcap") if softcap else None,
+        draw(document_starts(Tk), label="document starts") if documents else (),
     )
+
+
+@st.composite
+def document_starts(draw, Tk: int) -> tuple[int, ...]:
+    """Sorted key positions in ``1 .. Tk - 1`` where packed documents start (the first starts
+    at 0), each a tile-boundary size; a start drawn twice makes an empty document between.
+    Shrinks towards one document boundary, then towards the smallest position."""
+    if Tk < 2:
+        return ()
+    starts = draw(st.lists(boundary_sizes(Tk - 1), min_size=1, max_size=4))
+    return tuple(sorted(starts))
 
 
 def _fit_dim(dim: int, max_dim: int) -> int:
@@ -310,12 +344,15 @@ def boundary_rows(case: AttentionCase, *, limit: int = 24) -> list[int]:
     rows; rows at and next to a query-tile edge (``k t - 1``, ``k t``); rows whose causally
     visible keys end at or just past a key-tile edge (``query_start + i + 1`` equal to ``k t``
     or ``k t + 1``); rows whose window starts at or just past one (``query_start + i - left``
-    equal to ``k t`` or ``k t + 1``); larger tiles first (they are also edges of the smaller
-    ones)."""
+    equal to ``k t`` or ``k t + 1``); the last and first rows of each packed document (1-D
+    ``segment_ids``); larger tiles first (they are also edges of the smaller ones)."""
     Tq, Tk = case.query.shape[-2], case.key.shape[-2]
     start = case.start
     left = None if case.window is None else case.window[0]
     rows = [0, Tq - 1]
+    if case.segment_ids is not None and case.segment_ids[0].ndim == 1:
+        changes = np.flatnonzero(np.diff(case.segment_ids[0])) + 1  # first rows of a document
+        rows += [int(i) for c in changes for i in (c - 1, c)]
     for t in sorted(TILES, reverse=True):
         for k in range(1, max(Tq, Tk) // t + 2):
             rows += [k * t - 1, k * t]

@@ -199,6 +199,26 @@ def test_kernel_sized_alibi_and_softcap_match_reference(subject, spec):
     _matches_reference(subject, spec)
 
 
+@pytest.mark.requires("segment_ids")
+@pytest.mark.kernel_sized
+@given(
+    spec=subject_kernel_specs(
+        SUBJECT,
+        shapes=("prefill", "chunk", "decode"),
+        documents=True,
+        alibi=SUBJECT.capabilities.alibi,
+    )
+)
+def test_kernel_sized_documents_match_reference(subject, spec):
+    """Packed documents at kernel sizes give each query the keys of its own document only.
+    One packed row (FlashAttention's ``cu_seqlens``), each boundary at or next to a tile
+    multiple: a query tile that straddles a boundary must give each row its own document's
+    keys (a varlen kernel that takes a tile's key range from its first row, or lets a key
+    tile leak across, moves these rows): see _matches_reference, whose exact rows include
+    the last and first row of each document."""
+    _matches_reference(subject, spec)
+
+
 @pytest.mark.kernel_sized
 @given(spec=subject_kernel_specs(SUBJECT, shapes=("decode",)))
 def test_kernel_sized_decode_matches_reference(subject, spec):

@@ -8,7 +8,8 @@ run each and the feature functions below, windows, documents, chunks, ALiBi, cap
 drawn together): small cases at most 0.22 ("segment ids per batch element"), then 0.19,
 0.19, 0.10, 0.09 and 0.06 or less, the three of the sinks 0 (all 8 runs miss one of them
 with probability about ``0.22 ** 8 + 2 * 0.19 ** 8 + ...`` ~ 1e-5); kernel specs 0.32
-("window starts mid-block"), 0.07, 0.03, 0 (about ``0.32 ** 8`` ~ 1e-4). The seeds are
+("window starts mid-block"), 0.07, 0.03, 0 (about ``0.32 ** 8`` ~ 1e-4); kernel documents
+(seeds 1000..1059, 2026-12-03) 0.27 ("documents without causality"), 0.12, then 0. The seeds are
 fixed, so a miss shows only after a change of the strategies, which calls for re-measuring.
 """
 
@@ -160,6 +161,42 @@ def test_local_and_packed_cases_leave_every_row_a_key():
     for queries before key 0; no chunks then; a row hides every key only from a head with a
     finite sink): no property gets an invalid call."""
     for case in _small():
+        check_attention_inputs(case.query, case.key, case.value, **case.kwargs())
+
+
+DOCUMENTS = (
+    "a boundary inside a 32-row tile",
+    "a boundary next to a tile multiple",
+    "a zero-length document",
+    "documents with causality",
+    "documents without causality",
+    "documents in a decode",
+)
+
+
+def document_features(spec) -> set[str]:
+    starts = spec.documents
+    found = {
+        "a boundary inside a 32-row tile": any(c % 32 for c in starts) and spec.query_len > 32,
+        "a boundary next to a tile multiple": any(c > 16 and c % 16 in (1, 15) for c in starts),
+        "a zero-length document": len(set(starts)) < len(starts),
+        "documents with causality": bool(starts) and spec.is_causal,
+        "documents without causality": bool(starts) and not spec.is_causal,
+        "documents in a decode": bool(starts) and spec.shape == "decode",
+    }
+    return {name for name, hit in found.items() if hit}
+
+
+def test_document_kernel_specs_draw_tile_edges():
+    """Kernel-sized packed documents start at and next to tile multiples, inside query
+    tiles, empty now and then, with and without causality and in decodes; every row keeps a
+    key (its own position's, in its own document)."""
+    specs = pooled_draws(kernel_specs(documents=True, shapes=("prefill", "chunk", "decode")), RUNS)
+    seen = set().union(*map(document_features, specs))
+    assert set(DOCUMENTS) <= seen, sorted(set(DOCUMENTS) - seen)
+    for spec in specs:
+        assert (spec.documents or spec.key_len < 2) and spec.mask in ("none", "alibi"), spec
+        case = spec.build()
         check_attention_inputs(case.query, case.key, case.value, **case.kwargs())
 
 

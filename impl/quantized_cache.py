@@ -14,6 +14,7 @@ import numpy as np
 
 from attnprops.impl.kv_cache import KVCache
 from attnprops.oracle.rules import (
+    FrozenScales,
     check_fp8_storage,
     check_quantization_scale,
     dequantize,
@@ -40,6 +41,9 @@ class QuantizedKVCache(KVCache):
         oracle.rules.AttentionInputError for bad sizes or dtype;
         oracle.rules.QuantizationError for a storage that is not fp8 or a bad scale.
     """
+
+    key_scale = FrozenScales()
+    value_scale = FrozenScales()
 
     def __init__(
         self,

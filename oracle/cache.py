@@ -12,6 +12,7 @@ import numpy as np
 
 from attnprops.oracle.reference import OracleResult, attention
 from attnprops.oracle.rules import (
+    FrozenScales,
     check_cache_append,
     check_cache_config,
     check_cache_instance,
@@ -77,6 +78,9 @@ class QuantizedKVCache(KVCache):
     same rules (:func:`oracle.rules.quantize` refuses a value out of range, before any
     block is stored).
     """
+
+    key_scale = FrozenScales()
+    value_scale = FrozenScales()
 
     def __init__(
         self,

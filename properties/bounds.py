@@ -19,7 +19,7 @@ which the float mask is converted and the results are rounded; ``tiny``, ``tinya
    scaling of q and k by sqrt(scale) each, as PyTorch does) take at most ``D + 5`` roundings::
 
        delta_j = gamma(D + 5) * scale * sum_d |q_d k_jd|  +  u |s_j|  +  us |b_j|
-                 +  gamma_s(4) |a_j|
+                 +  gamma_s(4) |a_j|  [+ gamma_c(4) * scale * sum_d |q_d k_jd|]
 
    (``u |s_j|`` and ``us |b_j|``: adding the float mask ``b_j``, and converting it to the
    storage dtype; ``a_j = -slope |p - j|``, ALiBi's bias when the call has one: the distance,
@@ -29,7 +29,18 @@ which the float mask is converted and the results are rounded; ``tiny``, ``tinya
    the score with both biases). With ALiBi the mask's term is ``gamma_s(2) |b_j|``: a
    subject that forms ``a_j + b_j`` as one float mask rounds ``b_j`` twice (the sum, in a
    dtype at least as precise as the storage one, and its conversion), as ``torch_sdpa``
-   does (in float64, then to the query's dtype). With ``softcap=c`` the scaled score ``s0_j`` becomes
+   does (in float64, then to the query's dtype). The bracketed term is for a subject that
+   declares ``parameter_dtypes`` (the ONNX ``Attention`` op: the scale a FLOAT attribute,
+   its ``Sqrt`` in float, the root cast to the inputs' type and multiplied into q and k):
+   with ``uc`` that dtype's unit roundoff, an explicit scale becomes ``fl(s) = s (1 +
+   d0)``, its root ``sqrt(fl(s)) (1 + d1)``, whose square is ``s (1 + d0) (1 + d1)^2``; the
+   default ``1/sqrt(D)`` in that dtype is ``(1 + d2) / (1 + d1)`` off before its root, so
+   the effective scale is ``s (1 + theta)`` with ``|theta| <= gamma_c(4)`` (Higham lemma
+   3.1), an error of at most ``gamma_c(4) scale sum_d |q_d k_jd|`` in ``s_j`` (the casts and
+   products in the compute dtype stay in the ``D + 5`` roundings). It holds while the
+   scale and its root are normal numbers of that dtype; a scale past its range (``1e-300``
+   or ``1e300`` in float32) is no rounding but another scale, and the subject fails, as it
+   should. With ``softcap=c`` the scaled score ``s0_j`` becomes
    ``t_j = c tanh(s0_j / c)`` before the biases, which adds::
 
        u min(A_j, c / 2)  +  (5 u + 4 u^2) min(A_j, c)  +  2 tiny,     A_j = scale sum_d |q_d k_jd|
@@ -41,7 +52,11 @@ which the float mask is converted and the results are rounded; ``tiny``, ``tinya
    ``4 u`` relative (glibc's documented maximum for ``tanh`` on x86_64; measured here over
    20,000 random arguments: NumPy float32 1.35 ulp, float64 1.0 ulp), plus ``tiny`` per ulp
    below the normal range; multiplying by ``c`` rounds once more, and ``|t_j| <= min(|s0_j|,
-   c) <= min(A_j, c)``.
+   c) <= min(A_j, c)``. Under ``parameter_dtypes`` the cap itself is ``c' = c (1 + d)``,
+   ``|d| <= uc``; ``dt/dc = tanh(y) - y sech^2(y)`` (``y = s0 / c``) lies in ``[0, min(1,
+   |y|))`` (it is 0 at 0 with derivative ``2 y tanh(y) sech^2(y) < 1``), so ``|t(c') - t(c)|
+   <= uc c min(1, |s0| / min(c, c')) <= 2 uc min(A_j, c)``, one more term (a cap that is
+   normal in that dtype, as for the scale).
 2. Softmax (Blanchard, Higham & Higham 2021, "Accurately computing the log-sum-exp and
    softmax functions", IMA J. Numer. Anal. 41(4)). Computing ``exp(x_j)`` from perturbed
    scores perturbs each exponent by ``eta_j = delta_j + 2u|x_j| + 2u(Tk + 1) + rho``: the
@@ -184,13 +199,16 @@ class Arithmetic(NamedTuple):
     sums, ``exp`` and divisions round in (never less precise than ``storage``);
     ``rounds_weights``: the unnormalised weights are rounded to ``storage`` before the
     weighted sum (FlashAttention's ``P``); ``accumulate``: the dtype the weighted sum ``P
-    V`` accumulates in (None: ``compute``). Output rounding to ``storage`` is always part
-    of the model (item 3 of the module doc)."""
+    V`` accumulates in (None: ``compute``); ``parameters``: the dtype the scale (and its
+    square root) and the soft cap are rounded to, where less precise than ``compute``
+    (None: ``compute``; item 1). Output rounding to ``storage`` is always part of the model (item 3 of the
+    module doc)."""
 
     storage: np.dtype
     compute: np.dtype
     rounds_weights: bool = False
     accumulate: np.dtype | None = None
+    parameters: np.dtype | None = None
 
     @classmethod
     def of(cls, dtype) -> "Arithmetic":
@@ -214,6 +232,15 @@ class Arithmetic(NamedTuple):
     def accumulation(self) -> np.dtype:
         """The dtype ``P V`` accumulates in: ``accumulate``, or ``compute`` when None."""
         return self.compute if self.accumulate is None else np.dtype(self.accumulate)
+
+    def parameter_roundoff(self) -> float:
+        """``uc`` of item 1: the unit roundoff of ``parameters`` (0 when None)."""
+        return 0.0 if self.parameters is None else unit_roundoff(self.parameters)
+
+    def scale_error(self) -> float:
+        """``gamma_c(4)`` of item 1: the relative error of a scale rounded to, and its
+        square root taken in, ``parameters`` (0 when None)."""
+        return gamma(4, self.parameter_roundoff())
 
     def weighted_sum_roundoff(self) -> float:
         """``max(u, ua)``: the unit roundoff of item 3's ``gamma_a``."""
@@ -253,11 +280,15 @@ def _abs_alibi(case) -> np.ndarray | float:
     return np.abs(bias) * (1 + 2.0**-52)
 
 
-def _softcap_error(cap: float | None, a: np.ndarray, u: float, tiny: float) -> np.ndarray | float:
-    """The score error the cap ``cap`` adds (item 1), from ``A_j`` (``a``); 0.0 without."""
+def _softcap_error(
+    cap: float | None, a: np.ndarray, u: float, tiny: float, uc: float = 0.0
+) -> np.ndarray | float:
+    """The score error the cap ``cap`` adds (item 1), from ``A_j`` (``a``), with the cap
+    rounded at ``uc`` (``parameter_dtypes``; 0: exact); 0.0 without a cap."""
     if cap is None:
         return 0.0
-    return u * np.minimum(a, cap / 2) + (5 * u + 4 * u * u) * np.minimum(a, cap) + 2 * tiny
+    cubic = (5 * u + 4 * u * u + 2 * uc) * np.minimum(a, cap)
+    return u * np.minimum(a, cap / 2) + cubic + 2 * tiny
 
 
 def _with_sink_key(sinks, abs_qk, scores, weights, bias, alibi, value):
@@ -338,11 +369,17 @@ def _exponent_errors(case, rows: _Rows, arithmetic: Arithmetic) -> np.ndarray:
         row_max = np.where(np.isfinite(row_max), row_max, 0.0)
         shifted = np.where(visible, rows.scores - row_max, 0.0)
         delta = (
-            gamma(rows.head_dim + 5, u) * rows.abs_qk
+            (gamma(rows.head_dim + 5, u) + arithmetic.scale_error()) * rows.abs_qk
             + u * np.abs(finite_scores)
             + mask_term * rows.bias
             + gamma(4, us) * rows.alibi
-            + _softcap_error(getattr(case, "softcap", None), rows.abs_qk, u, tiny)
+            + _softcap_error(
+                getattr(case, "softcap", None),
+                rows.abs_qk,
+                u,
+                tiny,
+                arithmetic.parameter_roundoff(),
+            )
         )
         return np.where(visible, delta + 2 * u * np.abs(shifted) + 2 * u * (Tk + 1) + rho, 0.0)
 
@@ -430,11 +467,13 @@ def agreement_bounds(case, visible: np.ndarray, arithmetic: Arithmetic | None = 
     bound)::
 
         |s_j| <= A_j + |b_j| + |a_j| <= S,   |x_j| = |s_j - m| <= 2 S,   sum_j w_j |v_jc| <= V_c
-        eta_j <= E = gamma(D + 5) max_j A_j + u S + us' max_j |b_j| + gamma_s(4) max_j |a_j|
-                     + C + 4 u S + 2 u (Tk + 1) + rho
+        eta_j <= E = (gamma(D + 5) + gamma_c(4)') max_j A_j + u S + us' max_j |b_j|
+                     + gamma_s(4) max_j |a_j| + C + 4 u S + 2 u (Tk + 1) + rho
 
     (``C``: the cap's term of item 1 at ``max_j A_j``, an upper bound of it at every ``j``;
-    0 without ``softcap``; ``us'``: ``gamma_s(2)`` with ALiBi, else ``us``; a sink is one
+    0 without ``softcap``; ``gamma_c(4)'``: item 1's scale term, 0 without ``parameter_dtypes`` (which also adds
+    ``2 uc min(A_j, c)`` to ``C``);
+    ``us'``: ``gamma_s(2)`` with ALiBi, else ``us``; a sink is one
     more key of item 5, ``|b| = |sigma_h|``, so ``S`` and ``max_j |b_j|`` take it and ``Tk``
     counts it)
         eta_j + eta_bar <= 2 E   (eta_bar = log sum_k w_k e^{eta_k} <= max_k eta_k)
@@ -505,11 +544,11 @@ def agreement_from(maxima: RowMaxima, arithmetic: Arithmetic, *, query_ndim: int
     tiny = float(np.finfo(arithmetic.compute).smallest_subnormal)
     with np.errstate(over="ignore", invalid="ignore"):
         e = (
-            gamma(D + 5, u) * maxima.a_max
+            (gamma(D + 5, u) + arithmetic.scale_error()) * maxima.a_max
             + u * maxima.s_max
             + (gamma(2, us) if np.any(maxima.alibi_max) else us) * maxima.b_max
             + gamma(4, us) * maxima.alibi_max
-            + _softcap_error(maxima.softcap, maxima.a_max, u, tiny)
+            + _softcap_error(maxima.softcap, maxima.a_max, u, tiny, arithmetic.parameter_roundoff())
             + 4 * u * maxima.s_max
             + 2 * u * (Tk + 1)
             + rho

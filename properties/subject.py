@@ -86,6 +86,13 @@ key is optional and an unknown key is an error (a typo must not silently pass):
                        accumulates in, where it differs from the compute dtype (a bfloat16
                        GEMM with a bfloat16 accumulator: ``{"bfloat16": "bfloat16"}``); never
                        less precise than the input. Default ``{}``: the compute dtype
+``parameter_dtypes``   dict: input dtype name -> the dtype the call's float parameters are
+                       rounded to (the scale, whose square root is taken there too, and the
+                       soft cap), where that is less precise than the compute dtype (the ONNX
+                       ``Attention`` op: FLOAT attributes, ``Sqrt`` in float, so
+                       ``{"float64": "float32"}``); the scores are then charged those
+                       roundings (:mod:`properties.bounds`, item 1). Default ``{}``: the
+                       parameters in the compute dtype
 ``rounds_weights``     the unnormalised weights ``exp(s - m)`` are rounded to the input dtype
                        before the weighted sum of the values (FlashAttention's ``P``, PyTorch's
                        CPU flash kernel for float16); default False
@@ -142,6 +149,7 @@ _DEFAULTS = {
     "block_size": False,
     "compute_dtypes": {},
     "accumulate_dtypes": {},
+    "parameter_dtypes": {},
     "rounds_weights": False,
     "window": None,
     "segment_ids": False,
@@ -183,6 +191,7 @@ class Capabilities:
     block_size: bool = False
     compute_dtypes: tuple[tuple[str, str], ...] = ()
     accumulate_dtypes: tuple[tuple[str, str], ...] = ()
+    parameter_dtypes: tuple[tuple[str, str], ...] = ()
     rounds_weights: bool = False
     window: str | None = None
     segment_ids: bool = False
@@ -225,7 +234,9 @@ class Subject:
         rounds = self.capabilities.rounds_weights and np.dtype(compute) != storage
         accumulate = dict(self.capabilities.accumulate_dtypes).get(storage.name)
         accumulate = None if accumulate is None else np.dtype(accumulate)
-        return Arithmetic(storage, np.dtype(compute), rounds, accumulate)
+        parameters = dict(self.capabilities.parameter_dtypes).get(storage.name)
+        parameters = None if parameters is None else np.dtype(parameters)
+        return Arithmetic(storage, np.dtype(compute), rounds, accumulate, parameters)
 
     def call_kwargs(self, kwargs: dict) -> dict:
         """The properties' keyword arguments in the subject's declared conventions: a
@@ -294,10 +305,13 @@ def _dtype_names(name: str, declared) -> tuple[str, ...]:
     return names
 
 
-def _dtype_pairs(name: str, key: str, declared) -> tuple[tuple[str, str], ...]:
-    """A declared ``{input dtype: dtype}`` dict (``compute_dtypes``, ``accumulate_dtypes``)
-    as sorted pairs of names, or a SubjectError naming the key: both names among
-    :data:`ALL_DTYPES`, the second at least as precise as the first."""
+def _dtype_pairs(
+    name: str, key: str, declared, at_least_as_precise: bool = True
+) -> tuple[tuple[str, str], ...]:
+    """A declared ``{input dtype: dtype}`` dict (``compute_dtypes``, ``accumulate_dtypes``,
+    ``parameter_dtypes``) as sorted pairs of names, or a SubjectError naming the key: both names
+    among :data:`ALL_DTYPES`, the second at least as precise as the first where
+    ``at_least_as_precise``."""
     if not isinstance(declared, dict):
         raise SubjectError(
             f"subject {name!r}: {key}={declared!r} must be a dict "
@@ -311,10 +325,12 @@ def _dtype_pairs(name: str, key: str, declared) -> tuple[tuple[str, str], ...]:
             pair = (np.dtype(given).name, np.dtype(computed).name)
         except TypeError:
             pair = (str(given), str(computed))
-        if not set(pair) <= set(ALL_DTYPES) or np.finfo(pair[1]).eps > np.finfo(pair[0]).eps:
+        known = set(pair) <= set(ALL_DTYPES)
+        if not known or (at_least_as_precise and np.finfo(pair[1]).eps > np.finfo(pair[0]).eps):
             raise SubjectError(
                 f"subject {name!r}: {key} {given!r}: {computed!r}: both must be one of "
-                f"{ALL_DTYPES}, the second at least as precise as the input's"
+                f"{ALL_DTYPES}"
+                + (", the second at least as precise as the input's" if at_least_as_precise else "")
             )
         pairs.append(pair)
     return tuple(sorted(pairs))
@@ -434,6 +450,7 @@ def load_subject(name: str | None = None) -> Subject:
         )
     compute_dtypes = _dtype_pairs(name, "compute_dtypes", caps["compute_dtypes"])
     accumulate_dtypes = _dtype_pairs(name, "accumulate_dtypes", caps["accumulate_dtypes"])
+    parameter_dtypes = _dtype_pairs(name, "parameter_dtypes", caps["parameter_dtypes"], False)
     if caps["window"] is not None and caps["window"] not in WINDOW_CONVENTIONS:
         raise SubjectError(
             f"subject {name!r}: window={caps['window']!r} must be None (no local window) or "
@@ -460,6 +477,7 @@ def load_subject(name: str | None = None) -> Subject:
         block_size=bool(caps["block_size"]),
         compute_dtypes=compute_dtypes,
         accumulate_dtypes=accumulate_dtypes,
+        parameter_dtypes=parameter_dtypes,
         rounds_weights=bool(caps["rounds_weights"]),
         window=caps["window"],
         segment_ids=bool(caps["segment_ids"]),

@@ -12,9 +12,11 @@ any runtime deviates.
   of the first query.
 - N2: the scale (a FLOAT attribute) is applied as ``sqrt(scale)`` computed in float32 to both
   Q and K, so float64 scores are scaled by ``float32(sqrt(s))**2 != s`` (relative error up to
-  about 6e-8); onnxruntime does the same with its default ``1/sqrt(head_size)``.
+  about 6e-8); onnxruntime does the same with its default ``1/sqrt(head_size)``. Past
+  float32's range a scale (1e-300) or a cap (1e-46, "no cap") becomes another number.
 - N3: float16 scores are computed in float16 by the reference evaluator: a score past 65504
-  becomes ``inf`` and the output NaN, where the exact output is finite.
+  becomes ``inf`` and the output NaN, where the exact output is finite; so does its float16
+  ``sqrt(scale)`` past a scale of 4.29e9.
 """
 
 import math
@@ -91,6 +93,18 @@ def n2_float64_scale() -> bool:
         for name, run in runtimes(model(np.float64, **attrs)):
             label = f"{name} (scale={scale})"
             ok &= report("N2", label, run({"Q": q, "K": k, "V": v}), exact, 4e-16)
+    # past float32's range: a scale of 1e-300 becomes 0 (scores of 1e300 and 0: exact 0.731)
+    big = np.array([[[[1e150]]]])
+    feeds = {"Q": big, "K": np.array([[[[1e150], [0.0]]]]), "V": np.array([[[[1.0], [0.0]]]])}
+    exact = np.array([1 / (1 + math.exp(-1.0))])
+    for name, run in runtimes(model(np.float64, scale=1e-300)):
+        ok &= report("N2", f"{name} (scale=1e-300)", run(feeds), exact, 4e-16)
+    # a float32 cap of 1e-46 becomes 0, "no cap" (capped scores are 0 and 1e-46: exact 0.5)
+    one = np.ones((1, 1, 1, 1), np.float32)
+    feeds = {"Q": one, "K": np.array([[[[1.0], [0.0]]]], np.float32), "V": None}
+    feeds["V"] = feeds["K"]
+    for name, run in runtimes(model(np.float32, softcap=1e-46)):
+        ok &= report("N2", f"{name} (softcap=1e-46)", run(feeds), np.array([0.5]), 1e-7)
     return ok
 
 
@@ -100,12 +114,18 @@ def n3_float16_score_overflow() -> bool:
     q = np.full((1, 1, 1, 3), 130, np.float16)
     k = np.full((1, 1, 1, 3), 168, np.float16)
     v = np.zeros((1, 1, 1, 1), np.float16)
-    return all(
+    ok = all(
         [
             report("N3", name, run({"Q": q, "K": k, "V": v}), np.zeros(1), 0)
             for name, run in runtimes(model(np.float16, scale=1.0))
         ]
     )
+    # sqrt(scale) cast to float16 overflows past scale 4.29e9: one key, weight 1, output 1
+    small = np.full((1, 1, 1, 1), 0.001, np.float16)
+    feeds = {"Q": small, "K": small, "V": np.ones((1, 1, 1, 1), np.float16)}
+    for name, run in runtimes(model(np.float16, scale=1e10)):
+        ok &= report("N3", f"{name} (scale=1e10)", run(feeds), np.ones(1), 0)
+    return ok
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -20,6 +21,7 @@ from attnprops.oracle.rules.errors import (
 )
 
 __all__ = [
+    "as_real",
     "check_block_size",
     "check_flag",
     "check_head_floats",
@@ -77,19 +79,39 @@ def check_float_array(x, name: str, *, scan: bool = True) -> np.ndarray:
     return x
 
 
+# Not numbers, though Python's numbers ABCs say so: bools, and NumPy's durations (np.timedelta64
+# is a NumPy integer subclass; float() of one with a unit raises TypeError).
+_NOT_NUMBERS = (bool, np.bool_, np.timedelta64)
+
+
 def _is_int(x) -> bool:
-    """An integer (Python or NumPy) that is not a bool: what the count and position rules
-    accept."""
-    return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
+    """An integer (Python or NumPy) that is not a bool or a duration: what the count and
+    position rules accept."""
+    return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, _NOT_NUMBERS)
+
+
+def as_real(x) -> float | None:
+    """``x`` as a float when it is a real number (Python's, NumPy's, a ``Fraction``; not a
+    bool, not a ``np.timedelta64``), an int past float64's range as ``+-inf``; None for
+    anything else. The scalar parameters' rules (``scale``, ``softcap``, the quantization
+    scales) read their argument with it, then judge the float."""
+    if isinstance(x, _NOT_NUMBERS) or not isinstance(x, numbers.Real):
+        return None
+    try:
+        return float(x)
+    except OverflowError:  # 10**400, Fraction(10**400): past every float
+        return math.inf if x > 0 else -math.inf
+    except (TypeError, ValueError):
+        return None
 
 
 def check_scale(scale) -> float | None:
     """``None`` (meaning ``1/sqrt(D)``) or a finite real number > 0, returned as a float."""
     if scale is None:
         return None
-    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, numbers.Real):
+    value = as_real(scale)
+    if value is None:
         raise ScaleError(f"scale: {scale!r} is not a real number; pass None or a finite float > 0")
-    value = float(scale)
     if not np.isfinite(value) or value <= 0:
         raise ScaleError(f"scale: {scale!r} must be finite and > 0 (None means 1/sqrt(head_dim))")
     return value

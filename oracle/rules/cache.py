@@ -38,7 +38,7 @@ def check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype):
     value_dim = head_dim if value_dim is None else check_positive_int(value_dim, "value_dim")
     try:
         dtype = np.dtype(dtype)
-    except TypeError:
+    except (TypeError, ValueError):  # "(2,-1)f8" is a ValueError
         raise DtypeError(f"dtype: {dtype!r} is not a NumPy dtype") from None
     if dtype not in FLOAT_DTYPES:
         raise DtypeError(unsupported_dtype("dtype", dtype))
@@ -131,7 +131,7 @@ def _itemsize(dtype) -> int:
     if name not in DTYPE_BYTES:
         try:
             name = np.dtype(dtype).name
-        except TypeError:
+        except (TypeError, ValueError):
             raise DtypeError(
                 f"dtype: {dtype!r} is unknown; use one of {sorted(DTYPE_BYTES)}"
             ) from None

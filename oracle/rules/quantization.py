@@ -38,16 +38,16 @@ Neither is this rulebook's model (attention over the dequantized K/V in the cach
 
 from __future__ import annotations
 
-import numbers
-
 import ml_dtypes
 import numpy as np
 
+from attnprops.oracle.rules.arguments import as_real
 from attnprops.oracle.rules.dtypes import FP8_DTYPES, compute_dtype
 from attnprops.oracle.rules.errors import QuantizationError
 
 __all__ = [
     "FP8_NAMES",
+    "FrozenScales",
     "check_fp8_storage",
     "check_quantization_scale",
     "dequantize",
@@ -63,7 +63,7 @@ def check_fp8_storage(storage) -> np.dtype:
     raises :class:`QuantizationError` naming ``storage``."""
     try:
         dtype = np.dtype(storage)
-    except TypeError:
+    except (TypeError, ValueError):  # "float8_e4m3fn,float8_e4m3fn" is a ValueError
         dtype = None
     if dtype not in FP8_DTYPES:
         raise QuantizationError(
@@ -87,9 +87,9 @@ def check_quantization_scale(scale, num_kv_heads: int, name: str) -> np.ndarray:
     """
     if isinstance(scale, (bool, np.bool_)):
         raise QuantizationError(f"{name}: {scale!r} is not a real number")
+    real = as_real(scale)  # an int past float64's range (10**400) is inf, refused below
     try:
-        # an int past float64's range (10**400) is an infinite scale, refused below
-        array = np.array(_as_float(scale) if isinstance(scale, numbers.Real) else scale)
+        array = np.array(scale if real is None else real)
     except (TypeError, ValueError) as error:  # ragged nesting, objects NumPy cannot hold
         raise QuantizationError(f"{name}: not an array of real numbers ({error})") from None
     if array.dtype.kind not in "fiu":
@@ -111,11 +111,28 @@ def check_quantization_scale(scale, num_kv_heads: int, name: str) -> np.ndarray:
     return np.frombuffer(scales.tobytes(), np.float32)
 
 
-def _as_float(scale: numbers.Real) -> float:
-    try:
-        return float(scale)
-    except OverflowError:
-        return float("inf") if scale > 0 else float("-inf")
+class FrozenScales:
+    """A quantized cache's scales as a read-only attribute (a data descriptor): set once, in
+    ``__init__``, to :func:`check_quantization_scale`'s array, kept as bytes and read as a
+    float32 ``(Hkv,)`` view of them. The codes were made with these scales, so no caller may
+    change them: the view cannot be made writeable, the attribute cannot be set again
+    (``AttributeError``), and a copy or pickle of the cache keeps bytes, not an array."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name, self.slot = name, "_" + name
+
+    def __get__(self, cache, owner=None):
+        if cache is None:
+            return self
+        return np.frombuffer(cache.__dict__[self.slot], np.float32)
+
+    def __set__(self, cache, scales: np.ndarray) -> None:
+        if self.slot in cache.__dict__:
+            raise AttributeError(
+                f"{self.name} is read-only: the stored codes were made with it; create a new "
+                "cache for other scales"
+            )
+        cache.__dict__[self.slot] = np.asarray(scales, np.float32).tobytes()
 
 
 def _per_head(scales: np.ndarray) -> np.ndarray:

@@ -17,10 +17,9 @@ the hidden key then gets weight (the ONNX reference's ``softcap``, onnx#7865).
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
+from attnprops.oracle.rules.arguments import as_real
 from attnprops.oracle.rules.errors import SoftcapError
 
 __all__ = ["check_softcap"]
@@ -34,12 +33,9 @@ def check_softcap(softcap) -> float | None:
     """
     if softcap is None:
         return None
-    if isinstance(softcap, (bool, np.bool_)) or not isinstance(softcap, numbers.Real):
+    value = as_real(softcap)
+    if value is None:
         raise SoftcapError(f"softcap: {softcap!r} is not a real number; pass None or a float > 0")
-    try:
-        value = float(softcap)
-    except OverflowError:  # 10**400, Fraction(10**400): past every float
-        raise SoftcapError(f"softcap: {softcap!r} is too large for a float") from None
     if not np.isfinite(value) or value <= 0:
         raise SoftcapError(
             f"softcap: {softcap!r} must be finite and > 0 (scores become softcap * tanh(s / "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnprops import oracle
+from attnprops import impl, oracle
 from attnprops.oracle.rules import (
     AttentionInputError,
     DtypeError,
@@ -125,3 +125,18 @@ def test_oracle_cached_attention_rolls_back(name, exc, arg, override):
     # the cache still works after the failure
     out = oracle.cached_attention(np.zeros((1, 4, 1, 4)), OK_K, OK_V, cache).value
     assert out.shape == (1, 4, 1, 3) and len(cache) == state[2] + 1
+
+
+@pytest.mark.parametrize("dtype", ["(2,-1)f8", "float32,float32", np.timedelta64(1, "s")])
+def test_cache_dtypes_numpy_cannot_read_are_dtype_errors(dtype):
+    """A dtype string NumPy refuses with a ValueError (not only a TypeError) is a DtypeError
+    naming ``dtype``, for both caches and for ``kv_cache_bytes``."""
+    for make in (
+        lambda: oracle.KVCache(1, 1, 1, dtype=dtype),
+        lambda: impl.KVCache(1, 1, 1, dtype=dtype),
+        lambda: impl.kv_cache_bytes(
+            num_layers=1, batch=1, tokens=1, num_kv_heads=1, head_dim=1, dtype=dtype
+        ),
+    ):
+        with pytest.raises(DtypeError, match="^dtype: "):
+            make()

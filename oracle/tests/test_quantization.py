@@ -74,3 +74,36 @@ def test_out_of_range_message_neither_warns_nor_rounds_to_the_limit(cache_type):
     with pytest.raises(QuantizationError, match=r"reaches 448\.00000000000006 > 448,"):
         cache.append(just_past, np.zeros((1, 1, 1, 1)))
     assert len(cache) == 0
+
+
+@pytest.mark.parametrize("cache_type", CACHES, ids=IDS)
+def test_scales_survive_copies_and_cannot_be_set_again(cache_type):
+    """A deep copy or a pickle of a cache keeps scales that cannot be made writeable, and
+    setting a scale again is refused: the stored codes were made with it."""
+    import copy
+    import pickle
+
+    cache = cache_type(1, 1, 2, dtype=np.float32, key_scale=0.5)
+    cache.append(np.ones((1, 1, 1, 2), np.float32), np.ones((1, 1, 1, 2), np.float32))
+    for other in (copy.deepcopy(cache), pickle.loads(pickle.dumps(cache))):
+        with pytest.raises(ValueError):
+            other.key_scale.flags.writeable = True
+        np.testing.assert_array_equal(other.keys, cache.keys)
+    with pytest.raises(AttributeError, match="key_scale is read-only"):
+        cache.key_scale = np.array([-1.0], np.float32)
+    assert cache.key_scale.tolist() == [0.5]
+
+
+@pytest.mark.parametrize(
+    "storage", ["(2,-1)f8", "float8_e4m3fn,float8_e4m3fn", np.timedelta64(1, "s")]
+)
+def test_storage_names_numpy_cannot_read_are_quantization_errors(storage):
+    with pytest.raises(QuantizationError, match="^storage: "):
+        impl.QuantizedKVCache(1, 1, 1, storage=storage)
+
+
+def test_a_duration_is_no_scale():
+    """``np.timedelta64`` is a NumPy integer subclass: a duration, not a number."""
+    for scale in (np.timedelta64(2), np.timedelta64(2, "D")):
+        with pytest.raises(QuantizationError, match="^key_scale: "):
+            check_quantization_scale(scale, 1, "key_scale")

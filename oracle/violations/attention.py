@@ -170,7 +170,8 @@ def _more_queries_than_keys(call, pick):
 
 
 def _scale_not_finite(call, pick):
-    return changed(call, kw_scale=pick.choice([float("nan"), float("inf"), float("-inf")]))
+    # 10**400: an int past float64's range, an infinite scale
+    return changed(call, kw_scale=pick.choice([float("nan"), float("inf"), float("-inf"), 10**400]))
 
 
 def _scale_not_positive(call, pick):
@@ -178,7 +179,8 @@ def _scale_not_positive(call, pick):
 
 
 def _scale_not_a_number(call, pick):
-    return changed(call, kw_scale=pick.choice([True, "0.5", [0.5]]))
+    # a np.timedelta64 is a NumPy integer subclass, a duration, not a number
+    return changed(call, kw_scale=pick.choice([True, "0.5", [0.5], np.timedelta64(2, "D")]))
 
 
 def _score_overflow(call, pick):
@@ -267,7 +269,8 @@ def _alibi_slopes_invalid(call, pick):
 
 
 def _softcap_invalid(call, pick):
-    return changed(call, kw_softcap=pick.choice([0.0, -30.0, float("inf"), True, "50"]))
+    bad = [0.0, -30.0, float("inf"), True, "50", 10**400, np.timedelta64(50, "s")]
+    return changed(call, kw_softcap=pick.choice(bad))
 
 
 def _sinks_invalid(call, pick):

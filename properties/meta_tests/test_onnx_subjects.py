@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnprops import oracle
+from attnprops import impl, oracle
 from attnprops.oracle import lab
 from attnprops.properties._support import LAB_KEY, LAB_QUERY, LAB_VALUE
 from attnprops.properties.expected_failures import read_expected_failures
@@ -77,7 +77,8 @@ def test_positions_windows_and_masks_map_to_the_op(onnx_subject):
 
 def test_cache_decodes_through_past_key_and_rolls_back(onnx_subject):
     """The lab's decode through the op's past/present cache gives :data:`oracle.lab.DECODE`;
-    a refused append leaves the cache as it was; the cache holds read-only copies."""
+    a refused append leaves the cache as it was; the cache holds copies that cannot be made
+    writeable; another implementation's cache is refused."""
     cache = onnx_subject.KVCache(1, 1, 4, 2, dtype=np.float64)
     key = LAB_KEY[:, :, :2].copy()
     onnx_subject.cached_attention(LAB_QUERY[:, :, :2], key, LAB_VALUE[:, :, :2], cache)
@@ -92,7 +93,13 @@ def test_cache_decodes_through_past_key_and_rolls_back(onnx_subject):
             LAB_QUERY[:, :, 2:], LAB_KEY[:, :, 2:], LAB_VALUE[:, :, 2:, :1], cache
         )
     assert len(cache) == 3 and np.array_equal(cache.values, LAB_VALUE)
-    assert not cache.keys.flags.writeable and not cache.values.flags.writeable
+    for array in (cache.keys, cache.values):
+        with pytest.raises(ValueError):
+            array.flags.writeable = True
+    with pytest.raises(ValueError, match="cache: "):  # another implementation's cache
+        onnx_subject.cached_attention(
+            LAB_QUERY[:, :, 2:], LAB_KEY[:, :, 2:], LAB_VALUE[:, :, 2:], impl.KVCache(1, 1, 4, 2)
+        )
 
 
 def test_n2_float64_scale_through_float32_square_roots(onnx_subject):

@@ -1,8 +1,11 @@
-"""The bounds follow a subject's declared rounding model (properties.bounds, item 3): a
+"""The bounds follow a subject's declared rounding model (properties.bounds, items 1 and 3): a
 kernel that accumulates ``P V`` in bfloat16 is within the bound of that model and outside
 the bound of the float32 accumulation it would break (mutant
 ``bfloat16_weighted_sum_accumulated_in_bfloat16``); impl, which accumulates in float32, is
-within the float32 bound."""
+within the float32 bound. A float64 subject that applies its scale through float32 square
+roots (the ONNX ``Attention`` op, finding N2) is within the bound of ``parameter_dtypes``
+float32 and outside the float64 one (its soft cap rounded to float32 likewise); a scale
+rounded coarser than it declares fails."""
 
 from __future__ import annotations
 
@@ -58,3 +61,56 @@ def test_a_bfloat16_accumulation_bound_is_vacuous_past_253_keys():
     rows = case._replace(query=case.query[:, :, [253]])
     assert np.isinf(attention_bounds(rows, parts, TRUE_MODEL).output).all()
     assert np.isfinite(attention_bounds(rows, parts, DECLARED).output).all()
+
+
+FLOAT64 = np.dtype(np.float64)
+
+
+def _scaled_through(dtype, scale: float) -> float:
+    """The scale a subject applies when it rounds ``scale`` to ``dtype`` and multiplies q and
+    k by the root taken there (the ONNX op's function body: ``Sqrt`` in float, then cast)."""
+    root = np.sqrt(np.asarray(scale, dtype))
+    return float(np.float64(root) ** 2)
+
+
+def _float64_case(seed: int):
+    return KernelSpec(
+        "prefill", 1, 2, 1, 64, 64, 16, 16, True, None, "none", "float64", "unit", 0.3, seed,
+    ).build()  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_scale_through_float32_roots_meets_its_declared_model_only(seed):
+    """At float64 with ``scale=0.3``: the float32 root's error is outside the float64 bound
+    and inside the bound with ``parameter_dtypes`` float32 (``gamma_c(4)`` at ``2**-24``)."""
+    case = _float64_case(seed)
+
+    def onnx_like(q, k, v, *, scale, **kwargs):
+        return impl.attention(q, k, v, scale=_scaled_through(np.float32, scale), **kwargs)
+
+    assert _excess(onnx_like, case, Arithmetic(FLOAT64, FLOAT64)) > 1
+    assert _excess(onnx_like, case, Arithmetic(FLOAT64, FLOAT64, parameters=FLOAT32)) <= 1
+
+
+def test_a_scale_rounded_coarser_than_declared_fails():
+    """A subject that rounds the scale through float16 while declaring float32 is caught:
+    the declared model's term is ``gamma(4)`` at ``2**-24``, not a tolerance."""
+    case = _float64_case(0)
+
+    def coarse(q, k, v, *, scale, **kwargs):
+        return impl.attention(q, k, v, scale=_scaled_through(np.float16, scale), **kwargs)
+
+    assert _excess(coarse, case, Arithmetic(FLOAT64, FLOAT64, parameters=FLOAT32)) > 1
+
+
+def test_a_cap_rounded_to_float32_meets_its_declared_model_only():
+    """At float64 with ``softcap=0.3`` (not a float32 number) and large scores: the cap's
+    float32 rounding is outside the float64 bound and inside the bound with
+    ``parameter_dtypes`` float32 (``2 uc min(A_j, c)``)."""
+    case = _float64_case(0)._replace(scale=None, softcap=0.3)
+
+    def cap_in_float32(q, k, v, *, softcap, **kwargs):
+        return impl.attention(q, k, v, softcap=float(np.float32(softcap)), **kwargs)
+
+    assert _excess(cap_in_float32, case, Arithmetic(FLOAT64, FLOAT64)) > 1
+    assert _excess(cap_in_float32, case, Arithmetic(FLOAT64, FLOAT64, parameters=FLOAT32)) <= 1

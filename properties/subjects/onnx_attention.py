@@ -30,9 +30,13 @@ they differ from this project's (``docs/conventions.md``):
   ``present_key``); when ``s < 0`` (``Tq > Tk``, no causality) ``nonpad_kv_seqlen = Tk``
   gives the offset ``Tk - Tq`` and pads nothing.
 - ``scale``: a FLOAT (32-bit) attribute, so the scale is rounded to float32 whatever ``T``;
-  omitted when None (the op's default ``1/sqrt(head_size)``). The reference evaluator applies
-  ``sqrt(scale)`` to ``Q`` and to ``K`` before the product (the spec's overflow advice).
-- ``softcap``: the FLOAT attribute ``softcap`` (``c tanh(s / c)`` before the mask), 0 = none.
+  omitted when None (the op's default ``1/sqrt(head_size)``). The op applies ``sqrt(scale)``,
+  computed in float, to ``Q`` and to ``K`` before the product (its function body; the spec's
+  overflow advice): declared, ``parameter_dtypes={"float64": "float32"}``, so float64 scores
+  are held to that arithmetic (finding N2 says what it costs).
+- ``softcap``: the FLOAT attribute ``softcap`` (``c tanh(s / c)`` before the mask), 0 = none:
+  rounded to float32 like the scale (declared the same way; a cap below float32's smallest
+  subnormal becomes 0, "no cap": finding N2).
 - Fully masked rows: zeros (the op's rule; ``fully_masked_rows="zeros"``).
 - ``attention_weights``: the fourth output with ``qk_matmul_output_mode=3`` (the
   post-softmax probabilities, zero rows for fully masked ones).
@@ -57,6 +61,7 @@ from onnx import TensorProto, helper
 from attnprops.oracle.rules import (
     check_cache_append,
     check_cache_config,
+    check_cache_instance,
     check_cached_query,
 )
 
@@ -73,6 +78,9 @@ ATTNPROPS_CAPABILITIES = {
     "fully_masked_rows": "zeros",
     "window": "offsets",  # left_window_size / right_window_size
     "softcap": True,
+    # the scale and the cap are FLOAT attributes and the op takes the scale's Sqrt in float:
+    # float64 scores are charged those roundings (properties/bounds.py item 1; finding N2)
+    "parameter_dtypes": {"float64": "float32"},
 }
 
 _INT64_MAX = int(np.iinfo(np.int64).max)
@@ -123,6 +131,11 @@ def reference_runner(model: onnx.ModelProto) -> Runner:
     from onnx.reference import ReferenceEvaluator
 
     return partial(ReferenceEvaluator(model).run, None)
+
+
+def _frozen(x: np.ndarray) -> np.ndarray:
+    """``x``'s values in a view of immutable bytes: no caller can make it writeable again."""
+    return np.frombuffer(np.ascontiguousarray(x).tobytes(), x.dtype).reshape(x.shape)
 
 
 def _four_d(x: np.ndarray) -> np.ndarray:
@@ -289,6 +302,7 @@ class OnnxAttention:
             raises. The cache is then exactly as before.
         """
         query = np.asarray(query)
+        check_cache_instance(cache, KVCache)  # another object has no past to pass
         check_cached_query(query, key, cache)
         key, value = check_cache_append(cache, key, value)  # the op has no cache rules
         past = (cache._keys, cache._values) if len(cache) else None
@@ -303,9 +317,7 @@ class OnnxAttention:
             past=past,
             outputs="cache",
         )
-        for array in (keys, values):
-            array.flags.writeable = False
-        cache._keys, cache._values = keys, values  # both, after the op succeeded
+        cache._keys, cache._values = _frozen(keys), _frozen(values)  # both, after the op ran
         return out
 
 
@@ -317,8 +329,8 @@ class KVCache:
         batch, num_kv_heads, head_dim: sizes (ints >= 1); value_dim: ``Dv`` (``None``: D).
         dtype: float16, float32 or float64; appended arrays must match it.
 
-    ``keys``/``values`` are read-only; ``append`` stores copies and is atomic. Holds ``Hkv``
-    heads.
+    ``keys``/``values`` are read-only (views of immutable bytes); ``append`` stores copies
+    and is atomic. Holds ``Hkv`` heads.
 
     Raises:
         oracle.rules.AttentionInputError (a ValueError) for bad sizes or dtype, and from
@@ -330,9 +342,12 @@ class KVCache:
         self.batch, self.num_kv_heads, self.head_dim, self.value_dim, self.dtype = (
             check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype)
         )
-        self._keys = np.zeros((self.batch, self.num_kv_heads, 0, self.head_dim), self.dtype)
-        self._values = np.zeros((self.batch, self.num_kv_heads, 0, self.value_dim), self.dtype)
-        self._keys.flags.writeable = self._values.flags.writeable = False
+        self._keys = _frozen(
+            np.zeros((self.batch, self.num_kv_heads, 0, self.head_dim), self.dtype)
+        )
+        self._values = _frozen(
+            np.zeros((self.batch, self.num_kv_heads, 0, self.value_dim), self.dtype)
+        )
 
     def __len__(self) -> int:
         return self._keys.shape[2]
@@ -353,9 +368,8 @@ class KVCache:
         NaN or infinity); the cache is then unchanged."""
         key, value = check_cache_append(self, key, value)
         start = len(self)
-        keys = np.concatenate([self._keys, key], axis=2)
-        values = np.concatenate([self._values, value], axis=2)
-        keys.flags.writeable = values.flags.writeable = False
+        keys = _frozen(np.concatenate([self._keys, key], axis=2))
+        values = _frozen(np.concatenate([self._values, value], axis=2))
         self._keys, self._values = keys, values
         return start
 

@@ -271,16 +271,22 @@ _EXTRAS = {
     "jaxlib": "jax",
     "onnx": "onnx",
     "onnxruntime": "onnx",
+    "transformers": "hf",
 }
+# What ``pip install`` takes for a missing library, where it is not the library's name (a
+# vendored copy has no extras): jax brings its jaxlib; the Hugging Face subjects need
+# transformers and torch.
+_PACKAGES = {"jaxlib": "jax", "transformers": "transformers torch"}
 
 
 def install_hint(library: str) -> str:
-    """How to install an optional ``library`` (torch, jax, jaxlib, onnx, onnxruntime) wherever
-    the suite is: a vendored copy has no extras, a clone and an installed attnprops have one."""
+    """How to install an optional ``library`` (torch, jax, jaxlib, onnx, onnxruntime,
+    transformers) wherever the suite is: a vendored copy has no extras, a clone and an
+    installed attnprops have one."""
     extra = _EXTRAS[library]
-    package = "jax" if library == "jaxlib" else library  # jax brings its jaxlib
+    packages = _PACKAGES.get(library, library)
     return (
-        f"{library} is an optional dependency: install {package} (pip install {package}; "
+        f"{library} is an optional dependency: install {packages} (pip install {packages}; "
         f"from an attnprops clone: pip install -e .[{extra}]; for an installed "
         f"attnprops: pip install 'attnprops[{extra}]')"
     )

@@ -128,6 +128,36 @@ def test_a_missing_optional_library_names_both_installs(
     ]
 
 
+def test_a_missing_transformers_names_the_hf_extra_and_both_packages(monkeypatch, tmp_path):
+    """The Hugging Face subjects' library is transformers, their extra ``hf`` (transformers
+    and torch): a vendored copy is told to pip install both packages, a clone the extra."""
+    monkeypatch.setitem(sys.modules, "transformers", None)  # "import transformers" fails
+    path = tmp_path / "needs_transformers.py"
+    path.write_text(
+        "import transformers\n\ndef attention(query, key, value, **kwargs):\n    pass\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(SubjectError) as info:
+        load_subject(str(path))
+    hint = [line for line in str(info.value).splitlines() if "optional dependency" in line]
+    assert hint == [
+        "transformers is an optional dependency: install transformers torch (pip install "
+        "transformers torch; from an attnprops clone: pip install -e .[hf]; for an installed "
+        "attnprops: pip install 'attnprops[hf]')"
+    ]
+
+
+def test_the_hf_subjects_name_their_extra_when_transformers_is_missing(monkeypatch):
+    """``--impl attnprops.properties.subjects.hf_sdpa_attention`` (and eager) without
+    transformers is one SubjectError whose hint names the ``hf`` extra."""
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    for name in ("hf_sdpa_attention", "hf_eager_attention", "_hf_attention"):
+        monkeypatch.delitem(sys.modules, f"attnprops.properties.subjects.{name}", raising=False)
+    for name in ("hf_sdpa_attention", "hf_eager_attention"):
+        with pytest.raises(SubjectError, match=r"pip install -e \.\[hf\]"):
+            load_subject(f"attnprops.properties.subjects.{name}")
+
+
 def test_a_missing_subject_is_one_message_without_attnprops_frames():
     """The subject module itself is not there: the message, and no traceback of attnprops'
     own import code (a subject that fails *inside* its import keeps its traceback)."""

@@ -13,6 +13,9 @@ properties.subjects.NAME``.
 ``torch_sdpa_naive_causal``  the same with ``is_causal`` passed straight through: a known-wrong
                              decode loop the suite must kill
 ``jax_dot_product_attention`` ``jax.nn.dot_product_attention`` (extra ``jax``)
+``hf_sdpa_attention``        Hugging Face transformers' ``sdpa_attention_forward``, called as a
+                             Llama layer calls it (extra ``hf``)
+``hf_eager_attention``       transformers' Llama ``eager_attention_forward``, likewise (extra ``hf``)
 
 Nothing here is imported by the suite itself: an adapter's third-party import happens only
 when it is selected, so a missing extra affects only that subject. :mod:`.probe` prints the

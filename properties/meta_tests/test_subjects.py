@@ -433,6 +433,9 @@ def test_hf_declarations():
     for declared in (sdpa, eager):
         assert declared.window == "sliding_window" and not declared.validates_inputs
         assert declared.dtypes == ("bfloat16", "float16", "float32", "float64")
+    ints = np.ones((2, 2), np.int64)  # handed over as it is: SDPA rejects it, eager adds it
+    with pytest.raises(RuntimeError, match="attn_mask dtype"):
+        _module("hf_sdpa_attention", "hf").attention(*[np.zeros((1, 1, 2, 1))] * 3, attn_mask=ints)
     for name in ("hf_sdpa_attention", "hf_eager_attention"):
         module = _module(name, "transformers")
         assert read_expected_failures(

@@ -65,7 +65,9 @@ How a model calls its attention function, and how the adapter does the same:
   mask in both, the additive mask ``torch.where(positions, user_mask, finfo(dtype).min)``
   in the query's dtype (``eager_mask``'s hidden value; ``create_position_bias_mask`` in
   ``sdpa_attention.py`` joins a bias to a bool mask the same way). A bool mask for eager
-  becomes 0 / ``finfo(dtype).min`` as ``eager_mask`` writes it.
+  becomes 0 / ``finfo(dtype).min`` as ``eager_mask`` writes it. A mask of another dtype
+  (integers) is handed over as it is, causality not joined, as ``create_causal_mask`` hands
+  over any 4-D mask: SDPA rejects it, eager adds it to the scores.
 - GQA: both functions map query head ``h`` to K/V head ``h // (Hq // Hkv)`` (``repeat_kv``
   repeats each K/V head ``G`` times in a row; SDPA's ``enable_gqa`` and ``pack_gqa`` keep the
   same grouping): this project's convention.
@@ -196,6 +198,8 @@ class HFAttention:
             function = sliding_window_causal_mask_function(int(sliding_window))
         else:
             function = causal_mask_function if is_causal else bidirectional_mask_function
+        if user is not None and not (user.dtype == torch.bool or user.is_floating_point()):
+            return user  # an integer mask, handed over as create_causal_mask hands a 4-D one
         joined = user is not None and padding is None
         start = first_position(query_len, key_len, query_start) if is_causal else 0
         # Keys past the last query exist in a model only in a StaticCache (its unfilled
@@ -381,15 +385,18 @@ class HFAttention:
             create_causal_mask if sliding_window is None else create_sliding_window_causal_mask
         )
         joined = user is not None and padding is None
-        mask = builder(
-            config=config,
-            inputs_embeds=embeds,
-            attention_mask=padding,
-            cache=dynamic,
-            position_ids=position_ids,
-            allow_is_causal_skip=not joined,
-        )
-        if joined:
+        if joined and not (user.dtype == torch.bool or user.is_floating_point()):
+            mask = user  # an integer mask, handed over as it is (see build_mask)
+        else:
+            mask = builder(
+                config=config,
+                inputs_embeds=embeds,
+                attention_mask=padding,
+                cache=dynamic,
+                position_ids=position_ids,
+                allow_is_causal_skip=not joined,
+            )
+        if joined and mask is not user:
             mask = self._join(mask, user, q.dtype)
         keys, values = dynamic.update(k, v, 0)
         try:

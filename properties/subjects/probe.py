@@ -62,6 +62,11 @@ def _subject_caller(module):
         q, k, v, *, attn_mask=None, is_causal=False, query_start=None, scale=None, window=None
     ):
         extra = {} if window is None else {"window": window}  # only subjects with windows
+        declared = getattr(module, "ATTNPROPS_CAPABILITIES", {}).get("window")
+        if window is not None and declared == "sliding_window":  # Hugging Face's W keys
+            if window[1] != 0:
+                raise TypeError(f"sliding_window=W is (W - 1, 0) only, not {window}")
+            extra = {"sliding_window": window[0] + 1}
         return np.asarray(
             module.attention(
                 q,

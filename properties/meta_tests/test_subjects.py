@@ -425,6 +425,7 @@ def test_hf_declarations():
     returns its weights, SDPA none. Both expected-failures files exist and parse."""
     from attnprops.properties.expected_failures import read_expected_failures
 
+    _module("hf_sdpa_attention", "hf")  # skips without transformers
     sdpa = load_subject("attnprops.properties.subjects.hf_sdpa_attention").capabilities
     eager = load_subject("attnprops.properties.subjects.hf_eager_attention").capabilities
     assert sdpa.compute_dtypes == (("bfloat16", "float32"), ("float16", "float32"))

@@ -131,9 +131,11 @@ def _config(implementation: str, Hq: int, Hkv: int, D: int, sliding_window=None)
 
 
 def key_padding(mask: torch.Tensor | None, batch: int, key_len: int) -> torch.Tensor | None:
-    """The caller's bool mask as the 2-D ``attention_mask`` ``(B, Tk)`` a model receives, or
-    ``None`` when it is not a bool mask that hides keys only (same for every head and query
-    after broadcasting)."""
+    """The caller's bool mask (a tensor broadcastable to ``(B, Hq, Tq, Tk)``) as the 2-D
+    ``attention_mask`` ``(B, Tk)`` (bool, True = attend) a model receives, or ``None`` when it
+    is not a bool mask that hides keys only (its head and query axes of size 1). Raises
+    nothing of its own (``expand`` raises ``RuntimeError`` for a batch that does not
+    broadcast)."""
     if mask is None or mask.dtype != torch.bool:
         return None
     full = _four_d(mask)
@@ -186,9 +188,24 @@ class HFAttention:
         key_len,
         sliding_window=None,
     ):
-        """The ``attention_mask`` a model would hand the attention function (module docstring):
-        ``None``, bool ``(B, 1, Tq, Tk)`` (sdpa), additive ``(B, 1, Tq, Tk)`` (eager), or the
-        caller's 4-D mask joined to the positional one."""
+        """The ``attention_mask`` a model would hand the attention function (module docstring).
+
+        Args:
+            config: the call's ``PreTrainedConfig`` (:func:`_config`).
+            attn_mask: the caller's mask (NumPy, bool or float, broadcastable to ``(B, Hq,
+                Tq, Tk)``) or None.
+            dtype: the query's torch dtype (eager's additive mask and a joined float mask).
+            batch, query_len, key_len: ``B``, ``Tq``, ``Tk``.
+            is_causal, query_start, sliding_window: as in :meth:`attention`.
+
+        Returns:
+            ``None``, bool ``(B, 1, Tq, Tk)`` (sdpa), additive ``(B, 1, Tq, Tk)`` in ``dtype``
+            (eager), the caller's 4-D mask joined to the positional one (broadcast shape), or
+            an integer mask as it was given.
+
+        Raises:
+            ValueError: ``sliding_window`` without ``is_causal``.
+        """
         user = None if attn_mask is None else _four_d(to_tensor(attn_mask))
         padding = key_padding(user, batch, key_len)
         builder = ALL_MASK_ATTENTION_FUNCTIONS[self.implementation]
@@ -232,8 +249,9 @@ class HFAttention:
     # --- calls ------------------------------------------------------------------------------
 
     def _call(self, query, key, value, mask, *, scale, is_causal, config):
-        """``forward`` with the stand-in module; returns ``(output (B, Hq, Tq, Dv), weights)``
-        as tensors."""
+        """``forward`` with the stand-in module on tensors query ``(B, Hq, Tq, D)``, key
+        ``(B, Hkv, Tk, D)``, value ``(B, Hkv, Tk, Dv)``; returns ``(output (B, Hq, Tq, Dv),
+        weights (B, Hq, Tq, Tk) or None)``. Whatever ``forward`` raises is passed on."""
         Hq, Hkv, D = query.shape[1], key.shape[1], query.shape[-1]
         module = types.SimpleNamespace(
             num_key_value_groups=Hq // Hkv,
@@ -261,8 +279,9 @@ class HFAttention:
         scale=None,
         sliding_window=None,
     ):
-        """The call on NumPy inputs: ``(output, weights)`` as tensors, 2-D inputs given two
-        leading axes (removed again by the callers)."""
+        """The call on NumPy inputs (arguments as :meth:`attention`): ``(output (B, Hq, Tq,
+        Dv), weights (B, Hq, Tq, Tk) or None)`` as tensors in the input dtype, 2-D inputs given
+        two leading axes (removed again by the callers). Raises as :meth:`attention`."""
         q, k, v = to_tensor(query), to_tensor(key), to_tensor(value)
         if q.ndim == 2:
             q, k, v = q[None, None], k[None, None], v[None, None]

@@ -418,6 +418,27 @@ def test_hf_dynamic_cache_decodes_with_offsets_and_rolls_back(name):
     _close(got, want.value, np.float32)
 
 
+@pytest.mark.parametrize("name", HF_SUBJECTS)
+def test_hf_rolling_cache_is_a_sliding_window_layer(name):
+    """RollingKVCache(capacity=2) is a DynamicSlidingWindowLayer of sliding_window 3: six
+    positions decoded one at a time and then two at once with sliding_window=3 (window (2, 0))
+    give the oracle's windowed attention over the whole sequence; it holds the last two
+    positions, in order, and counts all eight."""
+    subject = _module(name, "hf")
+    q, k, v = _rng_case(np.random.default_rng(11), np.float32, tq=8, tk=8)
+    cache = subject.RollingKVCache(2, 2, 3, 2, capacity=2, dtype=np.float32)
+    assert type(cache.dynamic.layers[0]).__name__ == "DynamicSlidingWindowLayer"
+    steps = [slice(t, t + 1) for t in range(6)] + [slice(6, 8)]
+    got = np.concatenate(
+        [subject.cached_attention(q[:, :, t], k[:, :, t], v[:, :, t], cache, sliding_window=3)
+         for t in steps],
+        axis=2,
+    )  # fmt: skip
+    _close(got, oracle.attention(q, k, v, is_causal=True, window=(2, 0)).value, np.float32)
+    assert len(cache) == 8 and cache.positions.tolist() == [6, 7]
+    assert np.array_equal(cache.keys, k[:, :, 6:]) and np.array_equal(cache.values, v[:, :, 6:])
+
+
 def test_hf_declarations():
     """The declarations follow the arithmetic each function does: SDPA's kernel computes
     float16/bfloat16 in float32 and rounds P; eager declares nothing (float16 scores are

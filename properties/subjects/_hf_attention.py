@@ -98,6 +98,7 @@ from attnprops.oracle.rules import (
     check_cache_append,
     check_cache_config,
     check_cached_query,
+    check_positive_int,
 )
 from attnprops.properties.subjects.torch_sdpa import (
     _torch_dtype,
@@ -386,7 +387,8 @@ class HFAttention:
             oracle.rules.AttentionInputError (a ValueError) when the query and the new keys
             differ in length or the append is invalid (the rulebook's cache checks, as
             ``torch_sdpa``'s cache), and whatever transformers and torch raise; the cache is
-            then as before (the appended tokens are cropped off again).
+            then as before (its layers' states restored: ``DynamicSlidingWindowLayer.crop``
+            cannot roll back past the window).
         """
         query = np.asarray(query)
         check_cached_query(query, key, cache)
@@ -417,11 +419,15 @@ class HFAttention:
             )
         if joined and mask is not user:
             mask = self._join(mask, user, q.dtype)
-        keys, values = dynamic.update(k, v, 0)
+        saved = [dict(layer.__dict__) for layer in dynamic.layers]
         try:
+            keys, values = dynamic.update(k, v, 0)
             out, _ = self._call(q, keys, values, mask, scale=scale, is_causal=True, config=config)
-        except BaseException:
-            dynamic.crop(-Tnew)
+        except BaseException:  # back to the layers as they were (update replaces tensors)
+            del dynamic.layers[len(saved) :]
+            for layer, state in zip(dynamic.layers, saved):
+                layer.__dict__.clear()
+                layer.__dict__.update(state)
             raise
         return to_numpy(out)
 
@@ -485,3 +491,40 @@ class KVCache:
         start = len(self)
         self.dynamic.update(to_tensor(key), to_tensor(value), 0)
         return start
+
+
+class RollingKVCache(KVCache):
+    """A transformers ``DynamicCache`` whose one layer is a ``DynamicSlidingWindowLayer``
+    (what ``DynamicCache(config=...)`` builds for a ``"sliding_attention"`` layer: Mistral's
+    and Gemma's local layers), behind this project's rolling-cache API.
+
+    Args:
+        batch, num_kv_heads, head_dim, value_dim, dtype: as :class:`KVCache`.
+        capacity: positions kept between steps (int >= 1). The layer's ``sliding_window`` is
+            ``capacity + 1``: ``DynamicSlidingWindowLayer.update`` keeps the last
+            ``sliding_window - 1`` tokens and returns them with the new ones, and
+            ``get_mask_sizes`` gives the mask ``kv_offset = seen - sliding_window + 1``. So it
+            serves Hugging Face's ``sliding_window=W`` with ``W <= capacity + 1``, this
+            project's ``window=(left, 0)`` with ``left <= capacity``.
+
+    ``len`` is the layer's ``cumulative_length`` (every position appended); ``keys`` /
+    ``values`` ``(B, Hkv, min(len, capacity), D)`` are the positions :attr:`positions` held.
+
+    Raises:
+        oracle.rules.AttentionInputError (a ValueError) for bad sizes, dtypes or capacity.
+    """
+
+    def __init__(
+        self, batch, num_kv_heads, head_dim, value_dim=None, *, capacity, dtype=np.float64
+    ):
+        super().__init__(batch, num_kv_heads, head_dim, value_dim, dtype=dtype)
+        self.capacity = check_positive_int(capacity, "capacity")
+        config = PreTrainedConfig(
+            sliding_window=self.capacity + 1, layer_types=["sliding_attention"], num_hidden_layers=1
+        )
+        self.dynamic = DynamicCache(config=config)
+
+    @property
+    def positions(self) -> np.ndarray:
+        """int64 ``(min(len, capacity),)``: the absolute positions held, ascending."""
+        return np.arange(max(0, len(self) - self.capacity), len(self), dtype=np.int64)

@@ -33,7 +33,8 @@ The call is the model's (the stand-in module, the masks of ``masking_utils.eager
   ``output_attentions=True`` gives a user), ``(B, Hq, Tq, Tk)`` in the input dtype.
 
 Declared: no input validation (``validates_inputs=False``), HF's ``sliding_window``
-convention, a KV cache (transformers' ``DynamicCache``), the weights. Not declared:
+convention, a KV cache (transformers' ``DynamicCache``), a rolling cache (its
+``DynamicSlidingWindowLayer``), the weights. Not declared:
 documents, chunks, ALiBi, soft-capping and sinks (other models' eager functions, Gemma 2's
 and gpt-oss's, have them; Llama's does not), ``lse``.
 """
@@ -42,9 +43,21 @@ from __future__ import annotations
 
 from transformers.models.llama.modeling_llama import eager_attention_forward
 
-from attnprops.properties.subjects._hf_attention import HFAttention, KVCache, __version__
+from attnprops.properties.subjects._hf_attention import (
+    HFAttention,
+    KVCache,
+    RollingKVCache,
+    __version__,
+)
 
-__all__ = ["KVCache", "attention", "attention_weights", "cached_attention", "__version__"]
+__all__ = [
+    "KVCache",
+    "RollingKVCache",
+    "attention",
+    "attention_weights",
+    "cached_attention",
+    "__version__",
+]
 
 ATTNPROPS_EXPECTED_FAILURES = "hf_eager_attention.xfail.txt"  # docs/findings.md
 
@@ -54,6 +67,7 @@ ATTNPROPS_CAPABILITIES = {
     "fully_masked_rows": "zeros",  # nearest convention; eager does not follow it
     "weights": True,  # eager_attention_forward returns attn_weights
     "window": "sliding_window",  # masking_utils.sliding_window_causal_mask_function
+    "rolling_cache": True,  # RollingKVCache: a DynamicSlidingWindowLayer
 }
 
 _EAGER = HFAttention("eager", eager_attention_forward)

@@ -27,7 +27,7 @@ The call is the model's (the stand-in module, the masks of ``masking_utils.sdpa_
 
 Declared: no input validation (``validates_inputs=False``: the function checks nothing),
 fully masked rows give zeros, HF's ``sliding_window`` convention (``W`` keys), a KV cache
-(transformers' ``DynamicCache``). Not declared: documents, chunks, ALiBi, soft-capping
+(transformers' ``DynamicCache``) and a rolling cache (its ``DynamicSlidingWindowLayer``). Not declared: documents, chunks, ALiBi, soft-capping
 (``sdpa_attention_forward`` raises for ``softcap``), sinks, ``lse``.
 """
 
@@ -35,9 +35,14 @@ from __future__ import annotations
 
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from attnprops.properties.subjects._hf_attention import HFAttention, KVCache, __version__
+from attnprops.properties.subjects._hf_attention import (
+    HFAttention,
+    KVCache,
+    RollingKVCache,
+    __version__,
+)
 
-__all__ = ["KVCache", "attention", "cached_attention", "__version__"]
+__all__ = ["KVCache", "RollingKVCache", "attention", "cached_attention", "__version__"]
 
 ATTNPROPS_EXPECTED_FAILURES = "hf_sdpa_attention.xfail.txt"  # docs/findings.md
 
@@ -51,6 +56,7 @@ ATTNPROPS_CAPABILITIES = {
     "compute_dtypes": {"float16": "float32", "bfloat16": "float32"},
     "rounds_weights": True,
     "window": "sliding_window",  # masking_utils.sliding_window_causal_mask_function
+    "rolling_cache": True,  # RollingKVCache: a DynamicSlidingWindowLayer
 }
 
 _SDPA = HFAttention("sdpa", sdpa_attention_forward)

@@ -27,8 +27,9 @@ The call is the model's (the stand-in module, the masks of ``masking_utils.sdpa_
 
 Declared: no input validation (``validates_inputs=False``: the function checks nothing),
 fully masked rows give zeros, HF's ``sliding_window`` convention (``W`` keys), a KV cache
-(transformers' ``DynamicCache``) and a rolling cache (its ``DynamicSlidingWindowLayer``). Not declared: documents, chunks, ALiBi, soft-capping
-(``sdpa_attention_forward`` raises for ``softcap``), sinks, ``lse``.
+(transformers' ``DynamicCache``) and a rolling cache (its ``DynamicSlidingWindowLayer``).
+Not declared: documents, chunks, ALiBi, soft-capping (``sdpa_attention_forward`` raises for
+``softcap``), sinks, ``lse``.
 """
 
 from __future__ import annotations

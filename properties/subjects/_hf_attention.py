@@ -53,7 +53,9 @@ How a model calls its attention function, and how the adapter does the same:
   (``kv_idx > q_idx - W`` AND causal: ``W`` keys counting the query's own, this project's
   ``window=(W - 1, 0)``) with ``local_size=W``, as ``create_sliding_window_causal_mask``
   calls the builder (with a cache: that function itself, the model's ``config.sliding_window
-  = W``). It is causal only; ``sliding_window`` without ``is_causal`` is a ``ValueError``.
+  = W``). It is causal only; ``sliding_window`` without ``is_causal`` is a ``ValueError``. A
+  ``W`` longer than the sequence is passed as one past its length (the same mask: no model
+  has a window past int64, whose ``q_idx - W`` torch would wrap).
 - Masks of the caller: a bool mask that hides keys only (broadcast over heads and queries,
   this project's key-padding mask) is passed as the 2-D ``attention_mask`` ``(B, Tk)`` a model
   receives (True = attend, HF's polarity too). Any other mask cannot be expressed through
@@ -129,6 +131,14 @@ def _config(implementation: str, Hq: int, Hkv: int, D: int, sliding_window=None)
     )
     config._attn_implementation = implementation
     return config
+
+
+def _within_int64(sliding_window, reach: int) -> int:
+    """``sliding_window`` as an int, one past ``reach`` (no key is farther than that from a
+    query) when it is longer: the same mask, and ``q_idx - W`` stays inside torch's int64
+    (a window of ``2**63`` keys, this project's "every key", would wrap). Raises
+    ``TypeError``/``ValueError`` as ``int`` does."""
+    return min(int(sliding_window), int(reach) + 1)
 
 
 def key_padding(mask: torch.Tensor | None, batch: int, key_len: int) -> torch.Tensor | None:
@@ -213,7 +223,8 @@ class HFAttention:
         if sliding_window is not None:
             if not is_causal:
                 raise ValueError("sliding_window: Hugging Face's sliding window is causal only")
-            function = sliding_window_causal_mask_function(int(sliding_window))
+            sliding_window = _within_int64(sliding_window, query_len + key_len)
+            function = sliding_window_causal_mask_function(sliding_window)
         else:
             function = causal_mask_function if is_causal else bidirectional_mask_function
         if user is not None and not (user.dtype == torch.bool or user.is_floating_point()):
@@ -402,6 +413,9 @@ class HFAttention:
         position_ids = (torch.arange(Tnew) + start)[None]
         user = None if attn_mask is None else _four_d(to_tensor(attn_mask))
         padding = key_padding(user, B, start + Tnew)
+        if sliding_window is not None:
+            sliding_window = _within_int64(sliding_window, start + Tnew)
+            config.sliding_window = sliding_window
         builder = (
             create_causal_mask if sliding_window is None else create_sliding_window_causal_mask
         )

@@ -165,3 +165,42 @@ def test_hf_sdpa_mask_skip_follows_create_causal_mask():
     assert sdpa_mask(batch_size=1, q_length=1, kv_length=3, q_offset=0) is None
     built = sdpa_mask(batch_size=1, q_length=1, kv_length=3, q_offset=0, allow_is_causal_skip=False)
     assert built[0, 0, 0].tolist() == [True, False, False]
+
+
+@pytest.mark.parametrize("name", HF_SUBJECTS)
+def test_hf_adapter_takes_the_projects_arguments_and_refuses_the_rest(name):
+    """Found by a newcomer's attack: a key-padding mask over a rolling cache has impl's
+    width (held + new positions); a float32 mask reaches transformers unrounded with float16
+    inputs (-1e5 on every key changes nothing); a window wider than the rolling cache, a
+    missing one, another implementation's cache and a sliding_window that is not an int >= 1
+    are ValueErrors naming them."""
+    from attnprops import impl
+
+    subject = _module(name, "transformers")
+    rng = np.random.default_rng(0)
+    q0, k0, v0, q1, k1, v1 = (rng.standard_normal((1, 1, t, 2)) for t in (2, 2, 2, 1, 1, 1))
+    ours, theirs = (
+        impl.RollingKVCache(1, 1, 2, capacity=1),
+        subject.RollingKVCache(1, 1, 2, capacity=1),
+    )
+    impl.cached_attention(q0, k0, v0, ours, window=(1, 0))
+    subject.cached_attention(q0, k0, v0, theirs, sliding_window=2)
+    mask = np.ones((1, 1, 1, 2), bool)
+    want = impl.cached_attention(q1, k1, v1, ours, window=(1, 0), attn_mask=mask)
+    got = subject.cached_attention(q1, k1, v1, theirs, sliding_window=2, attn_mask=mask)
+    _close(got, want, np.float64, 1e-6)
+    q = np.array([[[[1.0]]]], np.float16)
+    k = np.array([[[[1.0], [0.0]]]], np.float16)
+    got = subject.attention(q, k, k, attn_mask=np.array([-1e5, -1e5], np.float32))
+    _close(got, oracle.attention(q, k, k).value, np.float16)
+    one = np.ones((1, 1, 1, 1))
+    cache = subject.RollingKVCache(1, 1, 1, capacity=2)
+    for window in (4, None):
+        with pytest.raises(ValueError, match="window"):
+            subject.cached_attention(one, one, one, cache, sliding_window=window)
+    assert len(cache) == 0
+    with pytest.raises(ValueError, match="^cache: "):
+        subject.cached_attention(one, one, one, impl.KVCache(1, 1, 1))
+    for width in (2.5, "2", 0):
+        with pytest.raises(ValueError, match="^sliding_window: "):
+            subject.attention(one, one, one, is_causal=True, sliding_window=width)

@@ -99,8 +99,10 @@ from transformers.masking_utils import (
 from attnprops.oracle.rules import (
     check_cache_append,
     check_cache_config,
+    check_cache_instance,
     check_cached_query,
     check_positive_int,
+    check_rolling_window,
 )
 from attnprops.properties.subjects.torch_sdpa import (
     _torch_dtype,
@@ -134,11 +136,13 @@ def _config(implementation: str, Hq: int, Hkv: int, D: int, sliding_window=None)
 
 
 def _within_int64(sliding_window, reach: int) -> int:
-    """``sliding_window`` as an int, one past ``reach`` (no key is farther than that from a
-    query) when it is longer: the same mask, and ``q_idx - W`` stays inside torch's int64
-    (a window of ``2**63`` keys, this project's "every key", would wrap). Raises
-    ``TypeError``/``ValueError`` as ``int`` does."""
-    return min(int(sliding_window), int(reach) + 1)
+    """``sliding_window`` (an int >= 1: Hugging Face's ``W``, the keys a query sees counting
+    its own), one past ``reach`` (no key is farther than that from a query) when it is
+    longer: the same mask, and ``q_idx - W`` stays inside torch's int64 (a window of
+    ``2**63`` keys, this project's "every key", would wrap). Raises
+    oracle.rules.AttentionInputError (a ValueError) naming ``sliding_window`` for anything
+    else (``2.5``, ``"2"``, ``0``: ``int`` would take the first two as 2)."""
+    return min(check_positive_int(sliding_window, "sliding_window"), int(reach) + 1)
 
 
 def key_padding(mask: torch.Tensor | None, batch: int, key_len: int) -> torch.Tensor | None:
@@ -182,9 +186,11 @@ class HFAttention:
         minimum = torch.tensor(torch.finfo(dtype).min, dtype=dtype)
         if user.dtype == torch.bool:
             user = torch.where(user, torch.tensor(0.0, dtype=dtype), minimum)
-        else:
-            user = user.to(dtype)
-        return user if positions is None else torch.where(positions, user, minimum)
+        elif user.dtype != dtype:  # a float mask is not rounded below float32: torch's SDPA
+            # takes a float32 mask with 16-bit inputs and eager adds it with type promotion
+            user = user.to(torch.promote_types(dtype, torch.float32))
+        hidden = minimum.to(user.dtype)  # create_position_bias_mask keeps the bias's dtype
+        return user if positions is None else torch.where(positions, user, hidden)
 
     def build_mask(
         self,
@@ -385,9 +391,11 @@ class HFAttention:
             query: ``(B, Hq, Tnew, D)``, one query per appended token.
             key: ``(B, Hkv, Tnew, D)``; value: ``(B, Hkv, Tnew, Dv)``; the cache's dtype.
             cache: a :class:`KVCache` (modified in place).
-            attn_mask: ``None`` or a mask broadcastable to ``(B, Hq, Tnew, T_total)``: a key-only
-                bool mask is the model's 2-D ``attention_mask`` ``(B, T_total)``, any other is
-                joined to the causal one (module docstring).
+            attn_mask: ``None`` or a mask broadcastable to ``(B, Hq, Tnew, T_total)``, ``T_total``
+                the keys attended (a rolling cache: the positions it held, then the new
+                ones, as impl's): a key-only bool mask is the model's 2-D ``attention_mask``
+                (over every position a rolling cache has seen, the dropped ones True), any
+                other is joined to the causal one (module docstring).
             scale, sliding_window: as in :meth:`attention`.
 
         Returns:
@@ -395,24 +403,38 @@ class HFAttention:
             (``start`` = the cache length before the append).
 
         Raises:
-            oracle.rules.AttentionInputError (a ValueError) when the query and the new keys
-            differ in length or the append is invalid (the rulebook's cache checks, as
-            ``torch_sdpa``'s cache), and whatever transformers and torch raise; the cache is
+            oracle.rules.AttentionInputError (a ValueError) for another implementation's
+            cache, when the query and the new keys differ in length, the append is invalid
+            or a rolling cache cannot serve the window (no ``sliding_window``, or ``W - 1``
+            past its capacity: the rulebook's cache and serving checks, as ``torch_sdpa``'s
+            cache and impl's), and whatever transformers and torch raise; the cache is
             then as before (its layers' states restored: ``DynamicSlidingWindowLayer.crop``
             cannot roll back past the window).
         """
         query = np.asarray(query)
+        check_cache_instance(cache, KVCache)  # another object has no DynamicCache
         check_cached_query(query, key, cache)
+        held = start = len(cache)  # positions before the new ones; a rolling cache reads
+        if isinstance(cache, RollingKVCache):  # only the ones it holds, and its window must
+            width = (
+                None
+                if sliding_window is None
+                else check_positive_int(sliding_window, "sliding_window")
+            )
+            window = None if width is None else (width - 1, 0)  # fit them
+            check_rolling_window(window, cache.capacity)  # (the rulebook's serving rule)
+            held = len(cache.positions)
         key, value = check_cache_append(cache, key, value)
         q, k, v = to_tensor(query), to_tensor(key), to_tensor(value)
         B, Hq, Tnew, D = q.shape
         dynamic = cache.dynamic
-        start = len(cache)
         config = _config(self.implementation, Hq, k.shape[1], D, sliding_window)
         embeds = torch.zeros((B, Tnew, Hq * D), dtype=q.dtype)
         position_ids = (torch.arange(Tnew) + start)[None]
         user = None if attn_mask is None else _four_d(to_tensor(attn_mask))
-        padding = key_padding(user, B, start + Tnew)
+        padding = key_padding(user, B, held + Tnew)  # the keys attended: held, then new
+        if padding is not None and held < start:  # a model's 2-D mask covers every position
+            padding = torch.cat([torch.ones((B, start - held), dtype=torch.bool), padding], 1)
         if sliding_window is not None:
             sliding_window = _within_int64(sliding_window, start + Tnew)
             config.sliding_window = sliding_window

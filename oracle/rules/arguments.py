@@ -22,6 +22,7 @@ from attnprops.oracle.rules.errors import (
 
 __all__ = [
     "as_real",
+    "read_only_copy",
     "check_block_size",
     "check_flag",
     "check_head_floats",
@@ -77,6 +78,13 @@ def check_float_array(x, name: str, *, scan: bool = True) -> np.ndarray:
     if not finite:
         raise NonFiniteInputError(f"{name}: contains NaN or infinity; every entry must be finite")
     return x
+
+
+def read_only_copy(x: np.ndarray) -> np.ndarray:
+    """A copy of ``x`` (same dtype and shape) in a view of immutable bytes: unlike an array
+    whose WRITEABLE flag was cleared, no caller can set it back, so what a cache stores (or
+    the scales its codes were made with) cannot be changed from outside."""
+    return np.frombuffer(np.ascontiguousarray(x).tobytes(), x.dtype).reshape(x.shape)
 
 
 # Not numbers, though Python's numbers ABCs say so: bools, and NumPy's durations (np.timedelta64

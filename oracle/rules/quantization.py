@@ -41,7 +41,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from attnprops.oracle.rules.arguments import as_real
+from attnprops.oracle.rules.arguments import as_real, read_only_copy
 from attnprops.oracle.rules.dtypes import FP8_DTYPES, compute_dtype
 from attnprops.oracle.rules.errors import QuantizationError
 
@@ -106,9 +106,7 @@ def check_quantization_scale(scale, num_kv_heads: int, name: str) -> np.ndarray:
             f"{name}: {array.tolist()} must be finite and > 0 in float32 (a code is read "
             "back as code * scale)"
         )
-    # a view of immutable bytes: no caller can set its WRITEABLE flag back and change the
-    # scale the stored codes were made with
-    return np.frombuffer(scales.tobytes(), np.float32)
+    return read_only_copy(scales)  # the scale the stored codes are made with
 
 
 class FrozenScales:

@@ -63,6 +63,7 @@ from attnprops.oracle.rules import (
     check_cache_config,
     check_cache_instance,
     check_cached_query,
+    read_only_copy,
 )
 
 __version__ = onnx.__version__
@@ -131,11 +132,6 @@ def reference_runner(model: onnx.ModelProto) -> Runner:
     from onnx.reference import ReferenceEvaluator
 
     return partial(ReferenceEvaluator(model).run, None)
-
-
-def _frozen(x: np.ndarray) -> np.ndarray:
-    """``x``'s values in a view of immutable bytes: no caller can make it writeable again."""
-    return np.frombuffer(np.ascontiguousarray(x).tobytes(), x.dtype).reshape(x.shape)
 
 
 def _four_d(x: np.ndarray) -> np.ndarray:
@@ -317,7 +313,10 @@ class OnnxAttention:
             past=past,
             outputs="cache",
         )
-        cache._keys, cache._values = _frozen(keys), _frozen(values)  # both, after the op ran
+        cache._keys, cache._values = (
+            read_only_copy(keys),
+            read_only_copy(values),
+        )  # both, after the op ran
         return out
 
 
@@ -342,10 +341,10 @@ class KVCache:
         self.batch, self.num_kv_heads, self.head_dim, self.value_dim, self.dtype = (
             check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype)
         )
-        self._keys = _frozen(
+        self._keys = read_only_copy(
             np.zeros((self.batch, self.num_kv_heads, 0, self.head_dim), self.dtype)
         )
-        self._values = _frozen(
+        self._values = read_only_copy(
             np.zeros((self.batch, self.num_kv_heads, 0, self.value_dim), self.dtype)
         )
 
@@ -368,8 +367,8 @@ class KVCache:
         NaN or infinity); the cache is then unchanged."""
         key, value = check_cache_append(self, key, value)
         start = len(self)
-        keys = _frozen(np.concatenate([self._keys, key], axis=2))
-        values = _frozen(np.concatenate([self._values, value], axis=2))
+        keys = read_only_copy(np.concatenate([self._keys, key], axis=2))
+        values = read_only_copy(np.concatenate([self._values, value], axis=2))
         self._keys, self._values = keys, values
         return start
 

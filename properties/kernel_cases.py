@@ -90,6 +90,11 @@ class KernelSpec(NamedTuple):
     softcap: float | None = None  # c: scores become c tanh(s / c)
     documents: tuple[int, ...] = ()  # packed documents: the key position where each starts
 
+    @property
+    def start(self) -> int:
+        """The first query's absolute position: ``query_start``, or ``Tk - Tq`` for None."""
+        return self.key_len - self.query_len if self.query_start is None else self.query_start
+
     def segment_ids(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Packed documents as 1-D ``segment_ids`` (every batch element alike, one packed row
         as FlashAttention's ``cu_seqlens`` gives it): key ``j``'s id counts the document
@@ -99,8 +104,7 @@ class KernelSpec(NamedTuple):
             return None
         Tq, Tk = self.query_len, self.key_len
         key_ids = np.searchsorted(np.array(self.documents), np.arange(Tk), side="right")
-        start = Tk - Tq if self.query_start is None else self.query_start
-        return key_ids[start + np.arange(Tq)], key_ids
+        return key_ids[self.start + np.arange(Tq)], key_ids
 
     def build(self) -> AttentionCase:
         """The call as an AttentionCase (arrays from ``default_rng(seed)``; the sinks, when
@@ -151,12 +155,10 @@ class KernelSpec(NamedTuple):
             mask = rng.random((Tq, Tk)) < 0.5
             mask[:, 0] = True
             if self.window is not None:  # key 0 may be outside the window: show its own key
-                anchor_in_window(
-                    mask, Tk - Tq if self.query_start is None else self.query_start, Tq, Tk
-                )
+                anchor_in_window(mask, self.start, Tq, Tk)
             return mask
         if self.mask == "alibi":
-            start = Tk - Tq if self.query_start is None else self.query_start
+            start = self.start
             slopes = 2.0 ** (-8.0 * np.arange(1, Hq + 1) / Hq)  # Press et al. 2022
             distance = np.abs(start + np.arange(Tq)[:, None] - np.arange(Tk)[None, :])
             return (-slopes[:, None, None] * distance)[None]  # (1, Hq, Tq, Tk)

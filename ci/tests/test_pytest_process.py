@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -61,3 +63,27 @@ def test_one_thread_per_process_only_for_parallel_runs(monkeypatch):
     one_thread_per_process(workers=2)
     assert os.environ["OMP_NUM_THREADS"] == "3"
     assert all(os.environ[name] == "1" for name in THREAD_ENV_VARS if name != "OMP_NUM_THREADS")
+
+
+def test_preloaded_modules_do_not_read_the_subject():
+    """The fork server's preloaded modules are the same for every subject: importing them
+    (in a fresh interpreter) imports no property test module, subject, mutant or torch, and
+    none of them is missing."""
+    code = textwrap.dedent(f"""\
+        import sys
+        for name in {pytest_process.PRELOAD!r}:
+            __import__(name)
+        print("\\n".join(sorted(sys.modules)))
+    """)
+    env = dict(os.environ, ATTN_IMPL="no_such_subject_zzz")
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert set(pytest_process.PRELOAD) <= set(out)
+    subject_dependent = [
+        name
+        for name in out
+        if name.startswith(("attnprops.properties.test_", "attnprops.properties.subjects"))
+        or name.startswith(("attnprops.mutants", "attnprops.ci", "torch", "jax", "no_such"))
+    ]
+    assert subject_dependent == []

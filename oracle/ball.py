@@ -24,7 +24,12 @@ output of a row whose scores all tie) is rounded from its exact :class:`fraction
 (a ball around an exact midpoint of two floats straddles it at every precision); for any
 other value, transcendental and so never a midpoint, the whole call is recomputed with twice
 the precision, up to :data:`MAX_PRECISION` bits, and a value still unresolved then raises
-:class:`ReferenceUnresolvedError`, never a guess (see :func:`_rational_scale`). The rulebook's
+:class:`ReferenceUnresolvedError`, never a guess (see :func:`_rational_scale`). One
+transcendental value can lie closer to a midpoint than any precision resolves: a softcapped
+score whose ``tanh`` saturates, ``c tanh(t) + b`` within ``2c e^{-2|t|}`` of the rational
+``c sign(t) + b`` (``t = 1000`` puts it ``e^{-2000}`` away), which may be a midpoint. It is
+rounded from that side of its limit (``|tanh t| < 1``: the score lies strictly on the side of
+``-sign(t)``), see :class:`OneSided`. The rulebook's
 score-overflow rule is decided the same way (a ball straddling the dtype's maximum is
 refined).
 
@@ -39,6 +44,7 @@ Checked against the 50-digit oracle, bit for bit, by ``oracle/tests/test_ball.py
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from math import isqrt
 from typing import NamedTuple
@@ -104,21 +110,56 @@ class BallParts(NamedTuple):
     lse: BallResult | None = None
 
 
+class OneSided(NamedTuple):
+    """What is known of a value that is no rational: it lies strictly on side ``side`` (+1
+    above, -1 below) of the rational ``limit`` (a :class:`fractions.Fraction`), and in its
+    ball."""
+
+    limit: Fraction
+    side: int
+
+
+def _nearest(value: Fraction) -> float:
+    """``value`` rounded to nearest float64, ties to even (int / int true division is
+    correctly rounded in CPython)."""
+    return value.numerator / value.denominator + 0.0
+
+
+def _just_beside(limit: Fraction, side: int) -> float:
+    """The float64 that every value just beside ``limit`` on ``side`` rounds to: ``limit``
+    rounded to nearest, except at a midpoint of two float64s, where it is the neighbour on
+    ``side`` (the tie is not reached)."""
+    nearest = _nearest(limit)
+    if Fraction(nearest) == limit:
+        return nearest
+    other = math.nextafter(nearest, math.inf if Fraction(nearest) < limit else -math.inf)
+    if Fraction(nearest) + Fraction(other) == 2 * limit:  # a midpoint
+        return max(nearest, other) if side > 0 else min(nearest, other)
+    return nearest
+
+
 def _to_float(x: arb, exact=None) -> float:
     """Ball ``x`` correctly rounded to float64. When the two ends of the ball round to
-    different float64s: the exact value from ``exact()`` (a :class:`fractions.Fraction`, for
-    the values that are rational, :func:`_rational_scale`) rounded to nearest, ties to even;
-    without it, raises _Unresolved (the call is refined). A ball that rounds to zero gives
-    ``+0.0`` (as the 50-digit oracle's exact zeros; a zero's sign is unknowable when the
-    ball contains 0)."""
+    different float64s, ``exact()`` decides: a :class:`fractions.Fraction` (the exact value of
+    a value that is rational, :func:`_rational_scale`) is rounded to nearest, ties to even; a
+    :class:`OneSided` value is the float64 its ball's part on that side of the limit rounds
+    to, when all of that part rounds to one float64. Otherwise (or without ``exact``) raises
+    _Unresolved (the call is refined). A ball that rounds to zero gives ``+0.0`` (as the
+    50-digit oracle's exact zeros; a zero's sign is unknowable when the ball contains 0)."""
     if x.is_exact():  # radius 0 (most scores): the midpoint rounded to nearest, ties to even
         return float(x) + 0.0
     low = float(x.lower())
     if low != float(x.upper()):
-        if exact is None:
-            raise _Unresolved
-        value = exact()  # int / int true division: correctly rounded (CPython)
-        return value.numerator / value.denominator + 0.0
+        value = None if exact is None else exact()
+        if isinstance(value, Fraction):
+            return _nearest(value)
+        if isinstance(value, OneSided):  # the part of the ball on that side of the limit
+            far = float(x.upper()) if value.side > 0 else low
+            if _fraction(x.lower()) <= value.limit <= _fraction(x.upper()):
+                beside = _just_beside(value.limit, value.side)
+                if beside == far:
+                    return beside + 0.0
+        raise _Unresolved
     return low + 0.0  # -0.0 + 0.0 == +0.0
 
 
@@ -301,20 +342,33 @@ def _parts(
 
 
 def _exact_score(rational: Fraction | None, dot: arb, bias, index, problem):
-    """``exact`` for :func:`_to_float` of a score: ``scale * dot + b - slope |p - j|`` as a
-    Fraction, or None when the scale is irrational (the score is then no midpoint)."""
-    if rational is None or problem.softcap is not None:  # tanh: no rational score
-        return None
+    """``exact`` for :func:`_to_float` of a score ``scale * dot + b - slope |p - j|``: a
+    Fraction, or None when the scale is irrational (the score is then no midpoint). Capped,
+    ``c tanh(scale * dot / c) + b - slope |p - j|`` (any scale): for ``dot != 0``,
+    :class:`OneSided` at ``c sign(dot) + b - slope |p - j|`` on the side ``-sign(dot)``
+    (``|tanh t| < 1``; ``c > 0`` and ``scale > 0``, the rulebook's); ``dot == 0`` is exactly
+    ``b - slope |p - j|``; None while ``dot``'s ball is not exact."""
 
-    def exact() -> Fraction:
+    def bias_terms() -> Fraction:
         b = Fraction(0) if bias is None else Fraction(float(bias[index]))
         if problem.alibi is not None:
             n, h, i, j = index
             slope = slope_at(problem.alibi, n, h)
             b -= Fraction(slope) * abs(problem.query_start + i - j)
-        return rational * _fraction(dot) + b
+        return b
 
-    return exact
+    if problem.softcap is None:
+        return None if rational is None else lambda: rational * _fraction(dot) + bias_terms()
+
+    def capped():
+        if not dot.is_exact():
+            return None
+        sign = (dot > 0) - (dot < 0)
+        if sign == 0:
+            return bias_terms()
+        return OneSided(Fraction(float(problem.softcap)) * sign + bias_terms(), -sign)
+
+    return capped
 
 
 def _exact_mean(value: np.ndarray, tied: tuple | None, c: int):

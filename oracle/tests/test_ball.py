@@ -250,3 +250,29 @@ def test_a_rational_result_on_a_rounding_midpoint_is_rounded_exactly():
     odd = value + np.array([[0.0], [0.0], [2 * half_ulp]])  # a mean that is no midpoint
     exact = sum(Fraction(float(v)) for v in odd[:, 0]) / 3
     assert ball.attention(np.zeros((1, 1)), np.zeros((3, 1)), odd)[0, 0] == float(exact)
+
+
+def test_a_saturated_capped_score_beside_a_midpoint_is_rounded_from_its_side():
+    """Found by a thorough run (kernel-sized ALiBi + softcap, scores of 1e4 capped at 5):
+    ``c tanh(t) + b`` lies within ``2c e^{-2|t|}`` of ``c sign(t) + b``, closer than any
+    precision resolves, and that limit may be a float64 midpoint. ``|tanh t| < 1`` says
+    which side the score is on: here ``tanh(1e6) + 2**-53`` is just below the midpoint of 1
+    and 1 + 2**-52 (so 1.0) and ``tanh(-1e6) + 2**-54`` just above the midpoint of -1 and
+    -1 + 2**-53 (so -1 + 2**-53, where ties-to-even of the limit would give -1.0)."""
+    query, key = np.array([[1e3]]), np.array([[1e3], [-1e3]])
+    mask = np.array([[2.0**-53, 2.0**-54]])
+    for scale in (None, 1.0):  # an irrational scale (1/sqrt(1) is rational: both paths)
+        parts = ball.attention_parts(
+            query, key, np.ones((2, 1)), attn_mask=mask, softcap=1.0, scale=scale
+        )
+        assert parts.scores.value.tolist() == [[1.0, -1 + 2.0**-53]]
+    slopes = np.array([2.0**-54])  # ALiBi's -2**-54 |0 - 1|: just below 1 - 2**-54, a midpoint
+    capped = ball.attention_parts(
+        np.array([[[[1e3]]]]),
+        np.array([[[[1e3], [1e3]]]]),
+        np.ones((1, 1, 2, 1)),
+        softcap=1.0,
+        alibi_slopes=slopes,
+        query_start=0,
+    ).scores.value
+    assert capped[0, 0, 0].tolist() == [1.0, 1.0 - 2.0**-53]  # ties-to-even: 1.0

@@ -29,7 +29,10 @@ transcendental value can lie closer to a midpoint than any precision resolves: a
 score whose ``tanh`` saturates, ``c tanh(t) + b`` within ``2c e^{-2|t|}`` of the rational
 ``c sign(t) + b`` (``t = 1000`` puts it ``e^{-2000}`` away), which may be a midpoint. It is
 rounded from that side of its limit (``|tanh t| < 1``: the score lies strictly on the side of
-``-sign(t)``), see :class:`OneSided`. The rulebook's
+``-sign(t)``), see :class:`OneSided`. So is the output of a row whose capped scores all
+saturate: its weights are ``1/n`` but for such differences, and it leans from the values'
+mean (a rational, perhaps a midpoint) to the side :func:`_beside_mean` computes to relative
+accuracy. The rulebook's
 score-overflow rule is decided the same way (a ball straddling the dtype's maximum is
 refined).
 
@@ -268,6 +271,7 @@ def _parts(
                 dots = (_matrix(problem.query[b, h, list(rows)]) * key_t).entries()  # exact
                 w_entries = [zero] * (r * Tk)
                 uniform: dict[int, tuple] = {}  # row -> (visible keys, terms), all tied
+                nearly: dict[int, _CappedRow] = {}  # rows tied but for saturated caps
                 for n, i in enumerate(rows):
                     visible = np.flatnonzero(problem.visible[b, h, i]).tolist()
                     if not visible:  # only under fully_masked_rows="zeros": weights 0
@@ -316,6 +320,9 @@ def _parts(
                     ones = exps if sink == -np.inf else exps + [sink_exp]
                     if all(e.is_exact() and e == 1 for e in ones):  # every score tied
                         uniform[n] = (visible, len(ones))  # the sink's too: its 0 joins
+                    elif problem.softcap is not None and sink == -np.inf:
+                        if all(e.contains(1) for e in exps):  # tied but for saturated caps?
+                            nearly[n] = _CappedRow(problem, scale, d, visible, m, b, h, i)
                     if i in rows_out:
                         k = keep.index(n)
                         scores[b, h, k, visible] = [
@@ -335,7 +342,11 @@ def _parts(
                     out = (arb_mat(r, Tk, w_entries) * value).entries()  # (r, Dv)
                     for k, n in enumerate(keep):
                         output[b, h, k] = [
-                            _to_float(t, _exact_mean(problem.value[b, g], uniform.get(n), c))
+                            _to_float(
+                                t,
+                                _exact_mean(problem.value[b, g], uniform.get(n), c)
+                                or _beside_mean(problem.value[b, g], nearly.get(n), c),
+                            )
                             for c, t in enumerate(out[n * Dv : (n + 1) * Dv])
                         ]
     return scores, weights, output, lse
@@ -498,3 +509,60 @@ def attention_weights(query, key, **kwargs) -> np.ndarray:
     """The weights ``(B, Hq, Tq, Tk)`` (or ``(Tq, Tk)``), correctly rounded to float64;
     hidden keys exactly 0. Arguments, rules and errors as :func:`attention_parts`."""
     return attention_parts(query, key, None, **kwargs).weights.value
+
+
+class _CappedRow(NamedTuple):
+    """A row whose capped visible scores all tie but for differences below the working
+    precision (``c tanh(t)`` saturated: ``tanh(1000) = 1 - 2e^{-2000}``): what
+    :func:`_beside_mean` needs to compute those differences to relative accuracy."""
+
+    problem: AttentionProblem
+    scale: arb
+    dots: list
+    visible: list
+    m: int
+    b: int
+    h: int
+    i: int
+
+    def expm1s(self) -> list:
+        """``e^{x_j} - 1`` for the visible keys, to relative accuracy: ``x_j = c (tanh a_j -
+        tanh a_m) + (b_j - b_m) - slope (|p - j| - |p - m|)`` with ``tanh a - tanh a' =
+        sinh(a - a') / (cosh a cosh a')`` (no cancellation), ``a_j = scale dot_j / c``."""
+        problem, d, m = self.problem, self.dots, self.m
+        cap = arb(problem.softcap)
+        a_m = self.scale * d[m] / cap
+        ys = []
+        for j in self.visible:
+            a_j = self.scale * d[j] / cap
+            x = cap * (self.scale * (d[j] - d[m]) / cap).sinh() / (a_j.cosh() * a_m.cosh())
+            if problem.bias is not None:
+                x += arb(float(problem.bias[self.b, self.h, self.i, j]))
+                x -= arb(float(problem.bias[self.b, self.h, self.i, m]))
+            if problem.alibi is not None:
+                p = problem.query_start + self.i
+                x -= arb(slope_at(problem.alibi, self.b, self.h)) * (abs(p - j) - abs(p - m))
+            ys.append(x.expm1())
+        return ys
+
+
+def _beside_mean(value: np.ndarray, row: _CappedRow | None, c: int):
+    """``exact`` for :func:`_to_float` of output component ``c`` of a :class:`_CappedRow`
+    (None: not such a row). With ``y_j = e^{x_j} - 1`` and ``n`` visible keys the output is
+    ``mean + sum_j y_j (v_jc - mean) / (n + sum_j y_j)`` (``mean`` the values' mean, a
+    rational): :class:`OneSided` at ``mean`` on the side of the sign of ``sum_j y_j (n v_jc -
+    sum_k v_kc)``, or None while that sum's ball contains 0."""
+    if row is None:
+        return None
+
+    def exact():
+        values = [float(value[j, c]) for j in row.visible]
+        n = len(values)
+        total = sum((arb(v) for v in values), arb(0))
+        lean = sum((y * (n * arb(v) - total) for y, v in zip(row.expm1s(), values)), arb(0))
+        if not (lean > 0 or lean < 0):
+            return None
+        mean = sum(Fraction(v) for v in values) / n
+        return OneSided(mean, 1 if lean > 0 else -1)
+
+    return exact

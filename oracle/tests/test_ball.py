@@ -276,3 +276,25 @@ def test_a_saturated_capped_score_beside_a_midpoint_is_rounded_from_its_side():
         query_start=0,
     ).scores.value
     assert capped[0, 0, 0].tolist() == [1.0, 1.0 - 2.0**-53]  # ties-to-even: 1.0
+
+
+def test_a_row_tied_but_for_saturated_caps_leans_to_its_stronger_key():
+    """Found by a thorough run (float64 prefill, scores of 1e4 capped at 5): when every
+    visible score saturates the cap, the weights differ from ``1/n`` by about
+    ``e^{-2|t|}``, below any working precision, and the output lies that close to the
+    values' mean, which may be a float64 midpoint. The side is the sign of ``sum_j (e^{x_j}
+    - 1)(v_j - mean)``, computed to relative accuracy (``tanh a - tanh b = sinh(a - b) /
+    (cosh a cosh b)``). Here key 1 (``t = 6000``) beats key 0 (``t = 3000``) by about
+    ``e^{-6000}``, so the output is just above the midpoint of 1 and 1 + 2**-52 (ties to even
+    would give 1.0); checked against mpmath at 3,000 digits."""
+    query, key = np.array([[1e3]]), np.array([[15.0], [30.0]])
+    value = np.array([[1.0], [1 + 2.0**-52]])
+    out = ball.attention(query, key, value, softcap=5.0, scale=1.0)
+    with mpmath.workdps(3000):
+        s = [5 * mpmath.tanh(mpmath.mpf(1e3) * float(k) / 5) for k in key[:, 0]]
+        e = [mpmath.exp(x - max(s)) for x in s]
+        exact = sum(w * float(v) for w, v in zip(e, value[:, 0])) / sum(e)
+        assert exact > 1 + mpmath.mpf(2) ** -53  # above the midpoint, by about e^{-6000}
+    assert out[0, 0] == 1 + 2.0**-52
+    flipped = ball.attention(query, key, value[::-1].copy(), softcap=5.0, scale=1.0)
+    assert flipped[0, 0] == 1.0  # the stronger key's value is 1 now: just below, so 1.0

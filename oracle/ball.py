@@ -336,7 +336,7 @@ def _parts(
                         exact_m = _exact_score(rational, d[m], bias, (b, h, i, m), problem)
                         lse[b, h, k] = _to_float(
                             s[visible.index(m)] + keys_total.log(),
-                            exact_m if len(visible) == 1 else None,
+                            exact_m if len(visible) == 1 else _just_above(exact_m),
                         )
                 if value is not None:
                     out = (arb_mat(r, Tk, w_entries) * value).entries()  # (r, Dv)
@@ -444,9 +444,11 @@ def attention_parts(
         rows: the local query rows to compute (a non-empty sequence of ints in ``[0, Tq)``,
             any order, repeats dropped); None for every row. Results keep the sorted order.
         precision: bits to start with (doubled until every value is resolved).
-        lse: also compute the rows' log-sum-exp (off by default: a dominant key whose score
-            is a float64 midpoint puts ``lse`` within ``exp(-gap)`` of that midpoint, which
-            no precision short of the gap's resolves; asked for, such a row raises).
+        lse: also compute the rows' log-sum-exp (off by default). A dominant key whose score
+            is a float64 midpoint puts ``lse`` within ``exp(-gap)`` above that midpoint,
+            which no precision short of the gap's resolves: rounded from above when the
+            score is rational (:func:`_just_above`); a capped (``tanh``) dominant score's row
+            may still raise.
 
     Returns:
         :class:`BallParts` over the sorted rows.
@@ -509,6 +511,22 @@ def attention_weights(query, key, **kwargs) -> np.ndarray:
     """The weights ``(B, Hq, Tq, Tk)`` (or ``(Tq, Tk)``), correctly rounded to float64;
     hidden keys exactly 0. Arguments, rules and errors as :func:`attention_parts`."""
     return attention_parts(query, key, None, **kwargs).weights.value
+
+
+def _just_above(exact_m):
+    """``exact`` for :func:`_to_float` of a row's ``lse = s_m + log(sum_j exp(x_j))`` with more
+    than one visible key: the sum exceeds its term ``exp(0) = 1`` for key ``m``, so ``lse``
+    lies strictly above ``s_m`` (within ``exp(-gap)`` of it when ``m`` dominates, closer than
+    any precision resolves for a gap of thousands): :class:`OneSided` above ``s_m`` when that
+    score is a known rational (``exact_m()`` a Fraction), else None."""
+    if exact_m is None:
+        return None
+
+    def exact():
+        s_m = exact_m()
+        return OneSided(s_m, 1) if isinstance(s_m, Fraction) else None
+
+    return exact
 
 
 class _CappedRow(NamedTuple):

@@ -298,3 +298,14 @@ def test_a_row_tied_but_for_saturated_caps_leans_to_its_stronger_key():
     assert out[0, 0] == 1 + 2.0**-52
     flipped = ball.attention(query, key, value[::-1].copy(), softcap=5.0, scale=1.0)
     assert flipped[0, 0] == 1.0  # the stronger key's value is 1 now: just below, so 1.0
+
+
+def test_the_lse_of_a_dominant_score_on_a_midpoint_is_rounded_from_above():
+    """Found by the kernel-sized lse property (torch_sdpa, float32 ``large`` inputs, two
+    keys): ``lse = s_m + log(1 + e^{-gap})`` lies within ``e^{-gap}`` above the dominant score
+    ``s_m``; with ``s_m = 1 + 2**-53``, the midpoint of 1 and 1 + 2**-52, and a gap of 10001
+    (``e^{-10001}``, past 8192 bits), it rounds up, where ties-to-even of ``s_m`` gives 1.0."""
+    query, key = np.array([[1.0, 2.0**-53]]), np.array([[1.0, 1.0], [-1e4, 0.0]])
+    parts = ball.attention_parts(query, key, np.ones((2, 1)), scale=1.0, lse=True)
+    assert parts.scores.value.tolist() == [[1.0, -1e4]]  # 1 + 2**-53 to the even one
+    assert parts.lse.value.tolist() == [1 + 2.0**-52]

@@ -18,6 +18,7 @@ The kernel (Dao et al. 2022, alg. 1; Milakov & Gimelshein 2018)::
                 s = scale * sum over head-dim chunks (q[.., d0:d1] @ k[.., d0:d1]^T) + bias
                 s = -inf where hidden;  online-softmax step into (m_i, l_i, acc_i)
             merge the split: m = max(m, m_i); l, acc rescaled by exp(m_old - m), exp(m_i - m)
+        lse = m + log(l)                                         # before the sink
         with sinks: merge (sigma_h, 1, 0) once more (the sink: one more key, value 0)
         out = acc / l
 
@@ -32,7 +33,12 @@ from __future__ import annotations
 import numpy as np
 
 from attnprops import impl
-from attnprops.oracle.rules import AttentionProblem, check_attention_inputs, compute_dtype
+from attnprops.oracle.rules import (
+    AttentionProblem,
+    check_attention_inputs,
+    check_flag,
+    compute_dtype,
+)
 
 __all__ = ["REFERENCE_PROPERTIES", "TILED_CAPABILITIES", "TiledKernel"]
 
@@ -107,6 +113,14 @@ class TiledKernel(impl.Attention):
         """Causal: a key tile starting at ``j0`` is skipped when no row of the query tile may
         see it, i.e. ``j0 > query_start + t1 - 1`` (the tile's last row position)."""
         return j0 > last_row_position
+
+    def row_lse(self, state, splits) -> np.ndarray:
+        """Each row's log-sum-exp ``(B, Hkv, G, n)`` from the merged ``(m, l, acc)`` (the sink
+        not merged yet): ``m + log(l)`` (``-inf`` where no key was seen). ``splits``: each
+        split's own ``(m_i, l_i)``, which a split-KV combine step reads."""
+        m, l, _ = state
+        with np.errstate(divide="ignore"):
+            return (np.where(np.isneginf(m), 0, m) + np.log(l))[..., 0]
 
     def merge(self, state, part) -> None:
         """Fold a split's ``(m_i, l_i, acc_i)`` into the running ``(m, l, acc)``, in place:
@@ -186,7 +200,8 @@ class TiledKernel(impl.Attention):
         s[~visible] = -np.inf
         return s
 
-    def tiled_output(self, problem: AttentionProblem) -> np.ndarray:
+    def tiled_output(self, problem: AttentionProblem) -> tuple[np.ndarray, np.ndarray]:
+        """``(output (B, Hq, Tq, Dv), lse (B, Hq, Tq))`` in the compute dtype."""
         compute = compute_dtype(problem.dtype)
         B, Hq, Tq, D = problem.query.shape
         Hkv, Tk = problem.key.shape[1], problem.key.shape[2]
@@ -196,6 +211,7 @@ class TiledKernel(impl.Attention):
         k = problem.key.astype(compute)
         v = problem.value.astype(compute)
         out = np.empty((B, Hkv, G, Tq, Dv), compute)
+        lse = np.empty((B, Hkv, G, Tq), compute)
         for t0 in range(0, Tq, self.q_tile):
             t1 = min(Tq, t0 + self.q_tile)
             rows = slice(t0, t1)
@@ -205,6 +221,7 @@ class TiledKernel(impl.Attention):
                 np.zeros((B, Hkv, G, t1 - t0, Dv), compute),
             )
             lo, hi = self.key_range(problem, rows)
+            splits = []
             for s0, s1 in self.splits(Tk):
                 m, l, acc = self.split_start(problem, t1 - t0, compute)
                 for j0, j1 in self.key_tiles(max(s0, lo), min(s1, hi)):
@@ -213,12 +230,14 @@ class TiledKernel(impl.Attention):
                     keys = slice(j0, j1)
                     s = self.tile_scores(problem, q, k, rows, keys, compute)
                     self.online_step(m, l, acc, s, v[:, :, None, keys])
+                splits.append((m.copy(), l.copy()))
                 self.merge(state, (m, l, acc))
+            lse[:, :, :, rows] = self.row_lse(state, splits)
             sink = self.sink_part(problem, t1 - t0, compute)
             if sink is not None:
                 self.merge(state, sink)
             out[:, :, :, rows] = state[2] / state[1]
-        return out.reshape(B, Hq, Tq, Dv)
+        return out.reshape(B, Hq, Tq, Dv), lse.reshape(B, Hq, Tq)
 
     # -- the public API ---------------------------------------------------------------------
     def attention(
@@ -234,8 +253,10 @@ class TiledKernel(impl.Attention):
         window=None,
         segment_ids=None,
         sinks=None,
+        return_lse=False,
     ):
-        """Like :func:`impl.attention` (same arguments, rules and errors)."""
+        """Like :func:`impl.attention` (same arguments, rules and errors); ``return_lse=True``
+        gives ``(output, lse)``, ``lse`` in the compute dtype, as impl's."""
         options = dict(
             attn_mask=attn_mask,
             is_causal=is_causal,
@@ -245,9 +266,13 @@ class TiledKernel(impl.Attention):
             segment_ids=segment_ids,
             sinks=sinks,
         )
+        return_lse = check_flag(return_lse, "return_lse")
         problem = check_attention_inputs(query, key, value, **options)
         if not self.runs(problem):
-            return super().attention(query, key, value, **options)
+            return super().attention(query, key, value, **options, return_lse=return_lse)
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-            output = self.tiled_output(problem).astype(problem.dtype)
-        return output[0, 0] if problem.two_d else output
+            output, lse = self.tiled_output(problem)
+        output = output.astype(problem.dtype)
+        if problem.two_d:
+            output, lse = output[0, 0], lse[0, 0]
+        return (output, lse) if return_lse else output

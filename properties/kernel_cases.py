@@ -367,3 +367,14 @@ def boundary_rows(case: AttentionCase, *, limit: int = 24) -> list[int]:
         if 0 <= i < Tq and i not in picked:
             picked.append(i)
     return sorted(picked[:limit])
+
+
+def rows_of(case: AttentionCase, rows: list[int]) -> AttentionCase:
+    """``case`` restricted to the query rows ``rows`` for the bounds of a reference computed
+    on those rows (the query and the mask's query axis; visibility comes from the
+    reference's scores)."""
+    mask = case.attn_mask
+    Tq = case.query.shape[2]
+    if mask is not None and mask.ndim >= 2 and mask.shape[-2] == Tq:
+        mask = mask[..., rows, :]
+    return case._replace(query=case.query[:, :, rows], attn_mask=mask)

@@ -36,7 +36,7 @@ from attnprops.properties.checks import (
     call_subject,
     fail,
 )
-from attnprops.properties.kernel_cases import boundary_rows, subject_kernel_specs
+from attnprops.properties.kernel_cases import boundary_rows, rows_of, subject_kernel_specs
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.sizes import TILES, boundary_sizes, limits
 
@@ -45,16 +45,6 @@ SUBJECT = current_subject()
 # products, about 45 ns each at 256 bits): at most this many rows are checked exactly. The
 # reference rows are the tight check; every row also gets the float64 check.
 REFERENCE_WORK = 2_500_000
-
-
-def _rows_of(case, rows: list[int]):
-    """``case`` restricted to query rows ``rows`` for the bounds (query and the mask's query
-    axis; visibility comes from the reference's scores)."""
-    mask = case.attn_mask
-    Tq = case.query.shape[2]
-    if mask is not None and mask.ndim >= 2 and mask.shape[-2] == Tq:
-        mask = mask[..., rows, :]
-    return case._replace(query=case.query[:, :, rows], attn_mask=mask)
 
 
 def _agree(subject, case, a, b, *, what):
@@ -144,7 +134,7 @@ def _matches_reference(subject, spec):
         fully_masked_rows=subject.capabilities.fully_masked_rows,
         rows=rows,
     )
-    bounds = attention_bounds(_rows_of(case, rows), parts, subject.arithmetic(case.dtype))
+    bounds = attention_bounds(rows_of(case, rows), parts, subject.arithmetic(case.dtype))
     assert_within(
         out=out[:, :, rows],
         expected=parts.output.value,

@@ -13,7 +13,6 @@ split-KV, cascade and context-parallel kernels rely on; a part that sees no key 
 
 from __future__ import annotations
 
-import mpmath
 import numpy as np
 import pytest
 from hypothesis import assume, given, note
@@ -21,61 +20,15 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from attnprops.properties._support import fit_to_subject, four_d, oracle_parts, visibility
-from attnprops.properties.bounds import U64, attention_bounds, lse_bounds
-from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject, fail
+from attnprops.properties.bounds import attention_bounds, lse_bounds
+from attnprops.properties.checks import assert_within
+from attnprops.properties.lse import assert_lse_within, exact_merge, merge_bounds, output_and_lse
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.strategies import declared_variants, subject_cases, with_keys_hidden
 
 SUBJECT = current_subject()
 _ALL = declared_variants(SUBJECT)
 _NO_SINKS = declared_variants(SUBJECT, sinks=False)
-
-
-def output_and_lse(subject, case, what: str):
-    """The subject's ``attention(..., return_lse=True)`` for ``case``: the output (the
-    case's shape and dtype, no NaN) and ``lse`` (``query.shape[:-1]``, a float dtype, no NaN),
-    the latter as float64."""
-    __tracebackhide__ = True
-    got = call_subject(
-        subject.attention,
-        case.query,
-        case.key,
-        case.value,
-        **case.subject_kwargs(),
-        return_lse=True,
-        what=what,
-    )
-    if not (isinstance(got, tuple) and len(got) == 2):
-        fail(f"{what}: return_lse=True must return (output, lse); got {type(got).__name__}")
-    out, lse = got
-    shape = case.query.shape[:-1]
-    out = assert_shape_dtype(
-        out=out, shape=shape + case.value.shape[-1:], dtype=case.dtype, what=f"{what} output"
-    )
-    if not isinstance(lse, np.ndarray) or lse.dtype.kind != "f":
-        fail(f"{what}: lse must be a float numpy.ndarray; got {type(lse).__name__}")
-    return out, assert_shape_dtype(out=lse, shape=shape, dtype=lse.dtype, what=f"{what} lse")
-
-
-def assert_lse_within(lse, expected, bound, what: str, case) -> None:
-    """``lse`` is ``-inf`` exactly where ``expected`` is, and within ``bound`` elsewhere."""
-    __tracebackhide__ = True
-    lse, expected = np.asarray(lse, np.float64), np.asarray(expected, np.float64)
-    empty = np.isneginf(expected)
-    if (np.isneginf(lse) != empty).any():
-        where = np.argwhere(np.isneginf(lse) != empty)[0].tolist()
-        fail(
-            f"{what}: at row {where} lse is {lse[tuple(where)]!r}, expected "
-            f"{expected[tuple(where)]!r} (-inf exactly where a row sees no key); "
-            f"call: {case.describe()}"
-        )
-    assert_within(
-        out=np.where(empty, 0.0, lse),
-        expected=np.where(empty, 0.0, expected),
-        bound=bound,
-        what=what,
-        case=case,
-    )
 
 
 @pytest.mark.requires("lse")
@@ -110,27 +63,6 @@ def key_splits(draw, case, every_part_sees_a_key: bool):
     return in_a
 
 
-def _merge(out_a, lse_a, out_b, lse_b):
-    """The exact merge of two parts (at 60 digits, rounded to float64): ``L``, the weights
-    ``e^{l_A - L}``, ``e^{l_B - L}`` and the output, each row (``(B, Hq, Tq)``, ``(B, Hq, Tq,
-    Dv)``); a part with ``lse = -inf`` has weight 0 (both: ``L = -inf``, output 0)."""
-    L = np.full(lse_a.shape, -np.inf)
-    a, b = np.zeros(lse_a.shape), np.zeros(lse_a.shape)
-    out = np.zeros(out_a.shape)
-    with mpmath.workdps(60):
-        for index in np.ndindex(lse_a.shape):
-            la, lb = (mpmath.mpf(float(x[index])) for x in (lse_a, lse_b))
-            if la == -mpmath.inf and lb == -mpmath.inf:
-                continue
-            total = mpmath.log(mpmath.exp(la) + mpmath.exp(lb))
-            wa, wb = mpmath.exp(la - total), mpmath.exp(lb - total)
-            L[index], a[index], b[index] = float(total), float(wa), float(wb)
-            for c in range(out_a.shape[-1]):
-                o = wa * mpmath.mpf(float(out_a[index + (c,)])) + wb * float(out_b[index + (c,)])
-                out[index + (c,)] = float(o)
-    return L, a, b, out
-
-
 @pytest.mark.requires("lse")
 @pytest.mark.oracle_backed
 @given(case=st.one_of(subject_cases(SUBJECT), subject_cases(SUBJECT, **_NO_SINKS)), data=st.data())
@@ -138,10 +70,7 @@ def test_two_key_sets_merge_into_their_union(subject, case, data):
     """Attention over each of two disjoint sets of the visible keys (drawn per row), each
     with its ``lse``, merged exactly (``L = log(e^{l_A} + e^{l_B})``, ``o = e^{l_A - L} o_A +
     e^{l_B - L} o_B``) gives the 50-digit oracle's output and ``lse`` over all the keys,
-    within the bound carried from each part's (``beta`` for the outputs, ``lambda`` for the
-    ``lse``; with ``kappa_A = lambda_A + max(lambda_A, lambda_B)`` the merged weight is within
-    a factor ``e^{kappa_A}`` of the exact one, so the output errs by at most ``sum_P a_P
-    (beta_P + e^{kappa_P} (e^{kappa_P} - 1) (|o_P| + beta_P))``). Under
+    within the bound carried from each part's (:func:`properties.lse.merge_bounds`). Under
     ``fully_masked_rows="zeros"`` a part may see no key of a row: its ``lse`` is ``-inf`` and
     it drops out; under ``"raise"`` each part sees a key of every row."""
     case = fit_to_subject(case, subject)
@@ -161,21 +90,18 @@ def test_two_key_sets_merge_into_their_union(subject, case, data):
         results.append((four_d(out).astype(np.float64), lse.reshape(beta.shape[:3]), beta, lam))
     (out_a, lse_a, beta_a, lam_a), (out_b, lse_b, beta_b, lam_b) = results
     lam_a, lam_b = lam_a.reshape(lse_a.shape), lam_b.reshape(lse_b.shape)
-    L, a, b, merged = _merge(out_a, lse_a, out_b, lse_b)
+    L, a, b, merged = exact_merge(out_a, lse_a, out_b, lse_b)
     whole = oracle_parts(case, subject)
-    with np.errstate(over="ignore", invalid="ignore"):
-        worst = np.maximum(lam_a, lam_b)
-        bound = U64 * np.abs(merged)
-        for w, lam, out, beta in ((a, lam_a, out_a, beta_a), (b, lam_b, out_b, beta_b)):
-            kappa = (lam + worst)[..., None]
-            carried = beta + np.exp(kappa) * np.expm1(kappa) * (np.abs(out) + beta)
-            bound = bound + np.where(w[..., None] > 0, w[..., None] * carried, 0.0)
-        bound = (bound + U64 * np.abs(four_d(whole.output.value))) * (1 + 2.0**-40)
-        lse_bound = (worst + U64 * np.abs(np.where(np.isfinite(L), L, 0.0))) * (1 + 2.0**-40)
+    bound, lse_bound = merge_bounds(
+        ((a, out_a, beta_a, lam_a), (b, out_b, beta_b, lam_b)),
+        merged,
+        L,
+        four_d(whole.output.value),
+    )
     assert_within(
         out=merged,
         expected=four_d(whole.output.value),
-        bound=np.where(np.isnan(bound), np.inf, bound),
+        bound=bound,
         what="merge of two key sets vs 50-digit oracle over their union",
         case=case,
     )

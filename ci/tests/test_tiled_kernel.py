@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 
 from attnprops import impl
 from attnprops.mutants._tiled import TiledKernel
+from attnprops.oracle import ball
+from attnprops.oracle.rules import compute_dtype
 from attnprops.properties._support import visibility
-from attnprops.properties.bounds import agreement_bounds
+from attnprops.properties.bounds import agreement_bounds, lse_bounds
 from attnprops.properties.kernel_cases import kernel_specs
 
 KERNEL_MUTANTS = (
@@ -24,6 +26,7 @@ KERNEL_MUTANTS = (
     "head_dim_tail_chunk_dropped",
     "decode_split_remainder_dropped",
     "gqa_large_group_head_interleaved",
+    "split_kv_lse_without_the_rescale",
 )
 
 
@@ -54,6 +57,11 @@ def test_unmutated_kernel_agrees_with_impl(spec, sinks):
     with np.errstate(over="ignore"):
         bound = 2 * agreement_bounds(case, visibility(case))
     assert (np.abs(got.astype(np.float64) - want) <= bound).all()
+    _, lse = _Small().attention(case.query, case.key, case.value, **case.kwargs(), return_lse=True)
+    exact = ball.attention_parts(case.query, case.key, case.value, **case.kwargs(), lse=True)
+    assert lse.dtype == compute_dtype(case.dtype) and lse.shape == exact.lse.value.shape
+    error = np.abs(np.where(np.isfinite(exact.lse.value), lse - exact.lse.value, 0.0))
+    assert (error <= lse_bounds(case, exact)).all()  # the lse within its bound
 
 
 @pytest.mark.parametrize("name", KERNEL_MUTANTS + ("cache_growth_drops_last_position",))

@@ -95,6 +95,33 @@ def test_hidden_keys_do_not_change_output(subject, case, data):
     assert_equal(out=after, expected=before, what="output after changing hidden K/V", case=case)
 
 
+@given(case=subject_cases(SUBJECT, causal=True), data=st.data())
+def test_hidden_keys_whose_scores_overflow_change_nothing(subject, case, data):
+    """Keys that no query may see, with K and V near the dtype's maximum (``q . k`` past the
+    compute dtype's range: the rulebook's overflow rule is about visible scores only), leave
+    every output bitwise unchanged: a kernel that computes the hidden scores and then hides
+    them (``inf - inf``, ``0 * inf``), or rescales by a maximum taken before the mask, gives
+    NaN or a moved output (finding F4: PyTorch SDPA)."""
+    case = fit_to_subject(case, subject)
+    visible = visibility(case)  # (B, Hq, Tq, Tk)
+    B, Hkv, Tk, _ = four_d(case.key).shape
+    seen_by_any = visible.reshape(B, Hkv, -1, Tk).any(axis=2)  # (B, Hkv, Tk)
+    assume(not seen_by_any.all())
+    hidden = ~seen_by_any[..., None]  # (B, Hkv, Tk, 1)
+    near_max = np.finfo(case.dtype).max / data.draw(st.sampled_from([1, 2, 16]), label="max / n")
+    signs = data.draw(
+        hnp.arrays(np.int8, four_d(case.key).shape, elements=st.sampled_from([-1, 1])),
+        label="signs of the new K",
+    )
+    key = np.where(hidden, signs * near_max, four_d(case.key)).astype(case.dtype)
+    value = np.where(hidden, -near_max, four_d(case.value)).astype(case.dtype)
+    note(f"hidden K/V positions (b, kv_head, key): {np.argwhere(hidden[..., 0]).tolist()}")
+    before = _attend(subject, case)
+    changed = case._replace(key=key.reshape(case.key.shape), value=value.reshape(case.value.shape))
+    after = _attend(subject, changed, what="attention with hidden K/V near the dtype's maximum")
+    assert_equal(out=after, expected=before, what="output after changing hidden K/V", case=case)
+
+
 @pytest.mark.oracle_backed
 @given(case=subject_cases(SUBJECT, causal=True, masks_allowed=False, two_d=False), data=st.data())
 def test_query_chunk_equals_rows_of_full_causal(subject, case, data):

@@ -19,20 +19,10 @@ usual range are exact (radius 0), and ``x_j = scale * (dot_j - dot_m) + (b_j - b
 exact 0 for a key tied with the maximum, so ``exp(x_j) == 1`` exactly, as in the 50-digit
 oracle. Each returned float64 is the **correctly rounded** value of the exact result (round to
 nearest, ties to even): it is returned only when both ends of its ball round to the same
-float64. Where they do not, a value that is rational (a score under a rational scale, the
-output of a row whose scores all tie) is rounded from its exact :class:`fractions.Fraction`
-(a ball around an exact midpoint of two floats straddles it at every precision); for any
-other value, transcendental and so never a midpoint, the whole call is recomputed with twice
-the precision, up to :data:`MAX_PRECISION` bits, and a value still unresolved then raises
-:class:`ReferenceUnresolvedError`, never a guess (see :func:`_rational_scale`). One
-transcendental value can lie closer to a midpoint than any precision resolves: a softcapped
-score whose ``tanh`` saturates, ``c tanh(t) + b`` within ``2c e^{-2|t|}`` of the rational
-``c sign(t) + b`` (``t = 1000`` puts it ``e^{-2000}`` away), which may be a midpoint. It is
-rounded from that side of its limit (``|tanh t| < 1``: the score lies strictly on the side of
-``-sign(t)``), see :class:`OneSided`. So is the output of a row whose capped scores all
-saturate: its weights are ``1/n`` but for such differences, and it leans from the values'
-mean (a rational, perhaps a midpoint) to the side :func:`_beside_mean` computes to relative
-accuracy. The rulebook's
+float64. Where they do not, what is known exactly decides (a rational value's Fraction, the
+side of its limit a saturated value lies on: :mod:`oracle.ball_rounding`); otherwise the whole
+call is recomputed with twice the precision, up to :data:`MAX_PRECISION` bits, and a value
+still unresolved then raises :class:`ReferenceUnresolvedError`, never a guess. The rulebook's
 score-overflow rule is decided the same way (a ball straddling the dtype's maximum is
 refined).
 
@@ -47,14 +37,21 @@ Checked against the 50-digit oracle, bit for bit, by ``oracle/tests/test_ball.py
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
-from math import isqrt
 from typing import NamedTuple
 
 import numpy as np
 from flint import arb, arb_mat, ctx
 
+from attnprops.oracle.ball_rounding import (
+    CappedRow,
+    Unresolved,
+    beside_mean,
+    exact_mean,
+    exact_score,
+    just_above,
+    rational_scale,
+    to_float,
+)
 from attnprops.oracle.rules import (
     AttentionProblem,
     alibi_bias,
@@ -84,10 +81,6 @@ class ReferenceUnresolvedError(ArithmeticError):
     """A value's ball still straddles a float64 rounding boundary at :data:`MAX_PRECISION`."""
 
 
-class _Unresolved(Exception):
-    """Internal: refine the precision and recompute."""
-
-
 class BallResult(NamedTuple):
     """``value``: float64 array, each element the exact result correctly rounded (the same
     attribute as :class:`oracle.OracleResult`, so :mod:`properties.bounds` reads either)."""
@@ -111,83 +104,6 @@ class BallParts(NamedTuple):
     output: BallResult | None
     rows: tuple[int, ...]
     lse: BallResult | None = None
-
-
-class OneSided(NamedTuple):
-    """What is known of a value that is no rational: it lies strictly on side ``side`` (+1
-    above, -1 below) of the rational ``limit`` (a :class:`fractions.Fraction`), and in its
-    ball."""
-
-    limit: Fraction
-    side: int
-
-
-def _nearest(value: Fraction) -> float:
-    """``value`` rounded to nearest float64, ties to even (int / int true division is
-    correctly rounded in CPython)."""
-    return value.numerator / value.denominator + 0.0
-
-
-def _just_beside(limit: Fraction, side: int) -> float:
-    """The float64 that every value just beside ``limit`` on ``side`` rounds to: ``limit``
-    rounded to nearest, except at a midpoint of two float64s, where it is the neighbour on
-    ``side`` (the tie is not reached)."""
-    nearest = _nearest(limit)
-    if Fraction(nearest) == limit:
-        return nearest
-    other = math.nextafter(nearest, math.inf if Fraction(nearest) < limit else -math.inf)
-    if Fraction(nearest) + Fraction(other) == 2 * limit:  # a midpoint
-        return max(nearest, other) if side > 0 else min(nearest, other)
-    return nearest
-
-
-def _to_float(x: arb, exact=None) -> float:
-    """Ball ``x`` correctly rounded to float64. When the two ends of the ball round to
-    different float64s, ``exact()`` decides: a :class:`fractions.Fraction` (the exact value of
-    a value that is rational, :func:`_rational_scale`) is rounded to nearest, ties to even; a
-    :class:`OneSided` value is the float64 its ball's part on that side of the limit rounds
-    to, when all of that part rounds to one float64. Otherwise (or without ``exact``) raises
-    _Unresolved (the call is refined). A ball that rounds to zero gives ``+0.0`` (as the
-    50-digit oracle's exact zeros; a zero's sign is unknowable when the ball contains 0)."""
-    if x.is_exact():  # radius 0 (most scores): the midpoint rounded to nearest, ties to even
-        return float(x) + 0.0
-    low = float(x.lower())
-    if low != float(x.upper()):
-        value = None if exact is None else exact()
-        if isinstance(value, Fraction):
-            return _nearest(value)
-        if isinstance(value, OneSided):  # the part of the ball on that side of the limit
-            far = float(x.upper()) if value.side > 0 else low
-            if _fraction(x.lower()) <= value.limit <= _fraction(x.upper()):
-                beside = _just_beside(value.limit, value.side)
-                if beside == far:
-                    return beside + 0.0
-        raise _Unresolved
-    return low + 0.0  # -0.0 + 0.0 == +0.0
-
-
-def _fraction(x: arb) -> Fraction:
-    """An exact ball (radius 0, a dyadic rational) as a Fraction."""
-    q = x.fmpq()
-    return Fraction(int(q.p), int(q.q))
-
-
-def _rational_scale(problem: AttentionProblem) -> Fraction | None:
-    """The scale as a Fraction when it is rational: an explicit scale (a float, exactly),
-    or the default ``1/sqrt(D)`` for a square ``D``; None when irrational.
-
-    Why: a rational exact result can be the midpoint of two float64s, and a ball around a
-    midpoint straddles it at every precision. Scores with a rational scale are rational,
-    and so is the output of a row whose visible scores are all tied (every weight exactly
-    ``1/n``, the output the mean of the values): those are rounded from their exact
-    rational values. Every other value is transcendental (Lindemann-Weierstrass), so it is
-    no midpoint and its ball resolves.
-    """
-    if problem.scale is not None:
-        return Fraction(float(problem.scale))
-    D = problem.query.shape[3]
-    root = isqrt(D)
-    return Fraction(1, root) if root * root == D else None
 
 
 def _matrix(x: np.ndarray) -> arb_mat:
@@ -249,7 +165,7 @@ def _parts(
 ):
     """The balls of the computation at the current precision, correctly rounded to float64,
     for ``rows_out`` (``rows``: every row computed, ``rows_out`` plus the rows whose scores
-    may overflow, ``risky[b, h, i]``). Raises _Unresolved to refine."""
+    may overflow, ``risky[b, h, i]``). Raises Unresolved to refine."""
     B, Hq, _, D = problem.query.shape
     Tk = problem.key.shape[2]
     Dv = 0 if problem.value is None else problem.value.shape[3]
@@ -262,7 +178,7 @@ def _parts(
     output = np.zeros((B, Hq, len(keep), Dv))
     lse = np.full((B, Hq, len(keep)), -np.inf)
     zero = arb(0)
-    rational = _rational_scale(problem)
+    rational = rational_scale(problem)
     for b in range(B):
         for g in range(problem.key.shape[1]):
             key_t = _matrix(problem.key[b, g]).transpose()  # (D, Tk)
@@ -271,7 +187,7 @@ def _parts(
                 dots = (_matrix(problem.query[b, h, list(rows)]) * key_t).entries()  # exact
                 w_entries = [zero] * (r * Tk)
                 uniform: dict[int, tuple] = {}  # row -> (visible keys, terms), all tied
-                nearly: dict[int, _CappedRow] = {}  # rows tied but for saturated caps
+                nearly: dict[int, CappedRow] = {}  # rows tied but for saturated caps
                 for n, i in enumerate(rows):
                     visible = np.flatnonzero(problem.visible[b, h, i]).tolist()
                     if not visible:  # only under fully_masked_rows="zeros": weights 0
@@ -302,7 +218,7 @@ def _parts(
                             if score.abs_upper() > limit:
                                 if score.abs_lower() > limit:
                                     raise_score_overflow(problem)
-                                raise _Unresolved
+                                raise Unresolved
                     # exp at half the working precision: as rigorous, radii about 2**-128
                     # relative at the start (far inside float64's 2**-53), about 40% less
                     # time than at 256 bits; exp(0) stays exactly 1
@@ -322,75 +238,34 @@ def _parts(
                         uniform[n] = (visible, len(ones))  # the sink's too: its 0 joins
                     elif problem.softcap is not None and sink == -np.inf:
                         if all(e.contains(1) for e in exps):  # tied but for saturated caps?
-                            nearly[n] = _CappedRow(problem, scale, d, visible, m, b, h, i)
+                            nearly[n] = CappedRow(problem, scale, d, visible, m, b, h, i)
                     if i in rows_out:
                         k = keep.index(n)
                         scores[b, h, k, visible] = [
-                            _to_float(t, _exact_score(rational, d[j], bias, (b, h, i, j), problem))
+                            to_float(t, exact_score(rational, d[j], bias, (b, h, i, j), problem))
                             for t, j in zip(s, visible)
                         ]
-                        weights[b, h, k, visible] = [_to_float(t) for t in w]
+                        weights[b, h, k, visible] = [to_float(t) for t in w]
                     if i in rows_out and want_lse:
                         k = keep.index(n)
                         # s_m + log(sum_j exp(x_j)); one key: log(1) = 0, s_m exactly
-                        exact_m = _exact_score(rational, d[m], bias, (b, h, i, m), problem)
-                        lse[b, h, k] = _to_float(
+                        exact_m = exact_score(rational, d[m], bias, (b, h, i, m), problem)
+                        lse[b, h, k] = to_float(
                             s[visible.index(m)] + keys_total.log(),
-                            exact_m if len(visible) == 1 else _just_above(exact_m),
+                            exact_m if len(visible) == 1 else just_above(exact_m),
                         )
                 if value is not None:
                     out = (arb_mat(r, Tk, w_entries) * value).entries()  # (r, Dv)
                     for k, n in enumerate(keep):
                         output[b, h, k] = [
-                            _to_float(
+                            to_float(
                                 t,
-                                _exact_mean(problem.value[b, g], uniform.get(n), c)
-                                or _beside_mean(problem.value[b, g], nearly.get(n), c),
+                                exact_mean(problem.value[b, g], uniform.get(n), c)
+                                or beside_mean(problem.value[b, g], nearly.get(n), c),
                             )
                             for c, t in enumerate(out[n * Dv : (n + 1) * Dv])
                         ]
     return scores, weights, output, lse
-
-
-def _exact_score(rational: Fraction | None, dot: arb, bias, index, problem):
-    """``exact`` for :func:`_to_float` of a score ``scale * dot + b - slope |p - j|``: a
-    Fraction, or None when the scale is irrational (the score is then no midpoint). Capped,
-    ``c tanh(scale * dot / c) + b - slope |p - j|`` (any scale): for ``dot != 0``,
-    :class:`OneSided` at ``c sign(dot) + b - slope |p - j|`` on the side ``-sign(dot)``
-    (``|tanh t| < 1``; ``c > 0`` and ``scale > 0``, the rulebook's); ``dot == 0`` is exactly
-    ``b - slope |p - j|``; None while ``dot``'s ball is not exact."""
-
-    def bias_terms() -> Fraction:
-        b = Fraction(0) if bias is None else Fraction(float(bias[index]))
-        if problem.alibi is not None:
-            n, h, i, j = index
-            slope = slope_at(problem.alibi, n, h)
-            b -= Fraction(slope) * abs(problem.query_start + i - j)
-        return b
-
-    if problem.softcap is None:
-        return None if rational is None else lambda: rational * _fraction(dot) + bias_terms()
-
-    def capped():
-        if not dot.is_exact():
-            return None
-        sign = (dot > 0) - (dot < 0)
-        if sign == 0:
-            return bias_terms()
-        return OneSided(Fraction(float(problem.softcap)) * sign + bias_terms(), -sign)
-
-    return capped
-
-
-def _exact_mean(value: np.ndarray, tied: tuple | None, c: int):
-    """``exact`` for :func:`_to_float` of output component ``c`` of a row whose visible
-    scores all tie (``tied``: the visible keys and the number of terms of the softmax, one
-    more with a sink tied with them; None: not such a row): ``sum value[visible, c] /
-    terms``."""
-    if tied is None:
-        return None
-    visible, terms = tied
-    return lambda: sum(Fraction(float(value[j, c])) for j in visible) / terms
 
 
 def _rows(rows, Tq: int) -> tuple[int, ...]:
@@ -447,7 +322,7 @@ def attention_parts(
         lse: also compute the rows' log-sum-exp (off by default). A dominant key whose score
             is a float64 midpoint puts ``lse`` within ``exp(-gap)`` above that midpoint,
             which no precision short of the gap's resolves: rounded from above when the
-            score is rational (:func:`_just_above`); a capped (``tanh``) dominant score's row
+            score is rational (:func:`just_above`); a capped (``tanh``) dominant score's row
             may still raise.
 
     Returns:
@@ -489,7 +364,7 @@ def attention_parts(
             with ctx.workprec(bits):
                 s, w, o, sums = _parts(problem, computed, wanted, risky, estimates, lse)
             break
-        except _Unresolved:
+        except Unresolved:
             if bits >= MAX_PRECISION:
                 raise ReferenceUnresolvedError(
                     f"a value's ball straddles a float64 rounding boundary at {bits} bits"
@@ -511,76 +386,3 @@ def attention_weights(query, key, **kwargs) -> np.ndarray:
     """The weights ``(B, Hq, Tq, Tk)`` (or ``(Tq, Tk)``), correctly rounded to float64;
     hidden keys exactly 0. Arguments, rules and errors as :func:`attention_parts`."""
     return attention_parts(query, key, None, **kwargs).weights.value
-
-
-def _just_above(exact_m):
-    """``exact`` for :func:`_to_float` of a row's ``lse = s_m + log(sum_j exp(x_j))`` with more
-    than one visible key: the sum exceeds its term ``exp(0) = 1`` for key ``m``, so ``lse``
-    lies strictly above ``s_m`` (within ``exp(-gap)`` of it when ``m`` dominates, closer than
-    any precision resolves for a gap of thousands): :class:`OneSided` above ``s_m`` when that
-    score is a known rational (``exact_m()`` a Fraction), else None."""
-    if exact_m is None:
-        return None
-
-    def exact():
-        s_m = exact_m()
-        return OneSided(s_m, 1) if isinstance(s_m, Fraction) else None
-
-    return exact
-
-
-class _CappedRow(NamedTuple):
-    """A row whose capped visible scores all tie but for differences below the working
-    precision (``c tanh(t)`` saturated: ``tanh(1000) = 1 - 2e^{-2000}``): what
-    :func:`_beside_mean` needs to compute those differences to relative accuracy."""
-
-    problem: AttentionProblem
-    scale: arb
-    dots: list
-    visible: list
-    m: int
-    b: int
-    h: int
-    i: int
-
-    def expm1s(self) -> list:
-        """``e^{x_j} - 1`` for the visible keys, to relative accuracy: ``x_j = c (tanh a_j -
-        tanh a_m) + (b_j - b_m) - slope (|p - j| - |p - m|)`` with ``tanh a - tanh a' =
-        sinh(a - a') / (cosh a cosh a')`` (no cancellation), ``a_j = scale dot_j / c``."""
-        problem, d, m = self.problem, self.dots, self.m
-        cap = arb(problem.softcap)
-        a_m = self.scale * d[m] / cap
-        ys = []
-        for j in self.visible:
-            a_j = self.scale * d[j] / cap
-            x = cap * (self.scale * (d[j] - d[m]) / cap).sinh() / (a_j.cosh() * a_m.cosh())
-            if problem.bias is not None:
-                x += arb(float(problem.bias[self.b, self.h, self.i, j]))
-                x -= arb(float(problem.bias[self.b, self.h, self.i, m]))
-            if problem.alibi is not None:
-                p = problem.query_start + self.i
-                x -= arb(slope_at(problem.alibi, self.b, self.h)) * (abs(p - j) - abs(p - m))
-            ys.append(x.expm1())
-        return ys
-
-
-def _beside_mean(value: np.ndarray, row: _CappedRow | None, c: int):
-    """``exact`` for :func:`_to_float` of output component ``c`` of a :class:`_CappedRow`
-    (None: not such a row). With ``y_j = e^{x_j} - 1`` and ``n`` visible keys the output is
-    ``mean + sum_j y_j (v_jc - mean) / (n + sum_j y_j)`` (``mean`` the values' mean, a
-    rational): :class:`OneSided` at ``mean`` on the side of the sign of ``sum_j y_j (n v_jc -
-    sum_k v_kc)``, or None while that sum's ball contains 0."""
-    if row is None:
-        return None
-
-    def exact():
-        values = [float(value[j, c]) for j in row.visible]
-        n = len(values)
-        total = sum((arb(v) for v in values), arb(0))
-        lean = sum((y * (n * arb(v) - total) for y, v in zip(row.expm1s(), values)), arb(0))
-        if not (lean > 0 or lean < 0):
-            return None
-        mean = sum(Fraction(v) for v in values) / n
-        return OneSided(mean, 1 if lean > 0 else -1)
-
-    return exact

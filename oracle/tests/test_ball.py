@@ -109,7 +109,7 @@ def test_ball_reference_equals_the_50_digit_oracle_bit_for_bit(call):
             _assert_undecidable_at_50_digits(
                 getattr(expected, part).exact[index], have[index], want[index], part
             )
-        nonzero = want != 0  # a zero's sign: see oracle.ball._to_float
+        nonzero = want != 0  # a zero's sign: see oracle.ball_rounding.to_float
         assert (np.signbit(have) == np.signbit(want))[nonzero].all(), part
 
 

@@ -1,0 +1,233 @@
+"""Rounding the ball reference's values (:mod:`oracle.ball`) to float64, correctly.
+
+A ball (python-flint's ``arb``: a midpoint and a radius that provably enclose the exact
+value) is rounded to the float64 both of its ends round to. When they differ, the ball
+straddles a rounding boundary (a midpoint of two float64s), and what is known exactly
+decides: a rational value (a score under a rational scale, the mean of a row whose scores
+all tie) is rounded from its :class:`fractions.Fraction`; a transcendental value that lies
+closer to a rational limit than any precision resolves, on a known side of it
+(:class:`OneSided`: a saturated softcap ``c tanh(t)``, a row tied but for saturated caps, the
+``lse`` of a dominant score), is rounded from that side; anything else raises
+:class:`Unresolved`, and :func:`oracle.ball.attention_parts` refines the precision (never a
+guess).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from math import isqrt
+from typing import NamedTuple
+
+import numpy as np
+from flint import arb
+
+from attnprops.oracle.rules import AttentionProblem, slope_at
+
+__all__ = [
+    "CappedRow",
+    "OneSided",
+    "Unresolved",
+    "beside_mean",
+    "exact_mean",
+    "exact_score",
+    "fraction",
+    "just_above",
+    "rational_scale",
+    "to_float",
+]
+
+
+class Unresolved(Exception):
+    """Internal: refine the precision and recompute."""
+
+
+class OneSided(NamedTuple):
+    """What is known of a value that is no rational: it lies strictly on side ``side`` (+1
+    above, -1 below) of the rational ``limit`` (a :class:`fractions.Fraction`), and in its
+    ball."""
+
+    limit: Fraction
+    side: int
+
+
+def _nearest(value: Fraction) -> float:
+    """``value`` rounded to nearest float64, ties to even (int / int true division is
+    correctly rounded in CPython)."""
+    return value.numerator / value.denominator + 0.0
+
+
+def _just_beside(limit: Fraction, side: int) -> float:
+    """The float64 that every value just beside ``limit`` on ``side`` rounds to: ``limit``
+    rounded to nearest, except at a midpoint of two float64s, where it is the neighbour on
+    ``side`` (the tie is not reached)."""
+    nearest = _nearest(limit)
+    if Fraction(nearest) == limit:
+        return nearest
+    other = math.nextafter(nearest, math.inf if Fraction(nearest) < limit else -math.inf)
+    if Fraction(nearest) + Fraction(other) == 2 * limit:  # a midpoint
+        return max(nearest, other) if side > 0 else min(nearest, other)
+    return nearest
+
+
+def to_float(x: arb, exact=None) -> float:
+    """Ball ``x`` correctly rounded to float64. When the two ends of the ball round to
+    different float64s, ``exact()`` decides: a :class:`fractions.Fraction` (the exact value of
+    a value that is rational, :func:`rational_scale`) is rounded to nearest, ties to even; a
+    :class:`OneSided` value is the float64 its ball's part on that side of the limit rounds
+    to, when all of that part rounds to one float64. Otherwise (or without ``exact``) raises
+    _Unresolved (the caller refines). A ball that rounds to zero gives ``+0.0`` (as the
+    50-digit oracle's exact zeros; a zero's sign is unknowable when the ball contains 0)."""
+    if x.is_exact():  # radius 0 (most scores): the midpoint rounded to nearest, ties to even
+        return float(x) + 0.0
+    low = float(x.lower())
+    if low != float(x.upper()):
+        value = None if exact is None else exact()
+        if isinstance(value, Fraction):
+            return _nearest(value)
+        if isinstance(value, OneSided):  # the part of the ball on that side of the limit
+            far = float(x.upper()) if value.side > 0 else low
+            if fraction(x.lower()) <= value.limit <= fraction(x.upper()):
+                beside = _just_beside(value.limit, value.side)
+                if beside == far:
+                    return beside + 0.0
+        raise Unresolved
+    return low + 0.0  # -0.0 + 0.0 == +0.0
+
+
+def fraction(x: arb) -> Fraction:
+    """An exact ball (radius 0, a dyadic rational) as a Fraction."""
+    q = x.fmpq()
+    return Fraction(int(q.p), int(q.q))
+
+
+def rational_scale(problem: AttentionProblem) -> Fraction | None:
+    """The scale as a Fraction when it is rational: an explicit scale (a float, exactly),
+    or the default ``1/sqrt(D)`` for a square ``D``; None when irrational.
+
+    Why: a rational exact result can be the midpoint of two float64s, and a ball around a
+    midpoint straddles it at every precision. Scores with a rational scale are rational,
+    and so is the output of a row whose visible scores are all tied (every weight exactly
+    ``1/n``, the output the mean of the values): those are rounded from their exact
+    rational values. Every other value is transcendental (Lindemann-Weierstrass), so it is
+    no midpoint and its ball resolves.
+    """
+    if problem.scale is not None:
+        return Fraction(float(problem.scale))
+    D = problem.query.shape[3]
+    root = isqrt(D)
+    return Fraction(1, root) if root * root == D else None
+
+
+def exact_score(rational: Fraction | None, dot: arb, bias, index, problem):
+    """``exact`` for :func:`to_float` of a score ``scale * dot + b - slope |p - j|``: a
+    Fraction, or None when the scale is irrational (the score is then no midpoint). Capped,
+    ``c tanh(scale * dot / c) + b - slope |p - j|`` (any scale): for ``dot != 0``,
+    :class:`OneSided` at ``c sign(dot) + b - slope |p - j|`` on the side ``-sign(dot)``
+    (``|tanh t| < 1``; ``c > 0`` and ``scale > 0``, the rulebook's); ``dot == 0`` is exactly
+    ``b - slope |p - j|``; None while ``dot``'s ball is not exact."""
+
+    def bias_terms() -> Fraction:
+        b = Fraction(0) if bias is None else Fraction(float(bias[index]))
+        if problem.alibi is not None:
+            n, h, i, j = index
+            slope = slope_at(problem.alibi, n, h)
+            b -= Fraction(slope) * abs(problem.query_start + i - j)
+        return b
+
+    if problem.softcap is None:
+        return None if rational is None else lambda: rational * fraction(dot) + bias_terms()
+
+    def capped():
+        if not dot.is_exact():
+            return None
+        sign = (dot > 0) - (dot < 0)
+        if sign == 0:
+            return bias_terms()
+        return OneSided(Fraction(float(problem.softcap)) * sign + bias_terms(), -sign)
+
+    return capped
+
+
+def exact_mean(value: np.ndarray, tied: tuple | None, c: int):
+    """``exact`` for :func:`to_float` of output component ``c`` of a row whose visible
+    scores all tie (``tied``: the visible keys and the number of terms of the softmax, one
+    more with a sink tied with them; None: not such a row): ``sum value[visible, c] /
+    terms``."""
+    if tied is None:
+        return None
+    visible, terms = tied
+    return lambda: sum(Fraction(float(value[j, c])) for j in visible) / terms
+
+
+def just_above(exact_m):
+    """``exact`` for :func:`to_float` of a row's ``lse = s_m + log(sum_j exp(x_j))`` with more
+    than one visible key: the sum exceeds its term ``exp(0) = 1`` for key ``m``, so ``lse``
+    lies strictly above ``s_m`` (within ``exp(-gap)`` of it when ``m`` dominates, closer than
+    any precision resolves for a gap of thousands): :class:`OneSided` above ``s_m`` when that
+    score is a known rational (``exact_m()`` a Fraction), else None."""
+    if exact_m is None:
+        return None
+
+    def exact():
+        s_m = exact_m()
+        return OneSided(s_m, 1) if isinstance(s_m, Fraction) else None
+
+    return exact
+
+
+class CappedRow(NamedTuple):
+    """A row whose capped visible scores all tie but for differences below the working
+    precision (``c tanh(t)`` saturated: ``tanh(1000) = 1 - 2e^{-2000}``): what
+    :func:`beside_mean` needs to compute those differences to relative accuracy."""
+
+    problem: AttentionProblem
+    scale: arb
+    dots: list
+    visible: list
+    m: int
+    b: int
+    h: int
+    i: int
+
+    def expm1s(self) -> list:
+        """``e^{x_j} - 1`` for the visible keys, to relative accuracy: ``x_j = c (tanh a_j -
+        tanh a_m) + (b_j - b_m) - slope (|p - j| - |p - m|)`` with ``tanh a - tanh a' =
+        sinh(a - a') / (cosh a cosh a')`` (no cancellation), ``a_j = scale dot_j / c``."""
+        problem, d, m = self.problem, self.dots, self.m
+        cap = arb(problem.softcap)
+        a_m = self.scale * d[m] / cap
+        ys = []
+        for j in self.visible:
+            a_j = self.scale * d[j] / cap
+            x = cap * (self.scale * (d[j] - d[m]) / cap).sinh() / (a_j.cosh() * a_m.cosh())
+            if problem.bias is not None:
+                x += arb(float(problem.bias[self.b, self.h, self.i, j]))
+                x -= arb(float(problem.bias[self.b, self.h, self.i, m]))
+            if problem.alibi is not None:
+                p = problem.query_start + self.i
+                x -= arb(slope_at(problem.alibi, self.b, self.h)) * (abs(p - j) - abs(p - m))
+            ys.append(x.expm1())
+        return ys
+
+
+def beside_mean(value: np.ndarray, row: CappedRow | None, c: int):
+    """``exact`` for :func:`to_float` of output component ``c`` of a :class:`CappedRow`
+    (None: not such a row). With ``y_j = e^{x_j} - 1`` and ``n`` visible keys the output is
+    ``mean + sum_j y_j (v_jc - mean) / (n + sum_j y_j)`` (``mean`` the values' mean, a
+    rational): :class:`OneSided` at ``mean`` on the side of the sign of ``sum_j y_j (n v_jc -
+    sum_k v_kc)``, or None while that sum's ball contains 0."""
+    if row is None:
+        return None
+
+    def exact():
+        values = [float(value[j, c]) for j in row.visible]
+        n = len(values)
+        total = sum((arb(v) for v in values), arb(0))
+        lean = sum((y * (n * arb(v) - total) for y, v in zip(row.expm1s(), values)), arb(0))
+        if not (lean > 0 or lean < 0):
+            return None
+        mean = sum(Fraction(v) for v in values) / n
+        return OneSided(mean, 1 if lean > 0 else -1)
+
+    return exact

@@ -17,6 +17,7 @@ from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
 from attnprops.oracle.rules import fp8_max
+from attnprops.oracle.violations import BY_RULE, Call
 from attnprops.properties._support import (
     assert_cache_unchanged,
     cache_state,
@@ -31,6 +32,7 @@ from attnprops.properties.checks import (
     call_subject,
     fail,
 )
+from attnprops.properties.invalid import Draws
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.quantized_cases import quantized_runs
 
@@ -182,19 +184,18 @@ def test_quantized_cache_refuses_bad_scales_and_out_of_range_values(subject, run
             fail(f"an appended {which} past {run.storage}'s range at its scale was accepted")
         assert_cache_unchanged(cache, before, f"the refused out-of-range {which}")
         return
-    kwargs = run.cache_kwargs()
-    if kind == "storage":
-        kwargs["storage"] = data.draw(
-            st.sampled_from(["float16", "bfloat16", "int8", "uint8", "float8"]), label="storage"
-        )
-    else:
-        which = data.draw(st.sampled_from(["key_scale", "value_scale"]), label="which")
-        kwargs[which] = data.draw(
-            st.sampled_from(
-                [0.0, -1.0, float("nan"), float("inf"), 1e-60, np.ones(Hkv + 1), np.zeros(Hkv)]
-            ),
-            label=which,
-        )
+    # The broken argument from the registry of rule violations (oracle.violations), applied
+    # to this run's cache; a bad key scale is given to the value scale half the time.
+    rule = {
+        "storage": "quantized storage not fp8",
+        "scale": "quantization scale not finite and > 0",
+    }
+    sizes = dict(batch=B, num_kv_heads=Hkv, head_dim=D, value_dim=case.value.shape[3])
+    base = Call(None, None, None, {"cache": {**sizes, **run.cache_kwargs()}}, "quantized_append")
+    kwargs = BY_RULE[rule[kind]].breaks(base, Draws(data.draw)).kwargs["cache"]
+    if kind == "scale" and data.draw(st.booleans(), label="the value scale instead"):
+        kwargs["key_scale"], kwargs["value_scale"] = run.key_scale, kwargs["key_scale"]
+    kwargs = {k: v for k, v in kwargs.items() if k not in sizes}
     try:
         subject.module.QuantizedKVCache(B, Hkv, D, case.value.shape[3], **kwargs)
     except (ValueError, TypeError):

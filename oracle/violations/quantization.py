@@ -8,6 +8,8 @@ key_scale=1/256, value_scale=1/256)`` (``|x| <= 1.1 <= 448 / 256``: in range).
 
 from __future__ import annotations
 
+import numpy as np
+
 from attnprops.oracle import lab
 from attnprops.oracle.rules import QuantizationError
 from attnprops.oracle.violations.calls import Call, Example, Violation
@@ -35,13 +37,16 @@ def _cache(call: Call, **changes) -> Call:
 
 
 def _bad_scale(call, pick):
-    # 10**400: an int past float64's range, an infinite scale
+    """A key scale that is 0, negative, NaN, infinite (``10**400``: an int past float64's
+    range), 0 in float32 (``1e-60``), or per-head scales of the wrong length or with a 0."""
+    heads = call.kwargs["cache"]["num_kv_heads"]
     bad = [0.0, -SCALE, float("nan"), float("inf"), 1e-60, 10**400]
+    bad += [np.full(heads + 1, SCALE), np.zeros(heads)]
     return _cache(call, key_scale=pick.choice(bad))
 
 
 def _not_fp8(call, pick):
-    return _cache(call, storage=pick.choice(["float16", "int8", "float8"]))
+    return _cache(call, storage=pick.choice(["float16", "int8", "float8", "bfloat16", "uint8"]))
 
 
 def _out_of_range(call, pick):

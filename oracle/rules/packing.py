@@ -35,7 +35,14 @@ import numpy as np
 
 from attnprops.oracle.rules.errors import SegmentIdsError, WindowError
 
-__all__ = ["check_chunk_size", "check_segment_ids", "chunk_visible", "segment_visible"]
+__all__ = [
+    "check_chunk_size",
+    "check_segment_ids",
+    "chunk_visible",
+    "cu_seqlens_from_segment_ids",
+    "segment_ids_from_cu_seqlens",
+    "segment_visible",
+]
 
 
 def _is_int(x) -> bool:
@@ -121,3 +128,57 @@ def chunk_visible(chunk_size, query_start: int, rows: slice, keys: slice) -> np.
     p = query_start + np.arange(rows.start, rows.stop)
     j = np.arange(keys.start, keys.stop)
     return (p // chunk_size)[:, None] == (j // chunk_size)[None, :]
+
+
+def segment_ids_from_cu_seqlens(cu_seqlens) -> np.ndarray:
+    """The segment ids ``(T,)`` (int64) of FlashAttention's varlen ``cu_seqlens``: ``N + 1``
+    cumulative lengths of ``N`` sequences concatenated along the tokens (``cu_seqlens[0] ==
+    0``, non-decreasing, ``T = cu_seqlens[-1]``); token ``t`` belongs to sequence
+    ``searchsorted(cu_seqlens, t, side="right") - 1``, so a sequence of length zero (two
+    equal entries) is an id that does not occur. Pass the ids of ``cu_seqlens_q`` and
+    ``cu_seqlens_k`` as ``segment_ids=(query_ids, key_ids)``.
+
+    Raises:
+        SegmentIdsError naming ``cu_seqlens`` and the rule (not 1-D integers, fewer than
+        two entries, a first entry other than 0, a decrease).
+    """
+    rule = (
+        "cu_seqlens: must be a 1-D integer array of N + 1 >= 2 cumulative lengths, starting "
+        "at 0 and non-decreasing"
+    )
+    try:
+        cu = np.array(cu_seqlens)
+    except Exception as exc:
+        raise SegmentIdsError(f"{rule}; it cannot be read ({exc})") from None
+    if cu.dtype == np.bool_ or not np.issubdtype(cu.dtype, np.integer):
+        raise SegmentIdsError(f"{rule}; got dtype {cu.dtype}")
+    if cu.ndim != 1 or cu.size < 2:
+        raise SegmentIdsError(f"{rule}; got shape {cu.shape}")
+    if cu[0] != 0 or (np.diff(cu) < 0).any():
+        raise SegmentIdsError(f"{rule}; got {cu.tolist()}")
+    tokens = np.arange(int(cu[-1]))
+    return np.searchsorted(cu, tokens, side="right").astype(np.int64) - 1
+
+
+def cu_seqlens_from_segment_ids(segment_ids) -> np.ndarray:
+    """FlashAttention's ``cu_seqlens`` (int32, ``N + 1`` entries) of one row of segment ids
+    ``(T,)`` that number the sequences in order: non-decreasing integers from 0, a skipped id a
+    sequence of length zero; ``N = ids[-1] + 1`` (a zero-length sequence after the last token
+    has no token, so it is not returned). The inverse of :func:`segment_ids_from_cu_seqlens`
+    for those ids; other ids (a document in two runs, ids out of order) have no
+    ``cu_seqlens``.
+
+    Raises:
+        SegmentIdsError naming ``segment_ids`` and the rule.
+    """
+    rule = (
+        "segment_ids: as cu_seqlens, one row (T,) of non-decreasing integer ids from 0 "
+        "(sequences in order, each one run of tokens)"
+    )
+    ids = np.array(segment_ids)
+    if ids.dtype == np.bool_ or not np.issubdtype(ids.dtype, np.integer) or ids.ndim != 1:
+        raise SegmentIdsError(f"{rule}; got dtype {ids.dtype}, shape {ids.shape}")
+    if ids.size and (ids[0] < 0 or (np.diff(ids) < 0).any()):
+        raise SegmentIdsError(f"{rule}; got {ids.tolist()}")
+    count = int(ids[-1]) + 1 if ids.size else 0
+    return np.searchsorted(ids, np.arange(count + 1), side="left").astype(np.int32)

@@ -44,10 +44,13 @@ from flint import arb, arb_mat, ctx
 
 from attnprops.oracle.ball_rounding import (
     CappedRow,
+    RowKeys,
     Unresolved,
     beside_mean,
     exact_mean,
     exact_score,
+    first_known,
+    grouped_mean,
     just_above,
     rational_scale,
     to_float,
@@ -188,6 +191,7 @@ def _parts(
                 w_entries = [zero] * (r * Tk)
                 uniform: dict[int, tuple] = {}  # row -> (visible keys, terms), all tied
                 nearly: dict[int, CappedRow] = {}  # rows tied but for saturated caps
+                keys: dict[int, RowKeys] = {}  # rows without a sink: what ties their keys
                 for n, i in enumerate(rows):
                     visible = np.flatnonzero(problem.visible[b, h, i]).tolist()
                     if not visible:  # only under fully_masked_rows="zeros": weights 0
@@ -236,7 +240,9 @@ def _parts(
                     ones = exps if sink == -np.inf else exps + [sink_exp]
                     if all(e.is_exact() and e == 1 for e in ones):  # every score tied
                         uniform[n] = (visible, len(ones))  # the sink's too: its 0 joins
-                    elif problem.softcap is not None and sink == -np.inf:
+                    if sink == -np.inf:
+                        keys[n] = RowKeys(problem, d, visible, b, h, i)
+                    if uniform.get(n) is None and problem.softcap is not None and sink == -np.inf:
                         if all(e.contains(1) for e in exps):  # tied but for saturated caps?
                             nearly[n] = CappedRow(problem, scale, d, visible, m, b, h, i)
                     if i in rows_out:
@@ -260,8 +266,11 @@ def _parts(
                         output[b, h, k] = [
                             to_float(
                                 t,
-                                exact_mean(problem.value[b, g], uniform.get(n), c)
-                                or beside_mean(problem.value[b, g], nearly.get(n), c),
+                                first_known(
+                                    exact_mean(problem.value[b, g], uniform.get(n), c),
+                                    grouped_mean(problem.value[b, g], keys.get(n), c),
+                                    beside_mean(problem.value[b, g], nearly.get(n), c),
+                                ),
                             )
                             for c, t in enumerate(out[n * Dv : (n + 1) * Dv])
                         ]

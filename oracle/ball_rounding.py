@@ -27,11 +27,14 @@ from attnprops.oracle.rules import AttentionProblem, slope_at
 __all__ = [
     "CappedRow",
     "OneSided",
+    "RowKeys",
     "Unresolved",
     "beside_mean",
     "exact_mean",
     "exact_score",
+    "first_known",
     "fraction",
+    "grouped_mean",
     "just_above",
     "rational_scale",
     "to_float",
@@ -160,6 +163,62 @@ def exact_mean(value: np.ndarray, tied: tuple | None, c: int):
     return lambda: sum(Fraction(float(value[j, c])) for j in visible) / terms
 
 
+class RowKeys(NamedTuple):
+    """What ties a row's visible keys exactly: keys with the same dot product (exact), the
+    same float-mask bias and the same ALiBi distance ``|p - j|`` have the same score (capped
+    or not) and so the same weight, whatever the scale."""
+
+    problem: AttentionProblem
+    dots: list
+    visible: list
+    b: int
+    h: int
+    i: int
+
+
+def grouped_mean(value: np.ndarray, row: RowKeys | None, c: int):
+    """``exact`` for :func:`to_float` of output component ``c`` of a row without a sink
+    (None: no such row): when the visible keys fall into groups of exactly tied keys
+    (:class:`RowKeys`) whose values ``value[:, c]`` have one mean, the output is that mean
+    whatever the groups' weights (they sum to 1), a rational that may be a float64 midpoint
+    (keys ``0, 0, 1, 1`` with values ``1, 2**-53, 1, 2**-53``: ``0.5 + 2**-54``); None
+    otherwise (or while a dot product's ball is not exact)."""
+    if row is None:
+        return None
+
+    def exact():
+        problem, p = row.problem, row.problem.query_start + row.i
+        groups: dict[tuple, list] = {}
+        for j in row.visible:
+            if not row.dots[j].is_exact():
+                return None
+            bias = 0.0 if problem.bias is None else float(problem.bias[row.b, row.h, row.i, j])
+            distance = 0 if problem.alibi is None else abs(p - j)
+            key = (fraction(row.dots[j]), bias, distance)
+            groups.setdefault(key, []).append(Fraction(float(value[j, c])))
+        means = {sum(g) / len(g) for g in groups.values()}
+        return means.pop() if len(means) == 1 else None
+
+    return exact
+
+
+def first_known(*exacts):
+    """One ``exact`` for :func:`to_float` from several (None entries skipped): the first
+    answer that is not None."""
+    exacts = [e for e in exacts if e is not None]
+    if not exacts:
+        return None
+
+    def exact():
+        for e in exacts:
+            answer = e()
+            if answer is not None:
+                return answer
+        return None
+
+    return exact
+
+
 def just_above(exact_m):
     """``exact`` for :func:`to_float` of a row's ``lse = s_m + log(sum_j exp(x_j))`` with more
     than one visible key: the sum exceeds its term ``exp(0) = 1`` for key ``m``, so ``lse``
@@ -201,13 +260,16 @@ class CappedRow(NamedTuple):
         for j in self.visible:
             a_j = self.scale * d[j] / cap
             x = cap * (self.scale * (d[j] - d[m]) / cap).sinh() / (a_j.cosh() * a_m.cosh())
+            # the bias and ALiBi differences first: exactly 0 for keys that share them, so a
+            # tiny x is not lost in the rounding of x + b_j (then - b_m)
+            delta = arb(0)
             if problem.bias is not None:
-                x += arb(float(problem.bias[self.b, self.h, self.i, j]))
-                x -= arb(float(problem.bias[self.b, self.h, self.i, m]))
+                row = problem.bias[self.b, self.h, self.i]
+                delta += arb(float(row[j])) - arb(float(row[m]))
             if problem.alibi is not None:
                 p = problem.query_start + self.i
-                x -= arb(slope_at(problem.alibi, self.b, self.h)) * (abs(p - j) - abs(p - m))
-            ys.append(x.expm1())
+                delta -= arb(slope_at(problem.alibi, self.b, self.h)) * (abs(p - j) - abs(p - m))
+            ys.append((x + delta).expm1())
         return ys
 
 

@@ -97,11 +97,13 @@ def test_hidden_keys_do_not_change_output(subject, case, data):
 
 @given(case=subject_cases(SUBJECT, causal=True), data=st.data())
 def test_hidden_keys_whose_scores_overflow_change_nothing(subject, case, data):
-    """Keys that no query may see, with K and V near the dtype's maximum (``q . k`` past the
-    compute dtype's range: the rulebook's overflow rule is about visible scores only), leave
-    every output bitwise unchanged: a kernel that computes the hidden scores and then hides
-    them (``inf - inf``, ``0 * inf``), or rescales by a maximum taken before the mask, gives
-    NaN or a moved output (finding F4: PyTorch SDPA)."""
+    """Keys that no query may see, with K and V near the dtype's maximum, leave every output
+    bitwise unchanged (the rulebook's overflow rule is about visible scores only): a kernel
+    that computes the hidden scores and then hides them (``inf - inf``, ``0 * inf``), or
+    rescales by a maximum taken before the mask, gives NaN or a moved output (finding F4:
+    PyTorch SDPA). ``q . k`` passes the compute dtype's range for float32, float64 and
+    bfloat16 inputs (bfloat16's maximum is float32's, nearly); float16 inputs, computed in
+    float32, only get large hidden K/V (``65504**2 * D`` is far inside float32)."""
     case = fit_to_subject(case, subject)
     visible = visibility(case)  # (B, Hq, Tq, Tk)
     B, Hkv, Tk, _ = four_d(case.key).shape

@@ -309,3 +309,34 @@ def test_the_lse_of_a_dominant_score_on_a_midpoint_is_rounded_from_above():
     parts = ball.attention_parts(query, key, np.ones((2, 1)), scale=1.0, lse=True)
     assert parts.scores.value.tolist() == [[1.0, -1e4]]  # 1 + 2**-53 to the even one
     assert parts.lse.value.tolist() == [1 + 2.0**-52]
+
+
+@pytest.mark.parametrize("bias", [0.5, -(2.0**-53), 2.0**-54])
+def test_a_mask_shared_by_saturated_capped_keys_still_leans(bias):
+    """Found by a fresh attack: the row above with a float mask that is the same for both
+    keys (it changes no weight) raised ReferenceUnresolvedError; the mask's difference is
+    now taken first (exactly 0), so the tiny difference of the capped scores survives."""
+    query, key = np.array([[1e3]]), np.array([[15.0], [30.0]])
+    value = np.array([[1.0], [1 + 2.0**-52]])
+    mask = np.full((1, 2), bias)
+    assert ball.attention(query, key, value, softcap=5.0, scale=1.0, attn_mask=mask)[0, 0] == (
+        1 + 2.0**-52
+    )
+
+
+def test_groups_of_tied_keys_with_one_mean_give_that_mean_exactly():
+    """Found by a fresh attack: keys in two tied groups (dots 0, 0 and 1, 1) whose values
+    have the same mean give exactly that mean whatever the groups' weights, here ``0.5 +
+    2**-54``, a midpoint (ties to even: 0.5); it raised ReferenceUnresolvedError. Also
+    float32 inputs, and the capped (saturated) version."""
+    query, key = np.array([[1.0]]), np.array([[0.0], [0.0], [1.0], [1.0]])
+    value = np.array([[1.0], [2.0**-53], [1.0], [2.0**-53]])
+    assert (
+        ball.attention(query, key, value)[0, 0]
+        == 0.5
+        == oracle.attention(query, key, value).value[0, 0]
+    )
+    as32 = (x.astype(np.float32) for x in (query, key, value))
+    assert ball.attention(*as32)[0, 0] == 0.5
+    capped = ball.attention(np.array([[1e3]]), 15.0 * (1 + key), value, softcap=5.0, scale=1.0)
+    assert capped[0, 0] == 0.5

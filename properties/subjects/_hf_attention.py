@@ -105,10 +105,10 @@ from attnprops.oracle.rules import (
     check_rolling_window,
 )
 from attnprops.properties.subjects.torch_sdpa import (
-    _torch_dtype,
     first_position,
     to_numpy,
     to_tensor,
+    torch_dtype,
 )
 
 __version__ = f"transformers {transformers.__version__}, torch {torch.__version__}"
@@ -490,7 +490,7 @@ class KVCache:
         self.batch, self.num_kv_heads, self.head_dim, self.value_dim, self.dtype = (
             check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype)
         )
-        _torch_dtype(self.dtype)  # TypeError for a dtype torch does not have
+        torch_dtype(self.dtype)  # TypeError for a dtype torch does not have
         self.dynamic = DynamicCache()
 
     def __len__(self) -> int:

@@ -30,11 +30,14 @@ attention-gym write them, and that is what this adapter passes:
 
 Declared (:data:`ATTNPROPS_CAPABILITIES`): no input validation of the project's kind; a row
 that sees no key gives zeros (``fully_masked_rows="zeros"``). Arithmetic: the eager path
-computes the scores and the softmax in float32 for float16 inputs and then rounds the
-normalised weights to float16 for ``P @ V`` (``torch/_higher_order_ops/flex_attention.py``,
-``math_attention``), which none of the declarable conventions describes, so nothing is
-declared for float16 and the bounds charge float16's unit roundoff to every operation (the
-conservative default).
+computes the scores and the softmax in float32 for float16 and bfloat16 inputs and then
+rounds the normalised weights to the input dtype for ``P @ V``
+(``torch/_higher_order_ops/flex_attention.py``, ``math_attention``), which none of the
+declarable conventions describes, so nothing is declared for the 16-bit dtypes and the bounds
+charge their unit roundoff to every operation (the conservative default: each float32
+rounding is smaller, so the bound holds; for bfloat16 at head dims past about 100 it says
+little, ``gamma(D + 5)`` of ``2**-8`` nearing 1). bfloat16 arrays (``ml_dtypes``) travel as
+their 16 bits (``torch_sdpa.to_tensor``).
 """
 
 from __future__ import annotations
@@ -46,10 +49,12 @@ import torch
 from torch.nn.attention.experimental._paged_attention import PagedAttention
 from torch.nn.attention.flex_attention import AuxRequest, create_block_mask, flex_attention
 
+from attnprops.properties.subjects.torch_sdpa import to_numpy, to_tensor, torch_dtype
+
 __version__ = torch.__version__
 
 ATTNPROPS_CAPABILITIES = {
-    "dtypes": ("float16", "float32", "float64"),
+    "dtypes": ("bfloat16", "float16", "float32", "float64"),
     "validates_inputs": False,
     "fully_masked_rows": "zeros",
     "weights": False,
@@ -68,11 +73,6 @@ ATTNPROPS_EXPECTED_FAILURES = "torch_flex_attention.xfail.txt"  # F6 (docs/findi
 __all__ = ["PagedKVCache", "attention", "attention_with_kvcache", "cached_attention"]
 
 
-def _tensor(x) -> torch.Tensor:
-    """A tensor holding a copy of ``x`` (the caller's arrays are never shared)."""
-    return torch.from_numpy(np.array(x, copy=True))
-
-
 def _first_position(start):
     """``p0(b)``: the absolute position of batch element ``b``'s first query (``start``: an
     int for all, or a ``(B,)`` tensor, one per sequence of a ragged batch)."""
@@ -88,7 +88,7 @@ def _mask_mod(shape, *, attn_mask, is_causal, start, window, segment_ids, chunk_
     p0 = _first_position(start)
     rules = []
     if attn_mask is not None and attn_mask.dtype == np.bool_:
-        full = _tensor(np.broadcast_to(attn_mask, shape))
+        full = to_tensor(np.broadcast_to(attn_mask, shape))
         rules.append(lambda b, h, i, j: full[b, h, i, j])
     if is_causal:
         rules.append(lambda b, h, i, j: j <= i + p0(b))
@@ -103,7 +103,7 @@ def _mask_mod(shape, *, attn_mask, is_causal, start, window, segment_ids, chunk_
     if segment_ids is not None:
         query_ids, key_ids = (np.asarray(x) for x in segment_ids)
         same = query_ids[..., :, None] == key_ids[..., None, :]  # (B or 1, Tq, Tk) or (Tq, Tk)
-        same = _tensor(np.broadcast_to(same.reshape((-1, Tq, Tk)), (B, Tq, Tk)))
+        same = to_tensor(np.broadcast_to(same.reshape((-1, Tq, Tk)), (B, Tq, Tk)))
         rules.append(lambda b, h, i, j: same[b, i, j])
     if chunk_size is not None:
         C = int(chunk_size)
@@ -126,11 +126,11 @@ def _score_mod(shape, *, attn_mask, start, alibi_slopes, softcap):
     p0 = _first_position(start)
     bias = None
     if attn_mask is not None and attn_mask.dtype != np.bool_:
-        bias = _tensor(np.broadcast_to(attn_mask, shape))
+        bias = to_tensor(np.broadcast_to(attn_mask, shape))
     slopes = None
     if alibi_slopes is not None:
         slopes = np.asarray(alibi_slopes, dtype=np.float64).reshape(-1, Hq)
-        slopes = _tensor(np.broadcast_to(slopes, (B, Hq)))
+        slopes = to_tensor(np.broadcast_to(slopes, (B, Hq)))
     if bias is None and slopes is None and softcap is None:
         return None
 
@@ -179,7 +179,7 @@ def attention(
         Whatever FlexAttention raises; no validation of its own (``validates_inputs=False``).
     """
     two_d = np.ndim(query) == 2
-    q, k, v = (_tensor(x) for x in (query, key, value))
+    q, k, v = (to_tensor(x) for x in (query, key, value))
     if two_d:
         q, k, v = q[None, None], k[None, None], v[None, None]
     B, Hq, Tq, _ = q.shape
@@ -216,7 +216,7 @@ def attention(
             enable_gqa=q.shape[1] != k.shape[1],
             return_aux=AuxRequest(lse=True),
         )
-    out, lse = out.detach().numpy().copy(), aux.lse.detach().numpy().copy()
+    out, lse = to_numpy(out), to_numpy(aux.lse)
     if two_d:
         out, lse = out[0, 0], lse[0, 0]
     return (out, lse) if return_lse else out
@@ -236,7 +236,7 @@ def _flex(q, k, v, *, score_mod, block_mask, scale):
             scale=None if scale is None else float(scale),
             enable_gqa=q.shape[1] != k.shape[1],
         )
-    return out.detach().numpy().copy()
+    return to_numpy(out)
 
 
 def _paged_attention(num_pages, page_size, table, lengths) -> PagedAttention:
@@ -315,11 +315,11 @@ def attention_with_kvcache(
     and :func:`_paged_mods`. Returns ``(B, Hq, Tq, Dv)`` in the query's dtype; no validation
     of its own.
     """
-    q = _tensor(query)
+    q = to_tensor(query)
     B, Hq, Tq, _ = q.shape
     lengths = torch.as_tensor(np.asarray(cache_seqlens).astype(np.int64))
     if block_table is None:
-        k, v = _tensor(key_cache), _tensor(value_cache)
+        k, v = to_tensor(key_cache), to_tensor(value_cache)
         Tk = k.shape[2]
     else:
         P, Hkv, S, _ = np.shape(key_cache)
@@ -327,7 +327,7 @@ def attention_with_kvcache(
         # PagedAttention's page table has P columns: the logical positions are at most P * S
         Tk = min(table.shape[1], P) * S
         k, v = (
-            _tensor(np.asarray(x).transpose(1, 0, 2, 3).reshape(1, Hkv, P * S, -1))
+            to_tensor(np.asarray(x).transpose(1, 0, 2, 3).reshape(1, Hkv, P * S, -1))
             for x in (key_cache, value_cache)
         )
     shape = (B, Hq, Tq, Tk)
@@ -357,7 +357,7 @@ def cached_attention(query, key, value, cache, *, seqs, scale=None, window=None)
     as ``kv_len``, the physical cache as K/V. Causal, queries the appended positions."""
     starts = cache.append(seqs, key, value)
     ids = cache._ids(seqs)
-    q = _tensor(query)
+    q = to_tensor(query)
     B, Hq, Tq, _ = q.shape
     lengths = torch.as_tensor(starts + Tq)
     shape = (B, Hq, Tq, cache.num_pages * cache.page_size)
@@ -395,11 +395,9 @@ class PagedKVCache:
         self.head_dim, self.value_dim = head_dim, head_dim if value_dim is None else value_dim
         self.dtype = np.dtype(dtype)
         self._paged = PagedAttention(num_pages, page_size, SEQUENCE_SLOTS, device="cpu")
-        torch_dtype = torch.from_numpy(np.zeros(0, self.dtype)).dtype
-        self._k = torch.zeros(1, num_kv_heads, num_pages * page_size, head_dim, dtype=torch_dtype)
-        self._v = torch.zeros(
-            1, num_kv_heads, num_pages * page_size, self.value_dim, dtype=torch_dtype
-        )
+        tdtype = torch_dtype(self.dtype)
+        self._k = torch.zeros(1, num_kv_heads, num_pages * page_size, head_dim, dtype=tdtype)
+        self._v = torch.zeros(1, num_kv_heads, num_pages * page_size, self.value_dim, dtype=tdtype)
         self._lengths: dict[int, int] = {}
 
     free_pages = property(lambda self: len(self._paged.empty_pages))
@@ -408,7 +406,7 @@ class PagedKVCache:
     def _pool(self, cache) -> np.ndarray:
         H, last = cache.shape[1], cache.shape[3]
         pool = cache[0].reshape(H, self.num_pages, self.page_size, last).permute(1, 0, 2, 3)
-        out = pool.numpy().copy()
+        out = to_numpy(pool)
         out.flags.writeable = False
         return out
 
@@ -457,7 +455,7 @@ class PagedKVCache:
         for seq, n in zip(ids, starts.tolist()):
             self._paged.reserve(torch.tensor(seq), torch.tensor(n + new))
         positions = torch.as_tensor(starts[:, None] + np.arange(new)[None, :])
-        self._paged.assign(batch, positions, _tensor(key), _tensor(value), self._k, self._v)
+        self._paged.assign(batch, positions, to_tensor(key), to_tensor(value), self._k, self._v)
         for seq, n in zip(ids, starts.tolist()):
             self._lengths[seq] = n + new
         return starts

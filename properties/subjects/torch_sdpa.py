@@ -96,7 +96,7 @@ _TORCH_DTYPES = {
 }
 
 
-def _torch_dtype(dtype) -> torch.dtype:
+def torch_dtype(dtype) -> torch.dtype:
     """The torch dtype of a NumPy dtype (bfloat16, float16/32/64); ``TypeError`` for any
     other."""
     try:
@@ -483,7 +483,7 @@ class KVCache:
         self.batch, self.num_kv_heads, self.head_dim, self.value_dim, self.dtype = (
             check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype)
         )
-        tdtype = _torch_dtype(self.dtype)
+        tdtype = torch_dtype(self.dtype)
         self._keys = torch.empty((self.batch, self.num_kv_heads, 0, self.head_dim), dtype=tdtype)
         self._values = torch.empty((self.batch, self.num_kv_heads, 0, self.value_dim), dtype=tdtype)
 
@@ -576,4 +576,4 @@ def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) 
     Source: Pope et al. 2022, "Efficiently Scaling Transformer Inference" (the 2 is K and V).
     """
     elements = kv_cache_elements(num_layers, batch, tokens, num_kv_heads, head_dim)
-    return elements * torch.empty((), dtype=_torch_dtype(dtype)).element_size()
+    return elements * torch.empty((), dtype=torch_dtype(dtype)).element_size()

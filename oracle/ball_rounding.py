@@ -79,7 +79,7 @@ def to_float(x: arb, exact=None) -> float:
     a value that is rational, :func:`rational_scale`) is rounded to nearest, ties to even; a
     :class:`OneSided` value is the float64 its ball's part on that side of the limit rounds
     to, when all of that part rounds to one float64. Otherwise (or without ``exact``) raises
-    _Unresolved (the caller refines). A ball that rounds to zero gives ``+0.0`` (as the
+    :class:`Unresolved` (the caller refines). A ball that rounds to zero gives ``+0.0`` (as the
     50-digit oracle's exact zeros; a zero's sign is unknowable when the ball contains 0)."""
     if x.is_exact():  # radius 0 (most scores): the midpoint rounded to nearest, ties to even
         return float(x) + 0.0
@@ -109,11 +109,15 @@ def rational_scale(problem: AttentionProblem) -> Fraction | None:
     or the default ``1/sqrt(D)`` for a square ``D``; None when irrational.
 
     Why: a rational exact result can be the midpoint of two float64s, and a ball around a
-    midpoint straddles it at every precision. Scores with a rational scale are rational,
-    and so is the output of a row whose visible scores are all tied (every weight exactly
-    ``1/n``, the output the mean of the values): those are rounded from their exact
-    rational values. Every other value is transcendental (Lindemann-Weierstrass), so it is
-    no midpoint and its ball resolves.
+    midpoint straddles it at every precision. Scores with a rational scale are rational.
+    An output ``sum_g e^{a_g} S_g / sum_g e^{a_g} N_g`` (``g`` the groups of tied scores
+    ``a_g``, ``S_g`` their values' sum, ``N_g`` their count; algebraic scores) is rational
+    only when every group has the same mean ``S_g / N_g`` (Lindemann-Weierstrass: the
+    ``e^{a_g}`` of distinct algebraic ``a_g`` are linearly independent over the algebraic
+    numbers), and is then that mean (:func:`exact_mean`, :func:`grouped_mean`, which finds
+    the groups of keys with equal inputs: a tie by coincidence of other inputs is not found,
+    and such a row may raise). Every other value is transcendental, so it is no midpoint and
+    its ball resolves, but for the saturated ones of :class:`OneSided`.
     """
     if problem.scale is not None:
         return Fraction(float(problem.scale))

@@ -9,7 +9,7 @@ from hypothesis import note
 from attnprops import oracle
 from attnprops.oracle import lab
 from attnprops.oracle.rules import check_attention_inputs
-from attnprops.properties.bounds import agreement_bounds, attention_bounds, two_computations
+from attnprops.properties.bounds import attention_bounds
 from attnprops.properties.checks import (
     assert_equal,
     assert_shape_dtype,
@@ -278,13 +278,3 @@ def assert_decode_matches_oracle(subject, case, chunks, what: str):
         out=decoded, expected=parts.output.value, bound=bounds.output, what=what, case=case
     )
     return cache
-
-
-def agree(subject, case, a, b, *, what):
-    """Two computations of one exact output by ``subject`` agree within twice the agreement
-    bound of the subject's declared arithmetic."""
-    with np.errstate(over="ignore"):  # a bound past the float64 range is no bound: inf
-        bound = two_computations(
-            agreement_bounds(case, visibility(case), subject.arithmetic(case.dtype))
-        )
-    assert_within(out=a, expected=b, bound=bound, what=what, case=case)

@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 
 from attnprops.oracle import ball
 from attnprops.oracle.rules import alibi_bias
-from attnprops.properties._support import agree, attend, one_head, repeat_kv, visibility
+from attnprops.properties._support import attend, decode_in_chunks, one_head, repeat_kv, visibility
 from attnprops.properties.bounds import (
     Arithmetic,
+    agreement_bounds,
     agreement_from,
     attention_bounds,
     row_maxima,
@@ -30,17 +31,30 @@ from attnprops.properties.bounds import (
 )
 from attnprops.properties.checks import (
     assert_equal,
+    assert_shape_dtype,
     assert_within,
+    call_subject,
+    fail,
 )
 from attnprops.properties.kernel_cases import boundary_rows, rows_of, subject_kernel_specs
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.sizes import TILES, boundary_sizes
+from attnprops.properties.sizes import TILES, boundary_sizes, limits
 
 SUBJECT = current_subject()
 # Exact multiply-adds per reference call, B * Hq * rows * Tk * (D + Dv) (the two arb_mat
 # products, about 45 ns each at 256 bits): at most this many rows are checked exactly. The
 # reference rows are the tight check; every row also gets the float64 check.
 REFERENCE_WORK = 2_500_000
+
+
+def _agree(subject, case, a, b, *, what):
+    """Two computations of one exact output by ``subject`` agree within twice the agreement
+    bound of the subject's declared arithmetic."""
+    with np.errstate(over="ignore"):  # a bound past the float64 range is no bound: inf
+        bound = two_computations(
+            agreement_bounds(case, visibility(case), subject.arithmetic(case.dtype))
+        )
+    assert_within(out=a, expected=b, bound=bound, what=what, case=case)
 
 
 def _float64_evaluation(case) -> np.ndarray:
@@ -271,7 +285,7 @@ def test_kernel_sized_chunk_equals_rows_of_full_causal(subject, spec, data):
                 ),
             ),
         ):
-            agree(
+            _agree(
                 subject,
                 chunk,
                 attend(subject, chunk, f"chunk, {what}"),
@@ -289,7 +303,7 @@ def test_kernel_sized_gqa_equals_repeated_kv(subject, spec):
     group = case.query.shape[1] // case.key.shape[1]
     assume(group > 1)
     repeated = case._replace(key=repeat_kv(case.key, group), value=repeat_kv(case.value, group))
-    agree(
+    _agree(
         subject,
         case,
         attend(subject, case, "grouped K/V"),
@@ -311,7 +325,7 @@ def test_kernel_sized_batch_and_heads_independent(subject, spec):
     for b in range(B):
         for h in range(Hq):
             one = one_head(case, b, h)
-            agree(
+            _agree(
                 subject,
                 one,
                 attend(subject, one, f"batch {b} head {h} alone"),
@@ -329,7 +343,7 @@ def test_kernel_sized_bool_mask_equals_additive_mask(subject, spec):
     case = spec.build()
     assume(case.attn_mask is not None and case.attn_mask.dtype == np.bool_)
     additive = np.where(case.attn_mask, 0.0, -np.inf).astype(case.dtype)
-    agree(
+    _agree(
         subject,
         case,
         attend(subject, case, "bool mask"),
@@ -358,3 +372,159 @@ def test_kernel_sized_hidden_keys_do_not_change_output(subject, spec, data):
     before = attend(subject, case, "original K/V")
     after = attend(subject, case._replace(key=key, value=value), "hidden K/V changed")
     assert_equal(out=after, expected=before, what="output after changing hidden K/V", case=case)
+
+
+@st.composite
+def _cache_runs(draw):
+    """``(spec, pattern)``: causal self-attention of ``T`` positions, appended in chunks whose
+    sizes repeat ``pattern`` (up to 8 sizes: single tokens and boundary sizes) until the ``T``
+    positions are covered (:func:`_chunks`), so a run makes hundreds of appends of mixed
+    sizes while Hypothesis shrinks (and the counterexample shows) a pattern, not hundreds of
+    draws."""
+    lim = limits()
+    spec = draw(
+        subject_kernel_specs(
+            SUBJECT, shapes=("prefill",), masks=False, max_len=lim.max_appends, long=True
+        )
+    )
+    T = spec.key_len
+    pattern = draw(
+        st.lists(st.one_of(st.just(1), boundary_sizes(T)), min_size=1, max_size=8),
+        label="chunk pattern",
+    )
+    return spec._replace(is_causal=True, query_start=None, block_size=None), pattern
+
+
+def _chunks(T: int, pattern: list[int]) -> list[int]:
+    """Chunk sizes repeating ``pattern`` over ``T`` positions (the last one cut to fit)."""
+    chunks, left = [], T
+    while left:
+        chunks.append(min(pattern[len(chunks) % len(pattern)], left))
+        left -= chunks[-1]
+    return chunks
+
+
+@pytest.mark.requires("kv_cache")
+@pytest.mark.kernel_sized
+@given(run=_cache_runs())
+def test_kernel_sized_cache_growth_equals_full_causal(subject, run):
+    """Hundreds of ``cached_attention`` appends of mixed sizes, growing the cache past any
+    plausible preallocated capacity, give full causal attention's rows (within the agreement
+    bound), and the cache ends holding exactly the appended keys and values (a growth that
+    copies one position too few, or the wrong buffer, fails here)."""
+    spec, pattern = run
+    case = spec.build()
+    chunks = _chunks(case.key.shape[2], pattern)
+    note(f"{len(chunks)} appends: {chunks[:40]}{' ...' if len(chunks) > 40 else ''}")
+    T = case.key.shape[2]
+    cache, decoded = decode_in_chunks(subject, case, chunks)
+    if len(cache) != T:
+        fail(f"len(cache) = {len(cache)} after appending {T} positions in {len(chunks)} chunks")
+    assert_equal(out=cache.keys, expected=case.key, what="cached keys after growth", case=case)
+    assert_equal(
+        out=cache.values, expected=case.value, what="cached values after growth", case=case
+    )
+    decoded = assert_shape_dtype(
+        out=decoded,
+        shape=case.query.shape[:3] + case.value.shape[3:],
+        dtype=case.dtype,
+        what="decoded outputs",
+    )
+    _agree(
+        subject,
+        case,
+        decoded,
+        attend(subject, case, "full causal attention"),
+        what=f"cached decode in {len(chunks)} chunks vs full causal (T={T})",
+    )
+
+
+@st.composite
+def _paged_layouts(draw):
+    """``(spec, page_size, shortfalls, spare)``: a decode or chunk call at kernel sizes
+    (causal, the queries the last positions, no mask), pages of a kernel's sizes (16-256) or
+    a boundary size, each sequence ``shortfalls[b]`` positions shorter than the longest (up to
+    two pages: lengths end inside pages), and spare pages in the pool."""
+    spec = draw(subject_kernel_specs(SUBJECT, shapes=("decode", "chunk"), masks=False))
+    spec = spec._replace(is_causal=True, query_start=None, block_size=None)
+    page_size = draw(st.one_of(st.sampled_from(TILES), boundary_sizes(64)), label="page size")
+    room = spec.key_len - spec.query_len
+    shortfalls = draw(
+        st.lists(
+            st.integers(0, min(room, 2 * page_size)), min_size=spec.batch, max_size=spec.batch
+        ),
+        label="shortfalls",
+    )
+    return spec, page_size, shortfalls, draw(st.integers(0, 2), label="spare pages")
+
+
+@pytest.mark.requires("paged_cache")
+@pytest.mark.kernel_sized
+@given(layout=_paged_layouts(), data=st.data())
+def test_kernel_sized_paged_attention_equals_contiguous(subject, layout, data):
+    """At kernel sizes, ``attention_with_kvcache`` over a page pool (pages of 16-256 positions
+    or a boundary size, in a drawn order, spare pages holding other values; each sequence's
+    length ending inside a page) gives each sequence's rows of plain causal attention over its
+    own keys, within twice the agreement bound: a gather that drops the last partial page,
+    reads a page off by one at a page boundary or takes another sequence's page moves them
+    (FlashAttention's pages are multiples of 256; flashinfer#4347: page sizes above 128)."""
+    spec, page_size, shortfalls, spare = layout
+    case = spec.build()
+    B, Hkv, Tk, D = case.key.shape
+    lengths = np.array([Tk - s for s in shortfalls])
+    owned = [-(-int(n) // page_size) for n in lengths]
+    num_pages = sum(owned) + spare
+    order = np.asarray(data.draw(st.permutations(range(num_pages)), label="page order"))
+    table = np.full((B, max(owned)), -1, dtype=np.int64)
+    rng = np.random.default_rng(spec.seed + 3)
+    pools = [
+        rng.standard_normal((num_pages, Hkv, page_size, x.shape[3])).astype(case.dtype) * 8
+        for x in (case.key, case.value)
+    ]
+    taken = 0
+    for b, n in enumerate(owned):
+        table[b, :n] = order[taken : taken + n]
+        taken += n
+        for j, page in enumerate(table[b, :n]):
+            positions = slice(j * page_size, min((j + 1) * page_size, int(lengths[b])))
+            width = positions.stop - positions.start
+            for pool, x in zip(pools, (case.key, case.value)):
+                pool[page, :, :width] = x[b, :, positions]
+    note(f"pages of {page_size}, lengths {lengths.tolist()}, {num_pages} pages")
+    extra = {
+        name: getattr(case, name)
+        for name in ("window", "sinks", "softcap", "alibi_slopes")
+        if getattr(case, name) is not None
+    }
+    out = assert_shape_dtype(
+        out=np.asarray(
+            call_subject(
+                subject.attention_with_kvcache,
+                case.query,
+                pools[0],
+                pools[1],
+                lengths,
+                block_table=table,
+                is_causal=True,
+                scale=case.scale,
+                **extra,
+                what="attention_with_kvcache over the pool",
+            )
+        ),
+        shape=case.query.shape[:3] + case.value.shape[3:],
+        dtype=case.dtype,
+        what="paged output",
+    )
+    for b, n in enumerate(lengths.tolist()):
+        alone = case._replace(
+            query=case.query[b : b + 1],
+            key=case.key[b : b + 1, :, :n],
+            value=case.value[b : b + 1, :, :n],
+        )
+        _agree(
+            subject,
+            alone,
+            out[b : b + 1],
+            attend(subject, alone, f"sequence {b} alone"),
+            what=f"sequence {b} ({n} positions in pages of {page_size}) vs plain attention",
+        )

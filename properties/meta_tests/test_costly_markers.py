@@ -1,7 +1,7 @@
 """The costly-property markers tell the truth: a property is marked ``oracle_backed`` exactly
 when it calls the 50-digit oracle (itself, or through a helper of its module), and every
-property of ``test_kernel_sizes.py`` and ``test_kernel_sized_*.py`` is ``kernel_sized``; the
-plugin gives each marked test its share of the profile's examples (properties.profiles.COSTLY_MARKERS; the counts are
+property of ``test_kernel_sizes.py`` is ``kernel_sized``; the plugin gives each marked test
+its share of the profile's examples (properties.profiles.COSTLY_MARKERS; the counts are
 checked end to end by ci/tests/test_results_channel.py::test_example_counts)."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_the_suite_has_marked_properties_of_both_kinds():
 
 @pytest.mark.parametrize(("file", "name", "marks", "oracle"), PROPERTIES)
 def test_oracle_backed_marks_exactly_the_properties_that_call_the_oracle(file, name, marks, oracle):
-    if file.startswith(("test_kernel_sizes", "test_kernel_sized_")):
+    if file == "test_kernel_sizes.py":
         assert "kernel_sized" in marks and "oracle_backed" not in marks, (name, marks)
     else:
         assert ("oracle_backed" in marks) == oracle, (name, marks, oracle)

@@ -55,6 +55,7 @@ ATTNPROPS_CAPABILITIES = {
     "dtypes": ("float32", "float64"),
     "validates_inputs": False,
     "fully_masked_rows": "zeros",  # nearest convention; JAX does not follow it (finding F2)
+    "window": "offsets",  # through JAX's own local_window_size (see local_window_size)
 }
 
 ATTNPROPS_EXPECTED_FAILURES = "jax_dot_product_attention.xfail.txt"
@@ -72,16 +73,41 @@ def causal_mask(query_len: int, key_len: int, query_start: int | None) -> np.nda
     return np.arange(key_len)[None, :] <= np.arange(query_len)[:, None] + start
 
 
-@partial(jax.jit, static_argnames=("scale",))
-def _dpa(query, key, value, bias, mask, scale):
+@partial(jax.jit, static_argnames=("scale", "local_window_size"))
+def _dpa(query, key, value, bias, mask, scale, local_window_size=None):
     """``jax.nn.dot_product_attention`` on ``(B, T, N, H)`` arrays, jitted (one compilation
     per shape signature; eager dispatch compiles each primitive separately and is slower)."""
     return jax.nn.dot_product_attention(
-        query, key, value, bias=bias, mask=mask, scale=scale, is_causal=False
+        query,
+        key,
+        value,
+        bias=bias,
+        mask=mask,
+        scale=scale,
+        is_causal=False,
+        local_window_size=local_window_size,
     )
 
 
-def _attend(query: np.ndarray, key, value, *, attn_mask, is_causal, query_start, scale):
+def local_window_size(window, query_len: int, key_len: int, query_start: int | None):
+    """JAX's ``local_window_size`` for this project's ``window=(left, right)`` (the query at
+    absolute position ``p`` sees keys ``p - left ..= p + right``; None = unbounded), or None.
+    JAX's window is on local query indices (top-left: query ``i`` sees ``i - l ..= i + r``,
+    ``_get_window_mask``), so with ``s`` the first query's position ``l = left - s`` and
+    ``r = right + s`` (``l`` may be negative: the window starts past the query's local
+    index); an unbounded side, or one past ``Tq + Tk`` (``2**63`` does not fit JAX's int64),
+    is ``Tq + Tk``: past every key either way."""
+    if window is None:
+        return None
+    start = key_len - query_len if query_start is None else int(query_start)
+    far = query_len + key_len
+    left, right = (far if side is None else min(int(side), far) for side in window)
+    return left - start, right + start
+
+
+def _attend(
+    query: np.ndarray, key, value, *, attn_mask, is_causal, query_start, scale, window=None
+):
     """Core of :func:`attention`; ``key``/``value`` may be NumPy or jax arrays, 4-D or 2-D."""
     query = np.asarray(query)
     two_d = query.ndim == 2
@@ -117,13 +143,22 @@ def _attend(query: np.ndarray, key, value, *, attn_mask, is_causal, query_start,
         None if bias is None else jnp.asarray(bias),
         None if mask is None else jnp.asarray(mask),
         None if scale is None else float(scale),
+        local_window_size(window, Tq, Tk, query_start),
     )
     out = np.array(jnp.transpose(out, bthd))[..., :Dv]  # (B, Hq, Tq, Dv), a writable copy
     return out[0, 0] if two_d else out
 
 
 def attention(
-    query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None
+    query,
+    key,
+    value,
+    *,
+    attn_mask=None,
+    is_causal=False,
+    query_start=None,
+    scale=None,
+    window=None,
 ) -> np.ndarray:
     """Scaled dot-product attention through ``jax.nn.dot_product_attention``.
 
@@ -135,6 +170,8 @@ def attention(
         is_causal: key ``j`` visible to local query ``i`` iff ``j <= query_start + i``.
         query_start: absolute position of the first query (``None``: ``Tk - Tq``).
         scale: ``None`` (``1/sqrt(D)``) or a float.
+        window: ``None`` or ``(left, right)`` (ints >= 0 or None): JAX's own
+            ``local_window_size`` (:func:`local_window_size` maps the convention).
 
     Returns:
         ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``), the input dtype.
@@ -151,11 +188,12 @@ def attention(
         is_causal=is_causal,
         query_start=query_start,
         scale=scale,
+        window=window,
     )
 
 
 def attention_weights(
-    query, key, *, attn_mask=None, is_causal=False, query_start=None, scale=None
+    query, key, *, attn_mask=None, is_causal=False, query_start=None, scale=None, window=None
 ) -> np.ndarray:
     """Weights ``(B, Hq, Tq, Tk)`` (or ``(Tq, Tk)``): JAX's output for an identity value
     matrix. Arguments, dtype and errors as :func:`attention`."""
@@ -171,6 +209,7 @@ def attention_weights(
         is_causal=is_causal,
         query_start=query_start,
         scale=scale,
+        window=window,
     )
 
 
@@ -227,7 +266,7 @@ class KVCache:
 
 
 def cached_attention(
-    query, key, value, cache: KVCache, *, attn_mask=None, scale=None
+    query, key, value, cache: KVCache, *, attn_mask=None, scale=None, window=None
 ) -> np.ndarray:
     """Append ``key``/``value`` to ``cache``, then JAX attention over the whole cache with
     ``query_start`` = the length before the append (an explicit bool mask).
@@ -249,6 +288,7 @@ def cached_attention(
             is_causal=True,
             query_start=start,
             scale=scale,
+            window=window,
         )
     except BaseException:
         cache._keys, cache._values = before

@@ -248,14 +248,14 @@ def _parts(
                     if i in rows_out:
                         k = keep.index(n)
                         scores[b, h, k, visible] = [
-                            to_float(t, exact_score(rational, d[j], bias, (b, h, i, j), problem))
+                            to_float(t, exact_score(rational, d[j], (b, h, i, j), problem))
                             for t, j in zip(s, visible)
                         ]
                         weights[b, h, k, visible] = [to_float(t) for t in w]
                     if i in rows_out and want_lse:
                         k = keep.index(n)
                         # s_m + log(sum_j exp(x_j)); one key: log(1) = 0, s_m exactly
-                        exact_m = exact_score(rational, d[m], bias, (b, h, i, m), problem)
+                        exact_m = exact_score(rational, d[m], (b, h, i, m), problem)
                         lse[b, h, k] = to_float(
                             s[visible.index(m)] + keys_total.log(),
                             exact_m if len(visible) == 1 else just_above(exact_m),

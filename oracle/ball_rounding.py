@@ -20,7 +20,7 @@ from math import isqrt
 from typing import NamedTuple
 
 import numpy as np
-from flint import arb
+from flint import arb, fmpq
 
 from attnprops.oracle.rules import AttentionProblem, slope_at
 
@@ -31,6 +31,7 @@ __all__ = [
     "Unresolved",
     "beside_mean",
     "exact_mean",
+    "added_terms",
     "exact_score",
     "first_known",
     "fraction",
@@ -126,7 +127,16 @@ def rational_scale(problem: AttentionProblem) -> Fraction | None:
     return Fraction(1, root) if root * root == D else None
 
 
-def exact_score(rational: Fraction | None, dot: arb, bias, index, problem):
+def added_terms(problem: AttentionProblem, b: int, h: int, i: int, j: int) -> Fraction:
+    """What is added to the (capped) scaled score of query row ``i``, key ``j`` (batch ``b``,
+    head ``h``), exactly: the float mask's entry minus ALiBi's ``slope |p - j|``."""
+    added = Fraction(0) if problem.bias is None else Fraction(float(problem.bias[b, h, i, j]))
+    if problem.alibi is not None:
+        added -= Fraction(slope_at(problem.alibi, b, h)) * abs(problem.query_start + i - j)
+    return added
+
+
+def exact_score(rational: Fraction | None, dot: arb, index, problem):
     """``exact`` for :func:`to_float` of a score ``scale * dot + b - slope |p - j|``: a
     Fraction, or None when the scale is irrational (the score is then no midpoint). Capped,
     ``c tanh(scale * dot / c) + b - slope |p - j|`` (any scale): for ``dot != 0``,
@@ -135,12 +145,7 @@ def exact_score(rational: Fraction | None, dot: arb, bias, index, problem):
     ``b - slope |p - j|``; None while ``dot``'s ball is not exact."""
 
     def bias_terms() -> Fraction:
-        b = Fraction(0) if bias is None else Fraction(float(bias[index]))
-        if problem.alibi is not None:
-            n, h, i, j = index
-            slope = slope_at(problem.alibi, n, h)
-            b -= Fraction(slope) * abs(problem.query_start + i - j)
-        return b
+        return added_terms(problem, *index)
 
     if problem.softcap is None:
         return None if rational is None else lambda: rational * fraction(dot) + bias_terms()
@@ -168,9 +173,9 @@ def exact_mean(value: np.ndarray, tied: tuple | None, c: int):
 
 
 class RowKeys(NamedTuple):
-    """What ties a row's visible keys exactly: keys with the same dot product (exact), the
-    same float-mask bias and the same ALiBi distance ``|p - j|`` have the same score (capped
-    or not) and so the same weight, whatever the scale."""
+    """What ties a row's visible keys exactly: keys with the same dot product (exact) and the
+    same added terms (:func:`added_terms`) have the same score (capped or not) and so the
+    same weight, whatever the scale."""
 
     problem: AttentionProblem
     dots: list
@@ -191,14 +196,12 @@ def grouped_mean(value: np.ndarray, row: RowKeys | None, c: int):
         return None
 
     def exact():
-        problem, p = row.problem, row.problem.query_start + row.i
+        problem = row.problem
         groups: dict[tuple, list] = {}
         for j in row.visible:
             if not row.dots[j].is_exact():
                 return None
-            bias = 0.0 if problem.bias is None else float(problem.bias[row.b, row.h, row.i, j])
-            distance = 0 if problem.alibi is None else abs(p - j)
-            key = (fraction(row.dots[j]), bias, distance)
+            key = (fraction(row.dots[j]), added_terms(problem, row.b, row.h, row.i, j))
             groups.setdefault(key, []).append(Fraction(float(value[j, c])))
         means = {sum(g) / len(g) for g in groups.values()}
         return means.pop() if len(means) == 1 else None
@@ -260,20 +263,15 @@ class CappedRow(NamedTuple):
         problem, d, m = self.problem, self.dots, self.m
         cap = arb(problem.softcap)
         a_m = self.scale * d[m] / cap
+        added_m = added_terms(problem, self.b, self.h, self.i, m)
         ys = []
         for j in self.visible:
             a_j = self.scale * d[j] / cap
             x = cap * (self.scale * (d[j] - d[m]) / cap).sinh() / (a_j.cosh() * a_m.cosh())
-            # the bias and ALiBi differences first: exactly 0 for keys that share them, so a
+            # the bias and ALiBi difference first, exactly: 0 for keys that share them, so a
             # tiny x is not lost in the rounding of x + b_j (then - b_m)
-            delta = arb(0)
-            if problem.bias is not None:
-                row = problem.bias[self.b, self.h, self.i]
-                delta += arb(float(row[j])) - arb(float(row[m]))
-            if problem.alibi is not None:
-                p = problem.query_start + self.i
-                delta -= arb(slope_at(problem.alibi, self.b, self.h)) * (abs(p - j) - abs(p - m))
-            ys.append((x + delta).expm1())
+            delta = added_terms(problem, self.b, self.h, self.i, j) - added_m
+            ys.append((x + arb(fmpq(delta.numerator, delta.denominator))).expm1())
         return ys
 
 

@@ -14,7 +14,13 @@ import numpy as np
 from attnprops.properties.bounds import U64
 from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject, fail
 
-__all__ = ["assert_lse_within", "exact_merge", "merge_bounds", "output_and_lse"]
+__all__ = [
+    "assert_lse_within",
+    "every_part_sees_a_key",
+    "exact_merge",
+    "merge_bounds",
+    "output_and_lse",
+]
 
 
 def output_and_lse(subject, case, what: str):
@@ -113,3 +119,15 @@ def merge_bounds(parts, merged, L, whole_output):
         bound = (bound + U64 * np.abs(whole_output)) * (1 + 2.0**-40)
         lse_bound = (worst + U64 * np.abs(np.where(np.isfinite(L), L, 0.0))) * (1 + 2.0**-40)
     return np.where(np.isnan(bound), np.inf, bound), lse_bound
+
+
+def every_part_sees_a_key(in_a: np.ndarray, visible: np.ndarray) -> np.ndarray:
+    """``in_a`` (bool ``(B, Hq, Tq, Tk)``: the keys of part A, the rest part B) with each
+    row's first visible key given to A and its last to B, in place, so that under
+    ``fully_masked_rows="raise"`` both parts see a key of every row that sees two."""
+    Tk = visible.shape[-1]
+    first = visible.argmax(axis=-1)[..., None]
+    last = (Tk - 1 - visible[..., ::-1].argmax(axis=-1))[..., None]
+    np.put_along_axis(in_a, first, True, axis=-1)
+    np.put_along_axis(in_a, last, False, axis=-1)
+    return in_a

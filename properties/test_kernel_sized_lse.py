@@ -25,7 +25,13 @@ from attnprops.properties._support import visibility
 from attnprops.properties.bounds import attention_bounds, lse_bounds
 from attnprops.properties.checks import assert_within
 from attnprops.properties.kernel_cases import boundary_rows, rows_of, subject_kernel_specs
-from attnprops.properties.lse import assert_lse_within, exact_merge, merge_bounds, output_and_lse
+from attnprops.properties.lse import (
+    assert_lse_within,
+    every_part_sees_a_key,
+    exact_merge,
+    merge_bounds,
+    output_and_lse,
+)
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.sizes import boundary_sizes
 from attnprops.properties.strategies import with_keys_hidden
@@ -37,18 +43,12 @@ REFERENCE_WORK = 1_000_000
 MERGE_ELEMENTS = 20_000
 
 
-def split_at(visible: np.ndarray, split: int, every_part_sees_a_key: bool) -> np.ndarray:
+def split_at(visible: np.ndarray, split: int, each_part_sees_a_key: bool) -> np.ndarray:
     """Bool like ``visible`` ``(B, Hq, Tq, Tk)``: the keys of part A, ``[0, split)`` (part B:
-    the rest). With ``every_part_sees_a_key`` a row whose visible keys all fall on one side
+    the rest). With ``each_part_sees_a_key`` a row whose visible keys all fall on one side
     gives its first visible key to A or its last to B (rows need two visible keys)."""
-    Tk = visible.shape[-1]
-    in_a = np.broadcast_to(np.arange(Tk) < split, visible.shape).copy()
-    if every_part_sees_a_key:
-        first = visible.argmax(axis=-1)[..., None]
-        last = (Tk - 1 - visible[..., ::-1].argmax(axis=-1))[..., None]
-        np.put_along_axis(in_a, first, True, axis=-1)
-        np.put_along_axis(in_a, last, False, axis=-1)
-    return in_a
+    in_a = np.broadcast_to(np.arange(visible.shape[-1]) < split, visible.shape).copy()
+    return every_part_sees_a_key(in_a, visible) if each_part_sees_a_key else in_a
 
 
 def _reference(subject, case, rows):

@@ -22,7 +22,13 @@ from hypothesis.extra import numpy as hnp
 from attnprops.properties._support import fit_to_subject, four_d, oracle_parts, visibility
 from attnprops.properties.bounds import attention_bounds, lse_bounds
 from attnprops.properties.checks import assert_within
-from attnprops.properties.lse import assert_lse_within, exact_merge, merge_bounds, output_and_lse
+from attnprops.properties.lse import (
+    assert_lse_within,
+    every_part_sees_a_key,
+    exact_merge,
+    merge_bounds,
+    output_and_lse,
+)
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.strategies import declared_variants, subject_cases, with_keys_hidden
 
@@ -47,19 +53,15 @@ def test_lse_matches_oracle(subject, case):
 
 
 @st.composite
-def key_splits(draw, case, every_part_sees_a_key: bool):
+def key_splits(draw, case, each_part_sees_a_key: bool):
     """Bool ``(B, Hq, Tq, Tk)``: the keys of part A (the rest are part B), drawn per row;
-    with ``every_part_sees_a_key`` each row's first visible key goes to A and its last to B
+    with ``each_part_sees_a_key`` each row's first visible key goes to A and its last to B
     (rows with fewer than two visible keys are rejected)."""
     visible = visibility(case)
     in_a = draw(hnp.arrays(np.bool_, visible.shape))
-    if every_part_sees_a_key:
+    if each_part_sees_a_key:
         assume((visible.sum(axis=-1) >= 2).all())
-        Tk = visible.shape[-1]
-        first = visible.argmax(axis=-1)[..., None]
-        last = (Tk - 1 - visible[..., ::-1].argmax(axis=-1))[..., None]
-        np.put_along_axis(in_a, first, True, axis=-1)
-        np.put_along_axis(in_a, last, False, axis=-1)
+        every_part_sees_a_key(in_a, visible)
     return in_a
 
 

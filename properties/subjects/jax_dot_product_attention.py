@@ -18,8 +18,12 @@ jax_dot_product_attention``, see ``docs/conventions.md``):
 - Causality: JAX's ``is_causal`` is top-left aligned (query ``i`` sees keys ``0..i``), so the
   adapter never passes it: it builds the bool mask ``j <= query_start + i`` and AND-s it
   with the caller's bool mask (or passes it as ``mask`` next to a float ``bias``).
-- Windows: ``window=(left, right)`` goes to JAX's own ``local_window_size``, which counts
-  from local query indices, shifted by the first query's position (:func:`local_window_size`).
+- Local windows: passed as JAX's own ``local_window_size`` (so the suite tests JAX's window
+  code, ``_get_window_mask``, rather than a mask the adapter builds). Measured with jax
+  0.10.2: the query at *local* index ``i`` sees keys ``i - l ..= i + r``, both ends
+  inclusive, whatever ``Tk - Tq`` (top-left, as its ``is_causal``), AND-ed with ``mask``,
+  and applied without a mask too (jax#32300 is fixed there). :func:`local_window_size` shifts
+  this project's absolute-position window by the first query's position.
 - GQA: JAX groups query heads ``N = K * G`` as ``h = k * G + g``, i.e. head ``h`` reads K/V
   head ``h // G`` (this project's convention); nothing to map.
 - ``attention_weights``: JAX applied to an identity value matrix (``w @ I = w``).

@@ -102,8 +102,9 @@ float32 and rounds ``P`` to float16/bfloat16 for the second (``compute_dtypes`` 
 ``rounds_weights``); PyTorch's CPU kernels do the same (``torch_sdpa`` declares it); Hugging
 Face's eager attention computes the scores in the input dtype, the softmax in float32, and
 casts the weights back before ``P @ V`` (declare no ``compute_dtypes`` for float16 there: it
-stores the scores in float16); JAX's ``dot_product_attention`` on the CPU leaves it to XLA (the
-adapter declares nothing, the conservative default). A subject that declares more precision
+stores the scores in float16); JAX's ``dot_product_attention`` computes float16 and bfloat16 in float32
+and rounds the normalised weights to the input dtype before ``P @ V`` (the JAX adapter
+declares ``compute_dtypes`` float32 and ``rounds_weights``, measured on XLA's CPU path). A subject that declares more precision
 than it has fails the value properties at kernel sizes, as the mutant
 ``float16_scores_accumulated_in_float16`` does.
 

@@ -204,16 +204,17 @@ def test_torch_sdpa_declarations_and_float16():
 
 
 def test_jax_declarations():
-    """The JAX subject declares float32/float64, no validation, and an expected-failures
-    file that exists and parses."""
+    """The JAX subject declares bfloat16 and float16/32/64 (16-bit computed in float32, the
+    weights rounded), no validation, and an expected-failures file that exists and
+    parses."""
     module = _module("jax_dot_product_attention", "jax")
     from attnprops.properties.expected_failures import read_expected_failures
 
     declared = load_subject("attnprops.properties.subjects.jax_dot_product_attention")
-    assert (
-        declared.capabilities.dtypes == ("float32", "float64")
-        and not declared.capabilities.validates_inputs
-    )
+    caps = declared.capabilities
+    assert caps.dtypes == ("bfloat16", "float16", "float32", "float64")
+    assert not caps.validates_inputs and caps.rounds_weights
+    assert dict(caps.compute_dtypes) == {"float16": "float32", "bfloat16": "float32"}
     path = Path(module.__file__).parent / module.ATTNPROPS_EXPECTED_FAILURES
     assert read_expected_failures(path)
 
@@ -225,6 +226,27 @@ def test_jax_float64_softmax_is_float32():
     w = subject.attention_weights(np.zeros((1, 1, 1, 1)), np.zeros((1, 1, 3, 1)))
     assert w.dtype == np.float64
     assert w[0, 0, 0, 0] == float(np.float32(1 / 3)) != 1 / 3
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_jax_16_bit_rounding_model(dtype):
+    """The declared model, bit for bit on 300 keys: float32 scores and softmax, the
+    normalised weights rounded to the input dtype, ``P @ V`` in float32, rounded once. And
+    finding F11, pinned: under ``jax.jit`` a one-key call raises on the CPU in both dtypes
+    (the adapter calls JAX eagerly for them)."""
+    subject = _module("jax_dot_product_attention", "jax")
+    dtype = np.dtype(dtype)
+    q, k, v = _rng_case(np.random.default_rng(3), dtype, b=1, hkv=1, g=1, tq=4, tk=300, d=8, dv=8)
+    f32 = np.float32
+    s = (q.astype(f32) @ k.astype(f32).swapaxes(-1, -2)) * f32(1 / np.sqrt(8))
+    e = np.exp(s - s.max(-1, keepdims=True))
+    p = (e / e.sum(-1, keepdims=True)).astype(dtype).astype(f32)
+    want = (p @ v.astype(f32)).astype(dtype)
+    np.testing.assert_array_equal(subject.attention(q, k, v), want, strict=True)
+    tiny = (np.zeros((1, 1, 1, 1), dtype),) * 3 + (None, None, None)  # one key, D = 1
+    with pytest.raises(Exception, match="F16_F16_F32|BF16_BF16_F32"):
+        subject._dpa_jit(*tiny)
+    assert subject._dpa(*tiny).shape == (1, 1, 1, 1)
 
 
 def test_naive_causal_decodes_wrongly():

@@ -26,6 +26,16 @@ jax_dot_product_attention``, see ``docs/conventions.md``):
   this project's absolute-position window by the first query's position.
 - GQA: JAX groups query heads ``N = K * G`` as ``h = k * G + g``, i.e. head ``h`` reads K/V
   head ``h // G`` (this project's convention); nothing to map.
+- Arithmetic (``compute_dtypes``, ``rounds_weights``): for float16 and bfloat16 JAX forms
+  the scores in float32 (``preferred_element_type``; bfloat16 through the dot algorithm
+  ``BF16_BF16_F32`` where XLA's CPU compiler takes it, else, as float16 always, through the
+  default precision: F11), scales them, adds the bias and takes the softmax in float32, rounds the normalised
+  weights to the input dtype and multiplies them with the values in a 16-bit dot that XLA's
+  CPU compiler upcasts to float32 (the compiled HLO: ``f32[...] dot``; measured with jax
+  0.10.2: over 7 to 2000 keys the outputs equal, bit for bit, float32 scores and softmax,
+  weights rounded to the input dtype, a float32 ``P @ V`` rounded once). A normalised weight
+  rounded, ``w (1 + d)``, is FlashAttention's rounded ``exp(s - m)`` over an unrounded sum,
+  the model ``rounds_weights`` charges. bfloat16 arrays are ``ml_dtypes``' (JAX's own).
 - ``attention_weights``: JAX applied to an identity value matrix (``w @ I = w``).
 - KV cache: JAX has none; :class:`KVCache` holds jax arrays and :func:`cached_attention`
   calls JAX over the whole cache with ``query_start`` = the cache length before the append.
@@ -39,7 +49,6 @@ bias) rather than raising or giving zeros.
 from __future__ import annotations
 
 import math
-from functools import partial
 
 import jax
 import numpy as np
@@ -58,9 +67,16 @@ import jax.numpy as jnp  # noqa: E402  (after enabling x64)
 __version__ = jax.__version__
 
 ATTNPROPS_CAPABILITIES = {
-    "dtypes": ("float32", "float64"),
+    "dtypes": ("bfloat16", "float16", "float32", "float64"),
     "validates_inputs": False,
     "fully_masked_rows": "zeros",  # nearest convention; JAX does not follow it (finding F2)
+    # float16 and bfloat16: scores, softmax and P @ V in float32, the normalised weights
+    # rounded to the input dtype before P @ V (_dot_product_attention_core: logits
+    # promote_types(dtype, float32), "Softmax ... always carried out in fp32", probs
+    # .astype(key.dtype); XLA's CPU compiler upcasts the 16-bit P @ V dot to float32,
+    # measured: see the module docstring). float64 is not declared float32: F1.
+    "compute_dtypes": {"float16": "float32", "bfloat16": "float32"},
+    "rounds_weights": True,
     "window": "offsets",  # through JAX's own local_window_size (see local_window_size)
 }
 
@@ -79,10 +95,9 @@ def causal_mask(query_len: int, key_len: int, query_start: int | None) -> np.nda
     return np.arange(key_len)[None, :] <= np.arange(query_len)[:, None] + start
 
 
-@partial(jax.jit, static_argnames=("scale", "local_window_size"))
-def _dpa(query, key, value, bias, mask, scale, local_window_size=None):
-    """``jax.nn.dot_product_attention`` on ``(B, T, N, H)`` arrays, jitted (one compilation
-    per shape signature; eager dispatch compiles each primitive separately and is slower)."""
+def _dpa_eager(query, key, value, bias, mask, scale, local_window_size=None):
+    """``jax.nn.dot_product_attention`` on ``(B, T, N, H)`` arrays, op by op (float16: see
+    :func:`_dpa`)."""
     return jax.nn.dot_product_attention(
         query,
         key,
@@ -93,6 +108,21 @@ def _dpa(query, key, value, bias, mask, scale, local_window_size=None):
         is_causal=False,
         local_window_size=local_window_size,
     )
+
+
+_dpa_jit = jax.jit(_dpa_eager, static_argnames=("scale", "local_window_size"))
+
+
+def _dpa(query, key, value, bias, mask, scale, local_window_size=None):
+    """:func:`_dpa_eager`, jitted (one compilation per shape signature; eager dispatch
+    compiles each primitive separately and is slower), but for float16 and bfloat16: for
+    them JAX asks XLA for the dot algorithm ``F16_F16_F32`` / ``BF16_BF16_F32`` inside a
+    ``try`` that falls back to the default precision, but under ``jax.jit`` XLA's CPU
+    compiler rejects it only at compile time, past the ``try`` (float16 always, bfloat16 for
+    dots small enough for its elemental emitter: finding F11). Eagerly the ``try`` catches
+    it, so the 16-bit dtypes run eagerly, as a caller without ``jit`` gets them."""
+    call = _dpa_eager if query.dtype in (jnp.float16, jnp.bfloat16) else _dpa_jit
+    return call(query, key, value, bias, mask, scale, local_window_size)
 
 
 def local_window_size(window, query_len: int, key_len: int, query_start: int | None):
@@ -169,7 +199,8 @@ def attention(
     """Scaled dot-product attention through ``jax.nn.dot_product_attention``.
 
     Args:
-        query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; float32 or float64 NumPy array.
+        query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; bfloat16, float16, float32 or float64 NumPy
+            array.
         key: ``(B, Hkv, Tk, D)`` or ``(Tk, D)``; value: ``(B, Hkv, Tk, Dv)`` or ``(Tk, Dv)``.
         attn_mask: ``None``, bool (True = may attend) or float additive mask broadcastable to
             ``(B, Hq, Tq, Tk)``.
@@ -224,7 +255,7 @@ class KVCache:
 
     Args:
         batch, num_kv_heads, head_dim: sizes (ints >= 1); value_dim: ``Dv`` (``None``: D).
-        dtype: float32 or float64; appended arrays must match it.
+        dtype: bfloat16, float16, float32 or float64; appended arrays must match it.
 
     ``keys``/``values`` are read-only NumPy arrays; ``append`` copies (``jnp.concatenate``)
     and is atomic. Holds ``Hkv`` heads. Raises oracle.rules.AttentionInputError (a

@@ -230,10 +230,10 @@ def test_jax_float64_softmax_is_float32():
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_jax_16_bit_rounding_model(dtype):
-    """The declared model, bit for bit on 300 keys: float32 scores and softmax, the
-    normalised weights rounded to the input dtype, ``P @ V`` in float32, rounded once. And
-    finding F11, pinned: under ``jax.jit`` a one-key call raises on the CPU in both dtypes
-    (the adapter calls JAX eagerly for them)."""
+    """The declared model, bit for bit on 300 keys: float32 scores and softmax, the normalised
+    weights rounded to the input dtype, ``P @ V`` in float32, rounded once. And observation O2
+    (docs/findings.md), pinned: under ``jax.jit`` a one-key call raises on the CPU in both
+    dtypes (the adapter calls JAX eagerly for them)."""
     subject = _module("jax_dot_product_attention", "jax")
     dtype = np.dtype(dtype)
     q, k, v = _rng_case(np.random.default_rng(3), dtype, b=1, hkv=1, g=1, tq=4, tk=300, d=8, dv=8)

@@ -26,16 +26,16 @@ jax_dot_product_attention``, see ``docs/conventions.md``):
   this project's absolute-position window by the first query's position.
 - GQA: JAX groups query heads ``N = K * G`` as ``h = k * G + g``, i.e. head ``h`` reads K/V
   head ``h // G`` (this project's convention); nothing to map.
-- Arithmetic (``compute_dtypes``, ``rounds_weights``): for float16 and bfloat16 JAX forms
-  the scores in float32 (``preferred_element_type``; bfloat16 through the dot algorithm
+- Arithmetic (``compute_dtypes``, ``rounds_weights``): for float16 and bfloat16 JAX forms the
+  scores in float32 (``preferred_element_type``; bfloat16 through the dot algorithm
   ``BF16_BF16_F32`` where XLA's CPU compiler takes it, else, as float16 always, through the
-  default precision: F11), scales them, adds the bias and takes the softmax in float32, rounds the normalised
-  weights to the input dtype and multiplies them with the values in a 16-bit dot that XLA's
-  CPU compiler upcasts to float32 (the compiled HLO: ``f32[...] dot``; measured with jax
-  0.10.2: over 7 to 2000 keys the outputs equal, bit for bit, float32 scores and softmax,
-  weights rounded to the input dtype, a float32 ``P @ V`` rounded once). A normalised weight
-  rounded, ``w (1 + d)``, is FlashAttention's rounded ``exp(s - m)`` over an unrounded sum,
-  the model ``rounds_weights`` charges. bfloat16 arrays are ``ml_dtypes``' (JAX's own).
+  default precision: O2), scales them, adds the bias and takes the softmax in float32, rounds
+  the normalised weights to the input dtype and multiplies them with the values in a 16-bit
+  dot that XLA's CPU compiler upcasts to float32 (the compiled HLO: ``f32[...] dot``; measured
+  with jax 0.10.2: over 7 to 2000 keys the outputs equal, bit for bit, float32 scores and
+  softmax, weights rounded to the input dtype, a float32 ``P @ V`` rounded once). A normalised
+  weight rounded, ``w (1 + d)``, is FlashAttention's rounded ``exp(s - m)`` over an unrounded
+  sum, the model ``rounds_weights`` charges. bfloat16 arrays are ``ml_dtypes``' (JAX's own).
 - ``attention_weights``: JAX applied to an identity value matrix (``w @ I = w``).
 - KV cache: JAX has none; :class:`KVCache` holds jax arrays and :func:`cached_attention`
   calls JAX over the whole cache with ``query_start`` = the cache length before the append.
@@ -115,12 +115,12 @@ _dpa_jit = jax.jit(_dpa_eager, static_argnames=("scale", "local_window_size"))
 
 def _dpa(query, key, value, bias, mask, scale, local_window_size=None):
     """:func:`_dpa_eager`, jitted (one compilation per shape signature; eager dispatch
-    compiles each primitive separately and is slower), but for float16 and bfloat16: for
-    them JAX asks XLA for the dot algorithm ``F16_F16_F32`` / ``BF16_BF16_F32`` inside a
-    ``try`` that falls back to the default precision, but under ``jax.jit`` XLA's CPU
-    compiler rejects it only at compile time, past the ``try`` (float16 always, bfloat16 for
-    dots small enough for its elemental emitter: finding F11). Eagerly the ``try`` catches
-    it, so the 16-bit dtypes run eagerly, as a caller without ``jit`` gets them."""
+    compiles each primitive separately and is slower), but for float16 and bfloat16: for them
+    JAX asks XLA for the dot algorithm ``F16_F16_F32`` / ``BF16_BF16_F32`` inside a ``try``
+    that falls back to the default precision, but under ``jax.jit`` XLA's CPU compiler rejects
+    it only at compile time, past the ``try`` (float16 always, bfloat16 for dots small enough
+    for its elemental emitter: observation O2 in docs/findings.md). Eagerly the ``try``
+    catches it, so the 16-bit dtypes run eagerly, as a caller without ``jit`` gets them."""
     call = _dpa_eager if query.dtype in (jnp.float16, jnp.bfloat16) else _dpa_jit
     return call(query, key, value, bias, mask, scale, local_window_size)
 

@@ -243,6 +243,11 @@ def test_jax_16_bit_rounding_model(dtype):
     p = (e / e.sum(-1, keepdims=True)).astype(dtype).astype(f32)
     want = (p @ v.astype(f32)).astype(dtype)
     np.testing.assert_array_equal(subject.attention(q, k, v), want, strict=True)
+    keep = np.arange(300) % 2 == 0  # a float mask in the input dtype goes to JAX's bias
+    additive = np.where(keep, 0.0, -np.inf).astype(dtype)
+    np.testing.assert_array_equal(
+        subject.attention(q, k, v, attn_mask=additive), subject.attention(q, k, v, attn_mask=keep)
+    )
     tiny = (np.zeros((1, 1, 1, 1), dtype),) * 3 + (None, None, None)  # one key, D = 1
     with pytest.raises(Exception, match="F16_F16_F32|BF16_BF16_F32"):
         subject._dpa_jit(*tiny)

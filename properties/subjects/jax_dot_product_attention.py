@@ -54,6 +54,7 @@ import jax
 import numpy as np
 
 from attnprops.oracle.rules import (
+    FLOAT_DTYPES,
     check_cache_append,
     check_cache_config,
     check_cached_query,
@@ -156,7 +157,7 @@ def _attend(
     mask = bias = None
     if attn_mask is not None:
         m = _four_d_mask(np.asarray(attn_mask))
-        if np.issubdtype(m.dtype, np.floating):
+        if m.dtype in FLOAT_DTYPES:  # bfloat16 (ml_dtypes) is no np.floating subtype
             bias = m.astype(dtype)
         else:  # bool, and anything else for JAX to judge (it rejects integer masks)
             mask = m

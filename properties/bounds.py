@@ -93,9 +93,18 @@ which the float mask is converted and the results are rounded; ``tiny``, ``tinya
    structure properties check). A subject that accumulates ``P V`` in bfloat16 declares
    ``ua = 2**-8``, and ``gamma_a(Tk + 2)`` is then infinite from 254 keys on (no
    worst-case bound: Higham's ``gamma_n`` needs ``n ua < 1``); the properties demand
-   nothing of such a row rather than a fudged tolerance. A probabilistic bound (Higham &
-   Mary 2019, ``sqrt(n) ua`` with a stated failure probability) would say more there; it is
-   not built. A subject that declares float32 accumulation and accumulates in bfloat16 is
+   nothing of such a row rather than a fudged tolerance. A probabilistic bound was
+   considered and not built (Higham & Mary 2019, "A new approach to probabilistic rounding
+   error analysis", SIAM J. Sci. Comput. 41(5), thm. 2.4, and its martingale form:
+   ``lambda sqrt(n) ua`` to first order, failing with probability at most ``2
+   exp(-lambda^2 / 2)``). It says little here: at failure probability ``1e-6`` (``lambda =
+   5.39``) and ``ua = 2**-8`` it is 0.34 relative at 256 keys and 0.67 at 1024. And its
+   hypothesis, rounding errors independent with mean zero, fails for this very sum: the
+   weights are positive, and once the running sum's half ulp passes them every addition
+   rounds the same way (stagnation). A correct bfloat16 accumulator of 1024 tied keys with
+   values 1 returns 0.25, a relative error of 0.75, outside that bound (meta test
+   ``test_a_probabilistic_bound_would_false_alarm_on_a_correct_bfloat16_accumulator``): the
+   bound would raise false alarms on a subject that does what it declares. A subject that declares float32 accumulation and accumulates in bfloat16 is
    held to ``gamma(Tk + 2)`` at ``2**-24`` and fails (mutant
    ``bfloat16_weighted_sum_accumulated_in_bfloat16``).
 

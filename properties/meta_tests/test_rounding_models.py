@@ -63,6 +63,23 @@ def test_a_bfloat16_accumulation_bound_is_vacuous_past_253_keys():
     assert np.isfinite(attention_bounds(rows, parts, DECLARED).output).all()
 
 
+def test_a_probabilistic_bound_would_false_alarm_on_a_correct_bfloat16_accumulator():
+    """Why bounds.py item 3 builds no probabilistic bound (Higham & Mary 2019): 1024 tied
+    keys with values 1, accumulated in bfloat16 as the model declares, stagnate at 0.25
+    (each weight ``2**-10`` is at most half an ulp of the running sum from 0.25 on), while
+    ``lambda sqrt(n) ua`` at failure probability ``1e-6`` allows 0.67 relative: the errors
+    all round one way, so the independence the bound assumes does not hold."""
+    n = 1024
+    q = np.zeros((1, 1, 1, 8), BFLOAT16)
+    k = np.zeros((1, 1, n, 8), BFLOAT16)
+    v = np.ones((1, 1, n, 1), BFLOAT16)
+    error = abs(float(bf16_acc.attention(q, k, v)[0, 0, 0, 0]) - 1.0)  # exact output: 1
+    lam = np.sqrt(2 * np.log(2 / 1e-6))  # 2 exp(-lam**2 / 2) = 1e-6
+    probabilistic = lam * np.sqrt(n + 2) * 2.0**-8
+    assert error == 0.75 and 0.67 < probabilistic < error
+    assert impl.attention(q, k, v)[0, 0, 0, 0] == 1  # float32 accumulation: exact
+
+
 FLOAT64 = np.dtype(np.float64)
 
 

@@ -158,7 +158,9 @@ def check_window(window) -> tuple[int | None, int | None] | None:
     - FlashAttention ``window_size=(left, right)``, ``-1`` for unbounded: the same pair,
       bottom-right aligned (``query_start = Tk - Tq``); ``(W, 0)`` sees ``W + 1`` keys.
     - JAX ``jax.nn.dot_product_attention(local_window_size=(left, right))``: the same pair
-      (its docstring: ``(3, 2)`` lets token ``c`` at 6 see 3..8); an int ``W`` is ``(W, W)``.
+      (its docstring: ``(3, 2)`` lets token ``c`` at 6 see 3..8), top-left aligned (local
+      query indices, as its ``is_causal``; measured with jax 0.10.2), so ``(left - s, right
+      + s)`` for a first query at position ``s``; an int ``W`` is ``(W, W)``.
     - xFormers ``LocalAttentionFromBottomRightMask(window_left, window_right)``: the same pair,
       bottom-right aligned; its causal masks' ``window_size=W`` count the query itself
       (``(W - 1, 0)``).
@@ -173,7 +175,10 @@ def check_window(window) -> tuple[int | None, int | None] | None:
     """
     if window is None:
         return None
-    if not isinstance(window, (tuple, list, np.ndarray)) or len(window) != 2:
+    pair = isinstance(window, (tuple, list)) or (
+        isinstance(window, np.ndarray) and window.ndim == 1  # a 0-d array has no len
+    )
+    if not pair or len(window) != 2:
         raise WindowError(
             f"window: {window!r} must be None or a pair (left, right) of ints >= 0 or None "
             "(query at position p sees keys p - left ..= p + right)"
@@ -245,6 +250,8 @@ def check_head_floats(value, error: type, form: str, shapes) -> np.ndarray:
     Raises:
         ``error`` with the argument's ``form`` (the message's start, naming it) and the rule.
     """
+    if isinstance(value, np.ma.MaskedArray):  # np.asarray would drop the mask
+        raise error(f"{form}; got a masked array (its mask would be ignored: fill it first)")
     try:
         array = np.asarray(value)
     except Exception as exc:

@@ -130,29 +130,53 @@ def chunk_visible(chunk_size, query_start: int, rows: slice, keys: slice) -> np.
     return (p // chunk_size)[:, None] == (j // chunk_size)[None, :]
 
 
+INT32_MAX = 2**31 - 1  # FlashAttention's cu_seqlens are int32
+
+
+def _int_row(x, rule: str) -> np.ndarray:
+    """``x`` as a 1-D int64 array, or a SegmentIdsError with ``rule``: integers (not bool),
+    each in ``[-2**31, 2**31)`` (FlashAttention's int32, so that no difference wraps around
+    in a narrow or unsigned dtype, and no length asks for more than int32 counts); an empty
+    sequence is an empty row."""
+    if isinstance(x, np.ma.MaskedArray):  # np.array would drop the mask
+        raise SegmentIdsError(f"{rule}; got a masked array (its mask would be ignored)")
+    try:
+        row = np.array(x)
+    except Exception as exc:  # ragged lists and the like
+        raise SegmentIdsError(f"{rule}; it cannot be read as an array ({exc})") from None
+    if row.ndim != 1:
+        raise SegmentIdsError(f"{rule}; got shape {row.shape}")
+    if row.size == 0:  # [] reads as float64: nothing in it to be of the wrong type
+        return np.zeros(0, np.int64)
+    if row.dtype == np.bool_ or not np.issubdtype(row.dtype, np.integer):
+        raise SegmentIdsError(f"{rule}; got dtype {row.dtype}")
+    if int(row.min()) < -(2**31) or int(row.max()) > INT32_MAX:
+        raise SegmentIdsError(
+            f"{rule}; got entries past int32 ({int(row.min())}..{int(row.max())})"
+        )
+    return row.astype(np.int64)
+
+
 def segment_ids_from_cu_seqlens(cu_seqlens) -> np.ndarray:
     """The segment ids ``(T,)`` (int64) of FlashAttention's varlen ``cu_seqlens``: ``N + 1``
-    cumulative lengths of ``N`` sequences concatenated along the tokens (``cu_seqlens[0] ==
-    0``, non-decreasing, ``T = cu_seqlens[-1]``); token ``t`` belongs to sequence
-    ``searchsorted(cu_seqlens, t, side="right") - 1``, so a sequence of length zero (two
-    equal entries) is an id that does not occur. Pass the ids of ``cu_seqlens_q`` and
-    ``cu_seqlens_k`` as ``segment_ids=(query_ids, key_ids)``.
+    cumulative lengths of ``N >= 0`` sequences concatenated along the tokens
+    (``cu_seqlens[0] == 0``, non-decreasing, ``T = cu_seqlens[-1]``, every entry an int32 as
+    FlashAttention's); token ``t`` belongs to sequence ``searchsorted(cu_seqlens, t,
+    side="right") - 1``, so a sequence of length zero (two equal entries) is an id that does
+    not occur. ``[0]`` is no sequence: no token. Pass the ids of ``cu_seqlens_q`` and
+    ``cu_seqlens_k`` as ``segment_ids=(query_ids, key_ids)``. Any integer dtype, read
+    exactly (no wrap-around in ``uint8`` or ``int8`` differences).
 
     Raises:
-        SegmentIdsError naming ``cu_seqlens`` and the rule (not 1-D integers, fewer than
-        two entries, a first entry other than 0, a decrease).
+        SegmentIdsError naming ``cu_seqlens`` and the rule (not 1-D integers, a masked
+        array, no entry, a first entry other than 0, a decrease, an entry past int32).
     """
     rule = (
-        "cu_seqlens: must be a 1-D integer array of N + 1 >= 2 cumulative lengths, starting "
-        "at 0 and non-decreasing"
+        "cu_seqlens: must be a 1-D integer array of N + 1 >= 1 cumulative lengths (int32 "
+        "values), starting at 0 and non-decreasing"
     )
-    try:
-        cu = np.array(cu_seqlens)
-    except Exception as exc:
-        raise SegmentIdsError(f"{rule}; it cannot be read ({exc})") from None
-    if cu.dtype == np.bool_ or not np.issubdtype(cu.dtype, np.integer):
-        raise SegmentIdsError(f"{rule}; got dtype {cu.dtype}")
-    if cu.ndim != 1 or cu.size < 2:
+    cu = _int_row(cu_seqlens, rule)
+    if cu.size < 1:
         raise SegmentIdsError(f"{rule}; got shape {cu.shape}")
     if cu[0] != 0 or (np.diff(cu) < 0).any():
         raise SegmentIdsError(f"{rule}; got {cu.tolist()}")
@@ -164,21 +188,20 @@ def cu_seqlens_from_segment_ids(segment_ids) -> np.ndarray:
     """FlashAttention's ``cu_seqlens`` (int32, ``N + 1`` entries) of one row of segment ids
     ``(T,)`` that number the sequences in order: non-decreasing integers from 0, a skipped id a
     sequence of length zero; ``N = ids[-1] + 1`` (a zero-length sequence after the last token
-    has no token, so it is not returned). The inverse of :func:`segment_ids_from_cu_seqlens`
-    for those ids; other ids (a document in two runs, ids out of order) have no
-    ``cu_seqlens``.
+    has no token, so it is not returned); no token gives ``[0]``. The inverse of
+    :func:`segment_ids_from_cu_seqlens` for those ids; other ids (a document in two runs, ids
+    out of order) have no ``cu_seqlens``. Any integer dtype, read exactly; ``N + 1`` must
+    fit int32 (the result has that many entries, whatever ``T``).
 
     Raises:
         SegmentIdsError naming ``segment_ids`` and the rule.
     """
     rule = (
         "segment_ids: as cu_seqlens, one row (T,) of non-decreasing integer ids from 0 "
-        "(sequences in order, each one run of tokens)"
+        "(sequences in order, each one run of tokens; N + 1 = last id + 2 fits int32)"
     )
-    ids = np.array(segment_ids)
-    if ids.dtype == np.bool_ or not np.issubdtype(ids.dtype, np.integer) or ids.ndim != 1:
-        raise SegmentIdsError(f"{rule}; got dtype {ids.dtype}, shape {ids.shape}")
-    if ids.size and (ids[0] < 0 or (np.diff(ids) < 0).any()):
+    ids = _int_row(segment_ids, rule)
+    if ids.size and (ids[0] < 0 or (np.diff(ids) < 0).any() or ids[-1] + 1 > INT32_MAX - 1):
         raise SegmentIdsError(f"{rule}; got {ids.tolist()}")
     count = int(ids[-1]) + 1 if ids.size else 0
     return np.searchsorted(ids, np.arange(count + 1), side="left").astype(np.int32)

@@ -38,7 +38,14 @@ def test_the_bias_is_exact_not_a_float64_rounding():
 
 @pytest.mark.parametrize(
     "slopes",
-    [np.ones(3), np.ones((2, 2)), np.ones(2, dtype=np.int64), np.array([np.nan, 1.0]), "0.5"],
+    [
+        np.ones(3),
+        np.ones((2, 2)),
+        np.ones(2, dtype=np.int64),
+        np.array([np.nan, 1.0]),
+        "0.5",
+        np.ma.array([0.5, 0.25], mask=[1, 0]),  # np.asarray would use the hidden 0.5
+    ],
 )
 def test_bad_slopes_raise_naming_the_argument(slopes):
     with pytest.raises(AlibiError, match=r"^alibi_slopes: "):

@@ -17,7 +17,7 @@ from attnprops.oracle.rules import (
     segment_ids_from_cu_seqlens,
 )
 
-lengths = st.lists(st.integers(0, 5), min_size=1, max_size=6)
+lengths = st.lists(st.integers(0, 5), min_size=0, max_size=6)  # [] : cu_seqlens [0]
 
 
 def test_documents_and_an_empty_one():
@@ -57,20 +57,61 @@ def test_packed_attention_from_cu_seqlens_equals_each_sequence_alone():
     [
         ([1, 2, 3], "starting at 0"),
         ([0, 3, 2], "non-decreasing"),
-        ([0], "got shape (1,)"),
+        ([], "got shape (0,)"),
         ([[0, 1]], "got shape (1, 2)"),
         ([0.0, 1.0], "got dtype float64"),
         ([False, True], "got dtype bool"),
+        # narrow and unsigned dtypes: np.diff would wrap around (3 - 5 = 254 in uint8)
+        (np.array([0, 3, 1], np.uint8), "non-decreasing"),
+        (np.array([0, 5, 3], np.uint64), "non-decreasing"),
+        (np.array([0, 100, -100], np.int8), "non-decreasing"),
+        ([0, 10**12], "past int32"),  # FlashAttention's cu_seqlens are int32
+        (np.array([0, 2**64 - 1], np.uint64), "past int32"),
+        (np.ma.array([0, 2, 4], mask=[0, 1, 0]), "masked array"),
+        ([[0, 1], [0]], "cannot be read"),
     ],
 )
 def test_bad_cu_seqlens_are_refused_naming_it(cu, message):
+    before = None if isinstance(cu, list) else np.array(cu)
     with pytest.raises(SegmentIdsError, match=r"^cu_seqlens: ") as raised:
         segment_ids_from_cu_seqlens(cu)
     assert message in str(raised.value)
+    assert before is None or np.array_equal(np.asarray(cu), before)  # nothing modified
 
 
-@pytest.mark.parametrize("ids", [[0, 1, 0], [1, -1], [[0, 0]], [0.0, 1.0]])
+@pytest.mark.parametrize(
+    "ids",
+    [
+        [0, 1, 0],
+        [1, -1],
+        [[0, 0]],
+        [0.0, 1.0],
+        np.array([1, 0], np.uint8),  # wraps to [1, 255 + ...] through np.diff
+        np.array([0, 127, -128], np.int8),
+        [2**63 - 1],  # N + 1 would not fit int32 (nor int64)
+        [0, 0, 0, 2**31],  # 4 tokens asking for 2**31 + 2 entries
+        np.ma.array([0, 1], mask=[0, 1]),
+        [[0, 1], [0]],
+    ],
+)
 def test_ids_without_cu_seqlens_are_refused(ids):
-    """A document in two runs, ids that decrease, 2-D or float ids have no cu_seqlens."""
+    """A document in two runs, ids that decrease (in any integer dtype), 2-D, float, masked
+    or ragged ids, and ids whose cu_seqlens would not fit int32 have no cu_seqlens."""
     with pytest.raises(SegmentIdsError, match=r"^segment_ids: as cu_seqlens"):
         cu_seqlens_from_segment_ids(ids)
+
+
+@pytest.mark.parametrize("empty", [[], np.zeros(0, np.int32), np.zeros(0, np.uint8)])
+def test_no_token_is_no_sequence_both_ways(empty):
+    """No token gives ``cu_seqlens`` ``[0]`` (no sequence), and ``[0]`` gives no token."""
+    cu = cu_seqlens_from_segment_ids(empty)
+    assert cu.tolist() == [0] and cu.dtype == np.int32
+    ids = segment_ids_from_cu_seqlens(cu)
+    assert ids.shape == (0,) and ids.dtype == np.int64
+
+
+def test_narrow_and_unsigned_dtypes_read_exactly():
+    cu = np.array([0, 200, 200, 255], np.uint8)  # lengths 200, 0, 55
+    ids = segment_ids_from_cu_seqlens(cu)
+    assert np.bincount(ids).tolist() == [200, 0, 55]
+    assert cu_seqlens_from_segment_ids(ids.astype(np.uint8)).tolist() == [0, 200, 200, 255]

@@ -108,6 +108,7 @@ def test_a_sink_next_to_huge_scores_keeps_its_digits():
         np.array([np.nan, 1.0]),
         np.array([np.inf, 0.0]),
         "0.5",
+        np.ma.array([50.0, 0.0], mask=[True, False]),  # np.asarray would use the hidden 50
     ],
 )
 def test_bad_sinks_raise_naming_the_argument(sinks):

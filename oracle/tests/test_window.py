@@ -86,7 +86,8 @@ def test_sides_past_the_sequence_are_unbounded():
 
 
 @pytest.mark.parametrize(
-    "window", [3, "1, 0", (1,), (1, 2, 3), (-1, 0), (0, -2), (1.5, 0), (True, 0), (0, "2")]
+    "window",
+    [3, "1, 0", (1,), (1, 2, 3), (-1, 0), (0, -2), (1.5, 0), (True, 0), (0, "2"), np.array(3)],
 )
 def test_bad_windows_raise_naming_the_argument(window):
     with pytest.raises(WindowError, match=r"^window: "):

@@ -122,6 +122,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+import ml_dtypes
 import numpy as np
 
 from attnprops.oracle.rules import FLOAT_DTYPES
@@ -312,6 +313,14 @@ def _dtype_names(name: str, declared) -> tuple[str, ...]:
     return names
 
 
+def _covers(wide: str, narrow: str) -> bool:
+    """Whether every ``narrow`` value and every rounding in it is at least as fine in ``wide``:
+    a unit roundoff no larger and a range no smaller (float16 has bfloat16's precision and
+    more, but not its range: 65504 against 3.39e38)."""
+    w, n = ml_dtypes.finfo(wide), ml_dtypes.finfo(narrow)
+    return w.eps <= n.eps and w.max >= n.max and w.smallest_subnormal <= n.smallest_subnormal
+
+
 def _dtype_pairs(
     name: str, key: str, declared, at_least_as_precise: bool = True
 ) -> tuple[tuple[str, str], ...]:
@@ -333,11 +342,15 @@ def _dtype_pairs(
         except TypeError:
             pair = (str(given), str(computed))
         known = set(pair) <= set(ALL_DTYPES)
-        if not known or (at_least_as_precise and np.finfo(pair[1]).eps > np.finfo(pair[0]).eps):
+        if not known or (at_least_as_precise and not _covers(pair[1], pair[0])):
             raise SubjectError(
                 f"subject {name!r}: {key} {given!r}: {computed!r}: both must be one of "
                 f"{ALL_DTYPES}"
-                + (", the second at least as precise as the input's" if at_least_as_precise else "")
+                + (
+                    ", the second at least as precise as the input's, with its range"
+                    if at_least_as_precise
+                    else ""
+                )
             )
         pairs.append(pair)
     return tuple(sorted(pairs))
@@ -458,6 +471,17 @@ def load_subject(name: str | None = None) -> Subject:
     compute_dtypes = _dtype_pairs(name, "compute_dtypes", caps["compute_dtypes"])
     accumulate_dtypes = _dtype_pairs(name, "accumulate_dtypes", caps["accumulate_dtypes"])
     parameter_dtypes = _dtype_pairs(name, "parameter_dtypes", caps["parameter_dtypes"], False)
+    for key, pairs in (
+        ("compute_dtypes", compute_dtypes),
+        ("accumulate_dtypes", accumulate_dtypes),
+        ("parameter_dtypes", parameter_dtypes),
+    ):
+        undeclared = sorted({given for given, _ in pairs} - set(dtypes))
+        if undeclared:  # never drawn: a model the suite would never hold the subject to
+            raise SubjectError(
+                f"subject {name!r}: {key} declares {undeclared}, which dtypes={dtypes} does "
+                "not list (add them to dtypes, or drop their entries)"
+            )
     if caps["window"] is not None and caps["window"] not in WINDOW_CONVENTIONS:
         raise SubjectError(
             f"subject {name!r}: window={caps['window']!r} must be None (no local window) or "

@@ -9,7 +9,7 @@ import numbers
 
 import numpy as np
 
-from attnprops.oracle.rules.dtypes import FLOAT_DTYPES, unsupported_dtype
+from attnprops.oracle.rules.dtypes import FLOAT_DTYPES, FP8_DTYPES, is_fp8, unsupported_dtype
 from attnprops.oracle.rules.errors import (
     AttentionInputError,
     DtypeError,
@@ -99,10 +99,13 @@ def _is_int(x) -> bool:
 
 
 def as_real(x) -> float | None:
-    """``x`` as a float when it is a real number (Python's, NumPy's, a ``Fraction``; not a
+    """``x`` as a float when it is a real number (Python's, NumPy's, ml_dtypes' bfloat16 and
+    fp8 scalars, a ``Fraction``; not a
     bool, not a ``np.timedelta64``), an int past float64's range as ``+-inf``; None for
     anything else. The scalar parameters' rules (``scale``, ``softcap``, the quantization
     scales) read their argument with it, then judge the float."""
+    if isinstance(x, np.generic) and (x.dtype in FLOAT_DTYPES or x.dtype in FP8_DTYPES):
+        return float(x)  # ml_dtypes' bfloat16 and fp8 scalars are no numbers.Real
     if isinstance(x, _NOT_NUMBERS) or not isinstance(x, numbers.Real):
         return None
     try:
@@ -272,6 +275,8 @@ def check_mask(attn_mask, target: tuple[int, ...]) -> np.ndarray | None:
     if attn_mask is None:
         return None
     mask = _as_array(attn_mask, "attn_mask")
+    if is_fp8(mask.dtype):
+        raise DtypeError(unsupported_dtype("attn_mask", mask.dtype))
     if mask.dtype != np.bool_ and mask.dtype not in FLOAT_DTYPES:
         raise DtypeError(
             f"attn_mask: dtype {mask.dtype} is ambiguous; use bool (True = may attend) or a "

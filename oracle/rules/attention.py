@@ -399,10 +399,21 @@ def raise_fully_masked_row(empty: np.ndarray) -> None:
     )
 
 
-def raise_score_overflow(problem: AttentionProblem) -> None:
-    """Raise the overflow error for ``problem`` (called by implementations that detect it)."""
+def raise_score_overflow(problem: AttentionProblem | AttentionCall) -> None:
+    """Raise the overflow error for ``problem`` (called by implementations that detect it),
+    naming every argument that enters a score: the inputs, the scale, and the float mask
+    and ALiBi's slopes where the call has them."""
+    named = ["query", "key", "scale"]
+    float_mask = getattr(problem, "bias", None)  # a problem's; a call's mask may be bool
+    if isinstance(problem, AttentionCall):
+        float_mask = (
+            problem.mask if problem.mask is not None and problem.mask.dtype != bool else None
+        )
+    named += ["attn_mask"] if float_mask is not None else []
+    named += ["alibi_slopes"] if problem.alibi is not None else []
     raise ScoreOverflowError(
-        f"query/key/scale/attn_mask: a visible scaled score overflows "
+        f"{'/'.join(named)}: a visible scaled score overflows "
         f"{compute_dtype(problem.dtype)} (dtype of the inputs: {problem.dtype}); rescale the "
         "inputs or pass a smaller scale"
+        + (" or smaller alibi_slopes" if problem.alibi is not None else "")
     )

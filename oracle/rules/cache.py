@@ -150,12 +150,17 @@ def kv_cache_bytes(
     dtype,
     page_size=None,
     rolling_capacity=None,
+    value_dim=None,
 ) -> int:
     """Raw K/V cache payload in bytes.
 
     ``2 * num_layers * batch * tokens * num_kv_heads * head_dim * itemsize`` (the 2 counts K
-    and V). All sizes are counts (ints >= 1); ``dtype`` is a NumPy dtype or one of
-    ``DTYPE_BYTES``'s names (e.g. ``"bfloat16"``). Excludes allocator slack and metadata.
+    and V); with ``value_dim=Dv`` (default ``head_dim``) the values count ``Dv`` per position
+    instead: ``num_layers * batch * tokens * num_kv_heads * (head_dim + Dv) * itemsize``.
+    All sizes are counts (ints >= 1); ``dtype`` is a NumPy dtype or one of ``DTYPE_BYTES``'s
+    names (e.g. ``"bfloat16"``, ``"float8_e4m3fn"``). Excludes allocator slack and metadata,
+    and a quantized cache's scales (:class:`impl.QuantizedKVCache`: one float32 per tensor or
+    per K/V head, for K and for V, whatever the tokens).
     ``page_size=S``: the bytes a paged cache *allocates* for ``batch`` sequences of ``tokens``
     positions, each rounded up to whole pages, ``ceil(tokens / S) * S`` positions
     (:func:`paged_kv_cache_bytes` gives used and allocated per sequence).
@@ -171,8 +176,13 @@ def kv_cache_bytes(
     if page_size is not None:
         size = check_positive_int(page_size, "page_size")
         tokens = pages_needed(tokens, size) * size
-    elements = kv_cache_elements(num_layers, batch, tokens, num_kv_heads, head_dim)
-    return elements * _itemsize(dtype)
+    keys = kv_cache_elements(num_layers, batch, tokens, num_kv_heads, head_dim) // 2
+    if value_dim is None:
+        values = keys
+    else:
+        value_dim = check_positive_int(value_dim, "value_dim")
+        values = kv_cache_elements(num_layers, batch, tokens, num_kv_heads, value_dim) // 2
+    return (keys + values) * _itemsize(dtype)
 
 
 class PagedBytes(NamedTuple):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-__all__ = ["BFLOAT16", "FLOAT_DTYPES", "FP8_DTYPES", "compute_dtype", "unsupported_dtype"]
+__all__ = ["BFLOAT16", "FLOAT_DTYPES", "FP8_DTYPES", "compute_dtype", "is_fp8", "unsupported_dtype"]
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -46,6 +46,12 @@ def unsupported_dtype(name: str, dtype) -> str:
     """The message for an argument ``name`` of a dtype outside :data:`FLOAT_DTYPES`: the
     accepted dtypes, and for an fp8 dtype that it is a storage dtype."""
     message = f"{name}: dtype {dtype} is not supported; use {_NAMES}"
-    if dtype in FP8_DTYPES:
+    if is_fp8(dtype):
         message += " (fp8 is a storage dtype: dequantize with its scale first)"
     return message
+
+
+def is_fp8(dtype) -> bool:
+    """Whether ``dtype`` is an 8-bit float of ml_dtypes (any of its ``float8_*`` variants:
+    e4m3fn, e5m2, e4m3, e4m3fnuz, e5m2fnuz, e4m3b11fnuz, ...), not only :data:`FP8_DTYPES`."""
+    return np.dtype(dtype).itemsize == 1 and np.dtype(dtype).name.startswith("float8_")

@@ -12,7 +12,9 @@ A quantized cache stores each appended key (value) ``x`` of K/V head ``h`` as th
   NaN or infinite, or one that rounds to 0 or infinity in float32, is refused with a
   :class:`QuantizationError` naming ``key_scale`` / ``value_scale``). The scale multiplies on
   read: ``x ~ c * s``, so a calibrated scale is ``amax / fp8_max`` (vLLM's ``k_scale`` /
-  ``v_scale``, FlashInfer's ``k_scale``; default 1.0 in vLLM);
+  ``v_scale``, FlashInfer's ``k_scale``; default 1.0 in vLLM), rounded *up* to float32
+  where rounding to nearest went down (:func:`calibrated_scale`: else ``amax`` itself lies a
+  few ulps past the range below);
 - **range, rejected, not saturated**: an append with ``|x| > fp8_max * s_h`` for some entry
   raises :class:`QuantizationError` naming ``key`` / ``value``, the largest ``|x / s|`` and the
   limit, and leaves the cache unchanged. Saturating would change a value by an unbounded
@@ -42,7 +44,7 @@ import ml_dtypes
 import numpy as np
 
 from attnprops.oracle.rules.arguments import as_real, read_only_copy
-from attnprops.oracle.rules.dtypes import FP8_DTYPES, compute_dtype
+from attnprops.oracle.rules.dtypes import FLOAT_DTYPES, FP8_DTYPES, compute_dtype
 from attnprops.oracle.rules.errors import QuantizationError
 
 __all__ = [
@@ -51,6 +53,7 @@ __all__ = [
     "check_fp8_storage",
     "check_quantization_scale",
     "dequantize",
+    "calibrated_scale",
     "fp8_max",
     "quantize",
 ]
@@ -77,6 +80,39 @@ def fp8_max(storage) -> float:
     return float(ml_dtypes.finfo(check_fp8_storage(storage)).max)
 
 
+def calibrated_scale(amax, storage="float8_e4m3fn") -> np.ndarray:
+    """The smallest float32 scales ``s`` with ``amax <= fp8_max * s`` (exactly): a calibration
+    that every value of magnitude at most ``amax`` passes, and whose largest value maps to
+    ``fp8_max`` or just below. ``amax / fp8_max`` rounded to float32 is that scale about half
+    the time; the other half it rounds down and the rule refuses ``amax`` itself (``|x / s|``
+    a few ulps past ``fp8_max``), so the quotient is raised to the next float32 when it has
+    to be. ``amax``: a non-negative finite real or array (per K/V head), any float dtype;
+    returns float32 of its shape.
+
+    Raises:
+        QuantizationError naming ``amax``: not real, negative, zero or not finite (no scale
+        > 0 exists for 0: use any, e.g. 1.0), or past what a float32 scale can hold.
+    """
+    limit = fp8_max(storage)
+    real = as_real(amax)
+    try:
+        peak = np.array(amax if real is None else real)
+    except (TypeError, ValueError) as error:
+        raise QuantizationError(f"amax: not an array of real numbers ({error})") from None
+    if peak.dtype.kind not in "fiu" and peak.dtype not in FLOAT_DTYPES + FP8_DTYPES:
+        raise QuantizationError(f"amax: dtype {peak.dtype} is not a real number dtype")
+    peak = peak.astype(np.float64)
+    if not (np.isfinite(peak) & (peak > 0)).all():
+        raise QuantizationError(f"amax: {peak.tolist()} must be finite and > 0")
+    with np.errstate(over="ignore"):
+        scale = (peak / limit).astype(np.float32)
+        short = peak > limit * scale.astype(np.float64)  # exact: 4 + 24 significant bits
+        scale = np.where(short, np.nextafter(scale, np.float32(np.inf)), scale)
+    if not (np.isfinite(scale) & (scale > 0)).all():
+        raise QuantizationError(f"amax: {peak.tolist()} has no finite float32 scale > 0")
+    return scale.astype(np.float32)
+
+
 def check_quantization_scale(scale, num_kv_heads: int, name: str) -> np.ndarray:
     """``scale`` (a real number: one per tensor; or an array ``()``, ``(1,)`` or ``(Hkv,)``:
     one per K/V head) as a read-only float32 array ``(num_kv_heads,)``.
@@ -92,7 +128,7 @@ def check_quantization_scale(scale, num_kv_heads: int, name: str) -> np.ndarray:
         array = np.array(scale if real is None else real)
     except (TypeError, ValueError) as error:  # ragged nesting, objects NumPy cannot hold
         raise QuantizationError(f"{name}: not an array of real numbers ({error})") from None
-    if array.dtype.kind not in "fiu":
+    if array.dtype.kind not in "fiu" and array.dtype not in FLOAT_DTYPES + FP8_DTYPES:
         raise QuantizationError(f"{name}: dtype {array.dtype} is not a real number dtype")
     if array.shape not in ((), (1,), (num_kv_heads,)):
         raise QuantizationError(

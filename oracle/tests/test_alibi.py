@@ -7,8 +7,8 @@ import mpmath
 import numpy as np
 import pytest
 
-from attnprops import oracle
-from attnprops.oracle.rules import AlibiError, check_alibi_slopes
+from attnprops import impl, oracle
+from attnprops.oracle.rules import AlibiError, ScoreOverflowError, check_alibi_slopes
 
 
 def test_the_bias_is_minus_slope_times_distance_bottom_right():
@@ -55,3 +55,12 @@ def test_bad_slopes_raise_naming_the_argument(slopes):
 def test_slopes_per_batch_element_and_head():
     assert check_alibi_slopes(np.ones((3, 2), np.float32), batch=3, num_heads=2).shape == (3, 2)
     assert check_alibi_slopes(np.ones(2, np.float16), batch=3, num_heads=2).shape == (1, 2)
+
+
+@pytest.mark.parametrize("attention", [oracle.attention, impl.attention], ids=["oracle", "impl"])
+def test_an_overflow_from_alibi_names_alibi_slopes(attention):
+    """q = k = 0: only ALiBi's ``-slope |p - j|`` can overflow, and the error names it."""
+    q = np.zeros((1, 1, 3, 2), np.float32)
+    with pytest.raises(ScoreOverflowError, match=r"^query/key/scale/alibi_slopes: ") as raised:
+        attention(q, q, np.ones_like(q), alibi_slopes=np.array([3e38]))
+    assert "smaller alibi_slopes" in str(raised.value)

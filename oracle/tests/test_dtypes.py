@@ -13,6 +13,7 @@ from attnprops.oracle.rules import (
     BFLOAT16,
     FLOAT_DTYPES,
     DtypeError,
+    ShapeError,
     compute_dtype,
     kv_cache_bytes,
 )
@@ -49,6 +50,9 @@ def test_bfloat16_is_computed_in_float32_and_fp8_is_storage_only():
             impl.attention(q, q, q)
         with pytest.raises(DtypeError, match=r"dtype: dtype float8_e.*storage dtype"):
             impl.KVCache(1, 1, 4, dtype=fp8)
+        mask = np.zeros((2, 2), fp8)  # a float8 mask: the same hint, not "ambiguous"
+        with pytest.raises(DtypeError, match=r"^attn_mask: dtype float8_e.*storage dtype"):
+            impl.attention(*(np.ones((1, 1, 2, 4), np.float32),) * 3, attn_mask=mask)
         sizes = dict(num_layers=2, batch=1, tokens=3, num_kv_heads=2, head_dim=8)
         assert kv_cache_bytes(**sizes, dtype=fp8) == 2 * 2 * 3 * 2 * 8
         assert kv_cache_bytes(**sizes, dtype=np.dtype(fp8).name) == 2 * 2 * 3 * 2 * 8
@@ -67,3 +71,26 @@ def test_a_bfloat16_kv_cache_holds_bfloat16():
     assert (cache.keys == k).all()
     with pytest.raises(DtypeError, match="query: dtype float16 differs from the cache's bfloat16"):
         impl.cached_attention(q.astype(np.float16), k, k, cache)
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3", "float8_e4m3fnuz", "float8_e5m2fnuz"])
+def test_every_float8_variant_gets_the_storage_hint(name):
+    """ml_dtypes' other 8-bit floats are refused like e4m3fn and e5m2, with the same hint."""
+    q = np.ones((1, 1, 2, 4), getattr(ml_dtypes, name))
+    with pytest.raises(DtypeError, match=r"^query: dtype float8_.*storage dtype"):
+        impl.attention(q, q, q)
+
+
+def test_kv_cache_bytes_counts_the_value_dim_and_matches_a_quantized_cache():
+    """With ``Dv != D`` the values count ``Dv`` per position: the bytes of a bfloat16
+    quantized cache's codes (fp8, 1 byte) and of a plain bfloat16 cache's payload."""
+    cache = impl.QuantizedKVCache(1, 2, 64, 16, dtype="bfloat16")
+    zeros = np.zeros((1, 2, 10, 64), BF16), np.zeros((1, 2, 10, 16), BF16)
+    cache.append(*zeros)
+    sizes = dict(num_layers=1, batch=1, tokens=10, num_kv_heads=2, head_dim=64, value_dim=16)
+    assert kv_cache_bytes(**sizes, dtype=cache.storage) == 1600
+    assert cache.key_codes.nbytes + cache.value_codes.nbytes == 1600
+    assert kv_cache_bytes(**sizes, dtype=BF16) == 3200
+    assert kv_cache_bytes(**{**sizes, "value_dim": None}, dtype=BF16) == 2 * 10 * 2 * 64 * 2
+    with pytest.raises(ShapeError, match=r"^value_dim"):
+        kv_cache_bytes(**{**sizes, "value_dim": 0}, dtype=BF16)

@@ -7,11 +7,19 @@ from __future__ import annotations
 
 import warnings
 
+import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from attnprops import impl, oracle
-from attnprops.oracle.rules import QuantizationError, check_quantization_scale
+from attnprops.oracle.rules import (
+    QuantizationError,
+    calibrated_scale,
+    check_quantization_scale,
+    fp8_max,
+)
 
 CACHES = [impl.QuantizedKVCache, oracle.QuantizedKVCache]
 IDS = ["impl", "oracle"]
@@ -107,3 +115,47 @@ def test_a_duration_is_no_scale():
     for scale in (np.timedelta64(2), np.timedelta64(2, "D")):
         with pytest.raises(QuantizationError, match="^key_scale: "):
             check_quantization_scale(scale, 1, "key_scale")
+
+
+@given(
+    amax=st.floats(2.0**-100, 2.0**100, width=32),
+    storage=st.sampled_from(["float8_e4m3fn", "float8_e5m2"]),
+)
+def test_calibrated_scale_is_the_smallest_that_stores_amax(amax, storage):
+    """``calibrated_scale(amax)`` stores ``amax`` itself (``amax <= fp8_max * s`` exactly,
+    the cache accepts it) and the next float32 below does not: the smallest such scale.
+    ``amax / fp8_max`` rounded to nearest is refused for about half of all ``amax``."""
+    limit = fp8_max(storage)
+    scale = calibrated_scale(amax, storage)
+    assert scale.dtype == np.float32 and scale.shape == ()
+    assert amax <= limit * float(scale)
+    assert amax > limit * float(np.nextafter(scale, np.float32(0)))
+    cache = impl.QuantizedKVCache(
+        1, 1, 1, dtype=np.float32, storage=storage, key_scale=scale, value_scale=scale
+    )
+    x = np.full((1, 1, 1, 1), amax, np.float32)
+    cache.append(x, x)
+    assert len(cache) == 1 and abs(float(cache.key_codes[0, 0, 0, 0])) <= limit
+
+
+def test_calibrated_scale_of_a_quotient_that_rounds_down():
+    """The attack's case: ``0.3 / 448`` rounds down in float32 and is refused for 0.3;
+    calibrated_scale raises it by one ulp. Per-head arrays keep their shape; zero, negative,
+    non-finite and non-real ``amax`` are refused naming it."""
+    amax = float(np.float32(0.3))
+    assert amax > 448 * float(np.float32(amax / 448))  # the plain quotient: refused
+    assert calibrated_scale(amax) == np.nextafter(np.float32(amax / 448), np.float32(1))
+    assert calibrated_scale(np.array([amax, 1.0])).shape == (2,)
+    for bad in (0.0, -1.0, np.inf, np.nan, "0.5", [1.0, 0.0]):
+        with pytest.raises(QuantizationError, match=r"^amax: "):
+            calibrated_scale(bad)
+
+
+@pytest.mark.parametrize("scale", ["bfloat16", "float8_e4m3fn"])
+def test_scales_in_ml_dtypes_are_read(scale):
+    """Scales in ml_dtypes' bfloat16 and fp8 (dtype kind "V", no numbers.Real) are read like
+    float16 ones: a scalar per tensor, an array per head."""
+    dtype = np.dtype(getattr(ml_dtypes, scale))
+    per_tensor = check_quantization_scale(np.array(0.5, dtype)[()], 2, "key_scale")
+    per_head = check_quantization_scale(np.array([0.5, 0.25], dtype), 2, "key_scale")
+    assert per_tensor.tolist() == [0.5, 0.5] and per_head.tolist() == [0.5, 0.25]

@@ -71,6 +71,12 @@ def test_declared_accumulation_reaches_the_bounds(monkeypatch):
         ({"chunk_size": 64}, "chunk_size=64 must be True or False"),
         ({"alibi": "yes"}, "alibi='yes' must be True or False"),
         ({"softcap": 50.0}, "softcap=50.0 must be True or False"),
+        # float16 is finer than bfloat16 but ends at 65504: not a bfloat16 compute dtype
+        ({"dtypes": ("bfloat16",), "compute_dtypes": {"bfloat16": "float16"}}, "with its range"),
+        ({"dtypes": ("bfloat16",), "accumulate_dtypes": {"bfloat16": "float16"}}, "its range"),
+        # a model for a dtype the subject does not declare would never be drawn
+        ({"compute_dtypes": {"bfloat16": "float32"}}, r"declares \['bfloat16'\], which dtypes="),
+        ({"dtypes": ("float32",), "parameter_dtypes": {"float64": "float32"}}, "not list"),
     ],
 )
 def test_bad_arithmetic_declarations_are_errors(monkeypatch, caps, message):

@@ -44,6 +44,21 @@ def test_lse_matches_oracle(subject, case):
     """The ``lse`` returned with the output is within its error bound of the 50-digit
     oracle's (the sink not counted; ``-inf`` exactly for a row that sees no key), with masks,
     causality, offsets, GQA, blocks and, half the time, every declared variant."""
+    _lse_matches_oracle(subject, case)
+
+
+@pytest.mark.requires("lse", "sinks")
+@pytest.mark.oracle_backed
+@given(case=subject_cases(SUBJECT, sinks=True))
+def test_lse_with_sinks_counts_only_the_keys(subject, case):
+    """With sinks (and no other variant) the ``lse`` is still the keys' alone, within its
+    bound of the oracle's: a sink joins the softmax's denominator, never ``lse``; a partial
+    ``lse`` that carries it counts it once per split in a split-KV merge
+    (rocm-libraries#12227)."""
+    _lse_matches_oracle(subject, case)
+
+
+def _lse_matches_oracle(subject, case) -> None:
     case = fit_to_subject(case, subject)
     note(f"case: {case.describe()}")
     parts = oracle_parts(case, subject)

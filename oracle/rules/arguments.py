@@ -100,9 +100,8 @@ def _is_int(x) -> bool:
 
 def as_real(x) -> float | None:
     """``x`` as a float when it is a real number (Python's, NumPy's, ml_dtypes' bfloat16 and
-    fp8 scalars, a ``Fraction``; not a
-    bool, not a ``np.timedelta64``), an int past float64's range as ``+-inf``; None for
-    anything else. The scalar parameters' rules (``scale``, ``softcap``, the quantization
+    fp8 scalars, a ``Fraction``; not a bool, not a ``np.timedelta64``), an int past float64's
+    range as ``+-inf``; None for anything else. The scalar parameters' rules (``scale``, ``softcap``, the quantization
     scales) read their argument with it, then judge the float."""
     if isinstance(x, np.generic) and (x.dtype in FLOAT_DTYPES or x.dtype in FP8_DTYPES):
         return float(x)  # ml_dtypes' bfloat16 and fp8 scalars are no numbers.Real

@@ -50,10 +50,10 @@ from attnprops.oracle.rules.errors import QuantizationError
 __all__ = [
     "FP8_NAMES",
     "FrozenScales",
+    "calibrated_scale",
     "check_fp8_storage",
     "check_quantization_scale",
     "dequantize",
-    "calibrated_scale",
     "fp8_max",
     "quantize",
 ]

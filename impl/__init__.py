@@ -19,7 +19,8 @@ dims)::
     attention_with_kvcache(query, key_cache, value_cache, cache_seqlens, *, block_table=None,
                            is_causal=False, scale=None, window=None, chunk_size=None,
                            alibi_slopes=None, softcap=None, sinks=None)
-    kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype)
+    kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype, page_size=None,
+                   rolling_capacity=None, value_dim=None)
     AttentionInputError  (a ValueError; subclasses in oracle.rules)
 
 The rules these functions enforce are written once, in :mod:`oracle.rules`. ``window=(left,

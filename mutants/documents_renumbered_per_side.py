@@ -1,12 +1,14 @@
 """Mutant: the query side's and the key side's document ids are each renumbered on their own.
 
 What is broken: before comparing documents, each row of the query ids and each row of the key
-ids is compacted to ``0, 1, 2, ...`` in order of first appearance on its own side (a dense
-rank, ``np.unique(..., return_inverse=True)``). That is harmless when both sides hold the same
-documents. It is wrong as soon as a document has no query in the call (a document of length
-zero on the query side: a decode step or a chunk of a packed batch, where the earlier
-documents have keys but no new token): the queries' ranks shift down past it, and each query
-then reads the keys of the document before its own. Calls without ``segment_ids`` are impl's.
+ids is renumbered ``0, 1, 2, ...`` by value on its own side (a dense rank, ``np.unique(...,
+return_inverse=True)``). That is harmless when both sides hold the same documents. It is
+wrong when a document with keys has no query in the call and an id below some query's (a
+document of length zero on the query side: a decode step or a chunk of a packed batch, where
+the earlier documents have keys but no new token): the later queries' ranks shift down past
+it, and each reads the keys of another document (the one before its own when the ids are
+consecutive). A missing document above every query's id changes nothing. Calls without
+``segment_ids`` are impl's.
 
 Real-world mistake: a varlen kernel that rebuilds ``cu_seqlens_q`` from the query ids by
 dropping the sequences without a new token while ``cu_seqlens_k`` keeps them, so sequence

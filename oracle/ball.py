@@ -60,6 +60,7 @@ from attnprops.oracle.rules import (
     alibi_bias,
     check_attention_inputs,
     compute_dtype,
+    overflow_threshold,
     raise_score_overflow,
     sink_at,
     slope_at,
@@ -172,7 +173,7 @@ def _parts(
     B, Hq, _, D = problem.query.shape
     Tk = problem.key.shape[2]
     Dv = 0 if problem.value is None else problem.value.shape[3]
-    limit = float(np.finfo(compute_dtype(problem.dtype)).max)
+    limit = arb(overflow_threshold(compute_dtype(problem.dtype)))  # exact
     scale = arb(D).rsqrt() if problem.scale is None else arb(problem.scale)
     r = len(rows)
     keep = [n for n, i in enumerate(rows) if i in set(rows_out)]
@@ -200,6 +201,7 @@ def _parts(
                     m = int(np.argmax(estimates[b, h, i]))
                     bias = problem.bias
                     s = [scale * d[j] for j in visible]
+                    stages = [s]  # the score after each step the rulebook checks for overflow
                     x = [scale * (d[j] - d[m]) for j in visible]
                     if problem.softcap is not None:  # c tanh(s / c); a tie stays exactly 0
                         cap = arb(problem.softcap)
@@ -210,17 +212,18 @@ def _parts(
                         b_row = [arb(float(bias[b, h, i, j])) for j in visible]
                         b_m = arb(float(bias[b, h, i, m]))
                         s = [t + b_j for t, b_j in zip(s, b_row)]
+                        stages.append(s)
                         x = [t + (b_j - b_m) for t, b_j in zip(x, b_row)]
                     if problem.alibi is not None:  # -slope |p - j|, and its difference to m
                         slope = arb(slope_at(problem.alibi, b, h))
                         p = problem.query_start + i
                         s = [t - slope * abs(p - j) for t, j in zip(s, visible)]
+                        stages.append(s)
                         x = [t - slope * (abs(p - j) - abs(p - m)) for t, j in zip(x, visible)]
                     if risky[b, h, i]:  # the rulebook's score-overflow rule, decided exactly
-                        before_cap = [scale * d[j] for j in visible] if problem.softcap else []
-                        for score in before_cap + s:
-                            if score.abs_upper() > limit:
-                                if score.abs_lower() > limit:
+                        for score in (t for stage in stages for t in stage):
+                            if score.abs_upper() >= limit:  # |s| >= the rounding-to-inf point
+                                if score.abs_lower() >= limit:
                                     raise_score_overflow(problem)
                                 raise Unresolved
                     # exp at half the working precision: as rigorous, radii about 2**-128

@@ -36,6 +36,7 @@ from attnprops.oracle.rules import (
     check_attention_inputs,
     compute_dtype,
     kv_cache_bytes,
+    overflow_threshold,
     raise_score_overflow,
     sink_at,
     slope_at,
@@ -196,7 +197,7 @@ def _scores(problem: AttentionProblem) -> Scores:
     """Scaled, masked scores at 50 digits; hidden keys are ``-inf``. ``(B, Hq, Tq, Tk)``."""
     B, Hq, Tq, D = problem.query.shape
     Tk = problem.key.shape[2]
-    limit = mpmath.mpf(float(np.finfo(compute_dtype(problem.dtype)).max))
+    limit = mpmath.mpf(overflow_threshold(compute_dtype(problem.dtype)))  # exact
     scale = 1 / mpmath.sqrt(D) if problem.scale is None else mpmath.mpf(problem.scale)
     query = [
         [[_exact_vector(row) for row in head] for head in batch] for batch in problem.query.tolist()
@@ -222,19 +223,19 @@ def _scores(problem: AttentionProblem) -> Scores:
                     total = _exact_dot_int(q, k)
                     dots[b, h, i, j] = total << (shift - q.shift - k.shift)
                     s = scale * _scaled(total, q.shift + k.shift)
-                    if abs(s) > limit:
+                    if abs(s) >= limit:
                         raise_score_overflow(problem)
                     if problem.softcap is not None:  # c tanh(s / c), before the biases
                         cap = mpmath.mpf(problem.softcap)
                         s = cap * mpmath.tanh(s / cap)
                     if problem.bias is not None:
                         s = s + mpmath.mpf(float(problem.bias[b, h, i, j]))
-                        if abs(s) > limit:
+                        if abs(s) >= limit:
                             raise_score_overflow(problem)
                     if problem.alibi is not None:  # -slope |p - j|: an exact product
                         distance = abs(problem.query_start + i - j)
                         s = s - _slope(problem.alibi, b, h) * distance
-                        if abs(s) > limit:
+                        if abs(s) >= limit:
                             raise_score_overflow(problem)
                     scores[b, h, i, j] = s
     bias = None if problem.bias is None else problem.bias.astype(np.float64)

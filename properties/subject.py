@@ -310,6 +310,10 @@ def _dtype_names(name: str, declared) -> tuple[str, ...]:
         raise SubjectError(problem) from None
     if not names or len(names) != len(tuple(declared)) or not set(names) <= set(ALL_DTYPES):
         raise SubjectError(problem)
+    if len(set(names)) != len(names):  # "float32" and "f4" are one dtype
+        raise SubjectError(
+            f"{problem}; {sorted(set(n for n in names if names.count(n) > 1))} declared twice"
+        )
     return names
 
 
@@ -341,17 +345,16 @@ def _dtype_pairs(
             pair = (np.dtype(given).name, np.dtype(computed).name)
         except TypeError:
             pair = (str(given), str(computed))
-        known = set(pair) <= set(ALL_DTYPES)
-        if not known or (at_least_as_precise and not _covers(pair[1], pair[0])):
+        entry = f"subject {name!r}: {key} {given!r}: {computed!r}"
+        if not set(pair) <= set(ALL_DTYPES):
+            raise SubjectError(f"{entry}: both must be one of {ALL_DTYPES}")
+        if at_least_as_precise and not _covers(pair[1], pair[0]):
             raise SubjectError(
-                f"subject {name!r}: {key} {given!r}: {computed!r}: both must be one of "
-                f"{ALL_DTYPES}"
-                + (
-                    ", the second at least as precise as the input's, with its range"
-                    if at_least_as_precise
-                    else ""
-                )
+                f"{entry}: {pair[1]} is less precise than {pair[0]} or has a smaller range; "
+                "a model's dtype must be at least as precise as the input's, with its range"
             )
+        if pair[0] in (p[0] for p in pairs):  # "half" and "float16" are one dtype
+            raise SubjectError(f"{entry}: {pair[0]} is declared twice")
         pairs.append(pair)
     return tuple(sorted(pairs))
 

@@ -9,7 +9,7 @@ import numbers
 
 import numpy as np
 
-from attnprops.oracle.rules.dtypes import FLOAT_DTYPES, FP8_DTYPES, is_fp8, unsupported_dtype
+from attnprops.oracle.rules.dtypes import FLOAT_DTYPES, is_fp8, is_ml_float, unsupported_dtype
 from attnprops.oracle.rules.errors import (
     AttentionInputError,
     DtypeError,
@@ -99,12 +99,12 @@ def _is_int(x) -> bool:
 
 
 def as_real(x) -> float | None:
-    """``x`` as a float when it is a real number (Python's, NumPy's, ml_dtypes' bfloat16 and
-    fp8 scalars, a ``Fraction``; not a bool, not a ``np.timedelta64``), an int past float64's
+    """``x`` as a float when it is a real number (Python's, NumPy's, ml_dtypes' floating-point
+    scalars, a ``Fraction``; not a bool, not a ``np.timedelta64``), an int past float64's
     range as ``+-inf``; None for anything else. The scalar parameters' rules (``scale``, ``softcap``, the quantization
     scales) read their argument with it, then judge the float."""
-    if isinstance(x, np.generic) and (x.dtype in FLOAT_DTYPES or x.dtype in FP8_DTYPES):
-        return float(x)  # ml_dtypes' bfloat16 and fp8 scalars are no numbers.Real
+    if isinstance(x, np.generic) and is_ml_float(x.dtype):
+        return float(x)  # ml_dtypes' floats (bfloat16, float8_*, ...) are no numbers.Real
     if isinstance(x, _NOT_NUMBERS) or not isinstance(x, numbers.Real):
         return None
     try:

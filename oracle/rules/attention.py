@@ -409,11 +409,15 @@ def raise_score_overflow(problem: AttentionProblem | AttentionCall) -> None:
         float_mask = (
             problem.mask if problem.mask is not None and problem.mask.dtype != bool else None
         )
+    alibi = problem.alibi is not None and bool(np.any(np.asarray(problem.alibi) != 0))
     named += ["attn_mask"] if float_mask is not None else []
-    named += ["alibi_slopes"] if problem.alibi is not None else []
+    named += ["alibi_slopes"] if alibi else []  # slopes of 0 add nothing
+    advice = ["rescale the inputs", "pass a smaller scale"]
+    advice += ["smaller attn_mask entries"] if float_mask is not None else []
+    advice += ["smaller alibi_slopes"] if alibi else []
     raise ScoreOverflowError(
         f"{'/'.join(named)}: a visible scaled score overflows "
-        f"{compute_dtype(problem.dtype)} (dtype of the inputs: {problem.dtype}); rescale the "
-        "inputs or pass a smaller scale"
-        + (" or smaller alibi_slopes" if problem.alibi is not None else "")
+        f"{compute_dtype(problem.dtype)} (dtype of the inputs: {problem.dtype}); "
+        + ", ".join(advice[:-1])
+        + f" or {advice[-1]}"
     )

@@ -176,13 +176,19 @@ def kv_cache_bytes(
     if page_size is not None:
         size = check_positive_int(page_size, "page_size")
         tokens = pages_needed(tokens, size) * size
-    keys = kv_cache_elements(num_layers, batch, tokens, num_kv_heads, head_dim) // 2
+    kv_cache_elements(num_layers, batch, tokens, num_kv_heads, head_dim)  # checks the sizes
+    per_position = _position_elements(num_layers, num_kv_heads, head_dim, value_dim)
+    return batch * tokens * per_position * _itemsize(dtype)
+
+
+def _position_elements(num_layers, num_kv_heads, head_dim, value_dim) -> int:
+    """K/V elements of one position of one sequence, over the layers: ``num_layers *
+    num_kv_heads * (head_dim + value_dim)`` (``value_dim`` None: ``head_dim``)."""
+    keys = kv_cache_elements(num_layers, 1, 1, num_kv_heads, head_dim) // 2
     if value_dim is None:
-        values = keys
-    else:
-        value_dim = check_positive_int(value_dim, "value_dim")
-        values = kv_cache_elements(num_layers, batch, tokens, num_kv_heads, value_dim) // 2
-    return (keys + values) * _itemsize(dtype)
+        return 2 * keys
+    value_dim = check_positive_int(value_dim, "value_dim")
+    return keys + kv_cache_elements(num_layers, 1, 1, num_kv_heads, value_dim) // 2
 
 
 class PagedBytes(NamedTuple):
@@ -202,11 +208,12 @@ class PagedBytes(NamedTuple):
 
 
 def paged_kv_cache_bytes(
-    *, num_layers, seqlens, page_size, num_kv_heads, head_dim, dtype
+    *, num_layers, seqlens, page_size, num_kv_heads, head_dim, dtype, value_dim=None
 ) -> PagedBytes:
     """Used and allocated K/V bytes of sequences of lengths ``seqlens`` (ints >= 0) in pages
     of ``page_size`` positions: sequence ``b`` uses ``2 * num_layers * L_b * Hkv * D *
-    itemsize`` bytes and allocates ``ceil(L_b / S) * S`` positions' worth (an empty sequence
+    itemsize`` bytes (``num_layers * L_b * Hkv * (D + Dv) * itemsize`` with ``value_dim=Dv``)
+    and allocates ``ceil(L_b / S) * S`` positions' worth (an empty sequence
     owns no page). The difference is the last page's unused slots, below one page per
     sequence and layer (Kwon et al. 2023, section 4.1). Raises :class:`ShapeError` /
     :class:`DtypeError`."""
@@ -217,7 +224,8 @@ def paged_kv_cache_bytes(
         raise ShapeError(f"seqlens: {seqlens!r} must be a sequence of ints >= 0") from None
     if not lengths or any(not _is_int(n) or n < 0 for n in lengths):
         raise ShapeError(f"seqlens: {seqlens!r} must be a non-empty sequence of ints >= 0")
-    per_position = kv_cache_elements(num_layers, 1, 1, num_kv_heads, head_dim) * _itemsize(dtype)
+    per_position = _position_elements(num_layers, num_kv_heads, head_dim, value_dim)
+    per_position *= _itemsize(dtype)
     return PagedBytes(
         used=tuple(int(n) * per_position for n in lengths),
         allocated=tuple(pages_needed(n, size) * size * per_position for n in lengths),

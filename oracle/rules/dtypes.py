@@ -21,10 +21,21 @@ with the scale they were stored with), and ``kv_cache_bytes`` counts them at one
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import ml_dtypes
 import numpy as np
 
-__all__ = ["BFLOAT16", "FLOAT_DTYPES", "FP8_DTYPES", "compute_dtype", "is_fp8", "unsupported_dtype"]
+__all__ = [
+    "BFLOAT16",
+    "FLOAT_DTYPES",
+    "FP8_DTYPES",
+    "compute_dtype",
+    "is_fp8",
+    "is_ml_float",
+    "overflow_threshold",
+    "unsupported_dtype",
+]
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -42,6 +53,24 @@ def compute_dtype(dtype) -> np.dtype:
     return np.dtype(np.float32) if dtype in (np.float16, BFLOAT16) else dtype
 
 
+def overflow_threshold(dtype) -> int:
+    """The magnitude from which a real number rounds to infinity in ``dtype`` (IEEE 754 round
+    to nearest, ties to even): ``max + ulp(max) / 2``, an exact integer (``2**128 - 2**103``
+    for float32, ``2**1024 - 2**970`` for float64). A value below it rounds to a finite
+    number (at most ``max``), however far past ``max`` it is: ``finfo(float32).min - 0.5``
+    rounds to ``finfo(float32).min``. The rulebook's score-overflow rule
+    (:class:`oracle.rules.ScoreOverflowError`) is ``|s| >= overflow_threshold(compute
+    dtype)`` for the exact score ``s`` (the dot product, the float mask added, ALiBi added):
+    exactly where a correctly rounded computation gives ``inf``."""
+    dtype = np.dtype(dtype)
+    largest = ml_dtypes.finfo(dtype).max
+    below = np.nextafter(largest, dtype.type(0))
+    ulp = Fraction(float(largest)) - Fraction(float(below))
+    threshold = Fraction(float(largest)) + ulp / 2
+    assert threshold.denominator == 1  # every float dtype here has emax >= its precision
+    return int(threshold)
+
+
 def unsupported_dtype(name: str, dtype) -> str:
     """The message for an argument ``name`` of a dtype outside :data:`FLOAT_DTYPES`: the
     accepted dtypes, and for an fp8 dtype that it is a storage dtype."""
@@ -49,6 +78,14 @@ def unsupported_dtype(name: str, dtype) -> str:
     if is_fp8(dtype):
         message += " (fp8 is a storage dtype: dequantize with its scale first)"
     return message
+
+
+def is_ml_float(dtype) -> bool:
+    """Whether ``dtype`` is one of ml_dtypes' floating-point types (bfloat16, every
+    ``float8_*``, ``float6_*``, ``float4_*``): NumPy sees them as void (kind ``"V"``), not
+    as floating, so ``numbers.Real`` and ``np.issubdtype(.., np.floating)`` miss them."""
+    dtype = np.dtype(dtype)
+    return dtype.kind == "V" and dtype.name.startswith(("bfloat16", "float"))
 
 
 def is_fp8(dtype) -> bool:

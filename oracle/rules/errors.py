@@ -50,7 +50,11 @@ class ScaleError(AttentionInputError):
 
 
 class ScoreOverflowError(AttentionInputError):
-    """A visible scaled score (plus its float mask entry) overflows the computation dtype."""
+    """A visible scaled score (the dot product times the scale, then plus its float mask entry,
+    then plus ALiBi's bias: each step checked) overflows the computation dtype: its exact
+    value has magnitude at least :func:`oracle.rules.overflow_threshold` (``max + ulp(max) /
+    2``), where round to nearest gives ``inf``. A mask entry of ``finfo(dtype).min`` (Hugging
+    Face's) plus a negative score rounds to ``finfo.min``: no overflow."""
 
 
 class FullyMaskedRowError(AttentionInputError):

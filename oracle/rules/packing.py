@@ -29,10 +29,9 @@ Chunked attention (``chunk_size=C``, Llama 4)
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
+from attnprops.oracle.rules.arguments import _is_int
 from attnprops.oracle.rules.errors import SegmentIdsError, WindowError
 
 __all__ = [
@@ -43,10 +42,6 @@ __all__ = [
     "segment_ids_from_cu_seqlens",
     "segment_visible",
 ]
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
 def check_chunk_size(chunk_size) -> int | None:
@@ -98,7 +93,7 @@ def check_segment_ids(
             ids = np.array(ids)  # a copy
         except Exception as exc:
             raise SegmentIdsError(f"{form}; {name}_segments cannot be read ({exc})") from None
-        if ids.dtype == np.bool_ or not np.issubdtype(ids.dtype, np.integer):
+        if ids.dtype.kind not in "iu":  # not bool, not a timedelta64 (an integer subtype)
             raise SegmentIdsError(f"{form}; {name}_segments has dtype {ids.dtype}")
         given = ids.shape
         if ids.ndim == 1:
@@ -148,7 +143,7 @@ def _int_row(x, rule: str) -> np.ndarray:
         raise SegmentIdsError(f"{rule}; got shape {row.shape}")
     if row.size == 0:  # [] reads as float64: nothing in it to be of the wrong type
         return np.zeros(0, np.int64)
-    if row.dtype == np.bool_ or not np.issubdtype(row.dtype, np.integer):
+    if row.dtype.kind not in "iu":  # not bool, not a timedelta64 (an integer subtype)
         raise SegmentIdsError(f"{rule}; got dtype {row.dtype}")
     if int(row.min()) < -(2**31) or int(row.max()) > INT32_MAX:
         raise SegmentIdsError(

@@ -44,7 +44,7 @@ import ml_dtypes
 import numpy as np
 
 from attnprops.oracle.rules.arguments import as_real, read_only_copy
-from attnprops.oracle.rules.dtypes import FLOAT_DTYPES, FP8_DTYPES, compute_dtype
+from attnprops.oracle.rules.dtypes import FP8_DTYPES, compute_dtype, is_ml_float
 from attnprops.oracle.rules.errors import QuantizationError
 
 __all__ = [
@@ -94,16 +94,26 @@ def calibrated_scale(amax, storage="float8_e4m3fn") -> np.ndarray:
         > 0 exists for 0: use any, e.g. 1.0), or past what a float32 scale can hold.
     """
     limit = fp8_max(storage)
+    if isinstance(amax, (bool, np.bool_)):
+        raise QuantizationError(f"amax: {amax!r} is not a real number")
+    if isinstance(amax, np.ma.MaskedArray):  # np.array would drop the mask
+        raise QuantizationError("amax: a masked array (its mask would be ignored)")
     real = as_real(amax)
     try:
         peak = np.array(amax if real is None else real)
     except (TypeError, ValueError) as error:
         raise QuantizationError(f"amax: not an array of real numbers ({error})") from None
-    if peak.dtype.kind not in "fiu" and peak.dtype not in FLOAT_DTYPES + FP8_DTYPES:
+    if peak.dtype.kind not in "fiu" and not is_ml_float(peak.dtype):
         raise QuantizationError(f"amax: dtype {peak.dtype} is not a real number dtype")
+    if peak.ndim > 1 or peak.size == 0:
+        raise QuantizationError(
+            f"amax: shape {peak.shape}; a scalar (per tensor) or (num_kv_heads,) (per head)"
+        )
     peak = peak.astype(np.float64)
     if not (np.isfinite(peak) & (peak > 0)).all():
-        raise QuantizationError(f"amax: {peak.tolist()} must be finite and > 0")
+        raise QuantizationError(
+            f"amax: {repr(amax)[:60]} must be finite and > 0 (and within float64's range)"
+        )
     with np.errstate(over="ignore"):
         scale = (peak / limit).astype(np.float32)
         short = peak > limit * scale.astype(np.float64)  # exact: 4 + 24 significant bits
@@ -123,12 +133,14 @@ def check_quantization_scale(scale, num_kv_heads: int, name: str) -> np.ndarray:
     """
     if isinstance(scale, (bool, np.bool_)):
         raise QuantizationError(f"{name}: {scale!r} is not a real number")
+    if isinstance(scale, np.ma.MaskedArray):  # np.array would drop the mask
+        raise QuantizationError(f"{name}: a masked array (its mask would be ignored)")
     real = as_real(scale)  # an int past float64's range (10**400) is inf, refused below
     try:
         array = np.array(scale if real is None else real)
     except (TypeError, ValueError) as error:  # ragged nesting, objects NumPy cannot hold
         raise QuantizationError(f"{name}: not an array of real numbers ({error})") from None
-    if array.dtype.kind not in "fiu" and array.dtype not in FLOAT_DTYPES + FP8_DTYPES:
+    if array.dtype.kind not in "fiu" and not is_ml_float(array.dtype):
         raise QuantizationError(f"{name}: dtype {array.dtype} is not a real number dtype")
     if array.shape not in ((), (1,), (num_kv_heads,)):
         raise QuantizationError(

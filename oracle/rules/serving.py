@@ -104,7 +104,7 @@ def _integer_array(x, name: str, error: type, form: str) -> np.ndarray:
     """``x`` as an int64 array; a bool, float or object array, or unsigned entries past
     int64's range, are refused (``error``)."""
     array = _as_array(x, name)
-    if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):
+    if array.dtype.kind not in "iu":  # not bool, not a timedelta64 (an integer subtype)
         raise error(f"{form}; got dtype {array.dtype}")
     if array.size and np.issubdtype(array.dtype, np.unsignedinteger):
         largest = int(array.max())

@@ -64,3 +64,12 @@ def test_an_overflow_from_alibi_names_alibi_slopes(attention):
     with pytest.raises(ScoreOverflowError, match=r"^query/key/scale/alibi_slopes: ") as raised:
         attention(q, q, np.ones_like(q), alibi_slopes=np.array([3e38]))
     assert "smaller alibi_slopes" in str(raised.value)
+
+
+@pytest.mark.parametrize("attention", [oracle.attention, impl.attention], ids=["oracle", "impl"])
+def test_slopes_of_zero_are_not_named_in_an_overflow(attention):
+    """q . k overflows float32 by itself; ALiBi slopes of 0 add nothing and are not named."""
+    q = np.full((1, 1, 2, 1), 3e19, np.float32)
+    with pytest.raises(ScoreOverflowError, match=r"^query/key/scale: ") as raised:
+        attention(q, q, q, alibi_slopes=np.array([0.0]), scale=1.0)
+    assert "alibi_slopes" not in str(raised.value)

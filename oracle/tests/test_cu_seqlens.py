@@ -69,6 +69,8 @@ def test_packed_attention_from_cu_seqlens_equals_each_sequence_alone():
         (np.array([0, 2**64 - 1], np.uint64), "past int32"),
         (np.ma.array([0, 2, 4], mask=[0, 1, 0]), "masked array"),
         ([[0, 1], [0]], "cannot be read"),
+        (np.array([0, 1, 3], "m8"), "got dtype timedelta64"),  # an integer subtype in NumPy
+        (np.array([0, 1, 3], "m8[s]"), "got dtype timedelta64[s]"),
     ],
 )
 def test_bad_cu_seqlens_are_refused_naming_it(cu, message):
@@ -92,6 +94,7 @@ def test_bad_cu_seqlens_are_refused_naming_it(cu, message):
         [0, 0, 0, 2**31],  # 4 tokens asking for 2**31 + 2 entries
         np.ma.array([0, 1], mask=[0, 1]),
         [[0, 1], [0]],
+        np.array([0, 1], "m8"),
     ],
 )
 def test_ids_without_cu_seqlens_are_refused(ids):

@@ -16,6 +16,7 @@ from attnprops.oracle.rules import (
     ShapeError,
     compute_dtype,
     kv_cache_bytes,
+    paged_kv_cache_bytes,
 )
 
 BF16 = BFLOAT16
@@ -94,3 +95,6 @@ def test_kv_cache_bytes_counts_the_value_dim_and_matches_a_quantized_cache():
     assert kv_cache_bytes(**{**sizes, "value_dim": None}, dtype=BF16) == 2 * 10 * 2 * 64 * 2
     with pytest.raises(ShapeError, match=r"^value_dim"):
         kv_cache_bytes(**{**sizes, "value_dim": 0}, dtype=BF16)
+    paged = dict(num_layers=1, seqlens=[5], page_size=4, num_kv_heads=2, head_dim=4)
+    bytes_ = paged_kv_cache_bytes(**paged, dtype="float32", value_dim=6)
+    assert bytes_.used == (5 * 2 * (4 + 6) * 4,) and bytes_.allocated == (8 * 2 * (4 + 6) * 4,)

@@ -146,12 +146,18 @@ def test_calibrated_scale_of_a_quotient_that_rounds_down():
     assert amax > 448 * float(np.float32(amax / 448))  # the plain quotient: refused
     assert calibrated_scale(amax) == np.nextafter(np.float32(amax / 448), np.float32(1))
     assert calibrated_scale(np.array([amax, 1.0])).shape == (2,)
-    for bad in (0.0, -1.0, np.inf, np.nan, "0.5", [1.0, 0.0]):
+    bad_amaxes = (0.0, -1.0, np.inf, np.nan, "0.5", [1.0, 0.0], True, 2**1024, np.array([]))
+    masked = np.ma.array([1.0, 2.0], mask=[0, 1])  # np.array would drop the mask
+    for bad in (*bad_amaxes, np.ones((2, 2)), masked):
         with pytest.raises(QuantizationError, match=r"^amax: "):
             calibrated_scale(bad)
+    with pytest.raises(QuantizationError, match=r"^key_scale: a masked array"):
+        impl.QuantizedKVCache(1, 2, 4, key_scale=masked)
 
 
-@pytest.mark.parametrize("scale", ["bfloat16", "float8_e4m3fn"])
+@pytest.mark.parametrize(
+    "scale", ["bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2fnuz"]
+)
 def test_scales_in_ml_dtypes_are_read(scale):
     """Scales in ml_dtypes' bfloat16 and fp8 (dtype kind "V", no numbers.Real) are read like
     float16 ones: a scalar per tensor, an array per head."""

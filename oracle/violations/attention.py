@@ -284,7 +284,7 @@ def _sinks_invalid(call, pick):
 
 
 def _chunk_size_invalid(call, pick):
-    return changed(call, kw_chunk_size=pick.choice([0, -4, 2.0, True]))
+    return changed(call, kw_chunk_size=pick.choice([0, -4, 2.0, True, np.timedelta64(2, "s")]))
 
 
 E = Example

@@ -77,6 +77,9 @@ def test_declared_accumulation_reaches_the_bounds(monkeypatch):
         # a model for a dtype the subject does not declare would never be drawn
         ({"compute_dtypes": {"bfloat16": "float32"}}, r"declares \['bfloat16'\], which dtypes="),
         ({"dtypes": ("float32",), "parameter_dtypes": {"float64": "float32"}}, "not list"),
+        ({"compute_dtypes": {"float64": "float32"}}, "float32 is less precise than float64"),
+        ({"compute_dtypes": {"half": "float32", "float16": "float16"}}, "declared twice"),
+        ({"dtypes": ("float32", "f4")}, "declared twice"),
     ],
 )
 def test_bad_arithmetic_declarations_are_errors(monkeypatch, caps, message):

@@ -1,14 +1,15 @@
 """attnprops' oracle: attention at 50 significant digits, and the rulebook all subjects share.
 
-``oracle.reference`` holds the loops (the specification), ``oracle.cache`` the KV caches over
+``oracle.reference`` holds the loops (the specification; its exact arithmetic on binary floats
+in ``oracle.exact``, its exact scores in ``oracle.exact_scores``), ``oracle.cache`` the KV caches over
 them (plain and fp8), ``oracle.serving`` the ragged, paged and rolling caches; ``oracle.rules`` the input rules and errors; ``oracle.ball`` the same formula in ball
 arithmetic for kernel-sized calls (imported on demand: ``from oracle import ball``). The package depends on NumPy and mpmath, and
 ``oracle.ball`` on python-flint, so it can be copied into another test tree on its own.
 """
 
 from attnprops.oracle.cache import KVCache, QuantizedKVCache, cached_attention
+from attnprops.oracle.exact import DIGITS, to_float
 from attnprops.oracle.reference import (
-    DIGITS,
     OracleParts,
     OracleResult,
     attention,
@@ -16,7 +17,6 @@ from attnprops.oracle.reference import (
     attention_scores,
     attention_weights,
     kv_cache_bytes,
-    to_float,
 )
 from attnprops.oracle.rules import AttentionInputError
 from attnprops.oracle.serving import PagedKVCache, RollingKVCache, attention_with_kvcache

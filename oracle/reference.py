@@ -24,28 +24,29 @@ Input rules are those of :mod:`oracle.rules`, applied by the same code as the im
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import mpmath
 import numpy as np
 
+from attnprops.oracle.exact import DIGITS, exact_vector, scaled, to_float, weighted_sum
+from attnprops.oracle.exact_scores import (
+    Scores,
+    cap_digits,
+    capped_tanh,
+    exact_difference,
+    exact_scores,
+    exact_slope,
+    sink_shift,
+)
 from attnprops.oracle.rules import (
     AttentionProblem,
     check_attention_inputs,
-    compute_dtype,
     kv_cache_bytes,
-    overflow_threshold,
-    raise_score_overflow,
     sink_at,
-    slope_at,
 )
 
-DIGITS = 50
-
 __all__ = [
-    "DIGITS",
     "OracleResult",
     "OracleParts",
     "attention",
@@ -53,7 +54,6 @@ __all__ = [
     "attention_scores",
     "attention_weights",
     "kv_cache_bytes",
-    "to_float",
 ]
 
 
@@ -69,29 +69,6 @@ class OracleResult:
         return self.value.shape
 
 
-_SMALLEST_NORMAL = 2.0**-1022
-
-
-def to_float(x: mpmath.mpf) -> float:
-    """The one conversion from 50 digits to binary64: round to nearest (ties to even), in
-    one rounding. ``float(mpf)`` rounds to 53 bits first, which rounds a subnormal result
-    twice (``2.5 * 2**-1074 (1 + 1e-30)`` came out ``2 * 2**-1074``, not ``3 * 2**-1074``);
-    below the normal range the value is divided out exactly instead (CPython's int / int
-    true division is correctly rounded)."""
-    value = float(x)
-    if abs(value) <= _SMALLEST_NORMAL:  # <=: 2**-1022 may be a double rounding from below
-        if not x:
-            return 0.0
-        sign, man, exp, _ = x._mpf_
-        man = int(man)  # a gmpy2 mpz divides into an mpfr, which has no subnormals
-        if man.bit_length() + exp <= -1075:  # at most 2**-1075, half the smallest subnormal
-            value = 0.0
-        else:
-            value = man / (1 << -exp) if exp < 0 else float(man << exp)
-        return -value if sign else value
-    return value
-
-
 def _result(exact: np.ndarray, two_d: bool) -> OracleResult:
     if two_d:
         exact = exact[0, 0]
@@ -101,213 +78,6 @@ def _result(exact: np.ndarray, two_d: bool) -> OracleResult:
     return OracleResult(exact=exact, value=value)
 
 
-def _dyadic(x: float) -> tuple[int, int]:
-    """``x == numerator / 2**shift`` exactly (binary floats are dyadic rationals)."""
-    numerator, denominator = float(x).as_integer_ratio()
-    return numerator, denominator.bit_length() - 1
-
-
-class ExactVector(NamedTuple):
-    """Finite numbers as integers over one power of two: ``x[d] == ints[d] / 2**shift``.
-
-    ``span``: bits between the lowest set bits of the smallest and the largest non-zero entry;
-    ``ints`` is None when the span exceeded the limit it was built with.
-    """
-
-    ints: list[int] | None
-    shift: int
-    span: int
-
-
-def _exact_vector(xs, max_span: int | None = None) -> ExactVector:
-    """Binary64 floats or finite ``mpf`` values as an :class:`ExactVector` (exact)."""
-    parts = []
-    for x in xs:
-        if isinstance(x, mpmath.mpf):
-            mantissa, exponent = x.man_exp  # x == mantissa * 2**exponent, mantissa odd or 0
-            parts.append((int(mantissa), -int(exponent)))
-        else:
-            parts.append(_dyadic(x))
-    shift = max(s for _, s in parts)
-    shifts = [s for n, s in parts if n]
-    span = max(shifts) - min(shifts) if shifts else 0
-    if max_span is not None and span > max_span:
-        return ExactVector(None, shift, span)
-    return ExactVector([n << (shift - s) for n, s in parts], shift, span)
-
-
-def _exact_dot_int(a: ExactVector, b: ExactVector) -> int:
-    """``sum_d a[d] * b[d] * 2**(a.shift + b.shift)``: the dot product as an exact integer."""
-    return sum(map(operator.mul, a.ints, b.ints))
-
-
-def _scaled(integer: int, shift: int) -> mpmath.mpf:
-    """``integer / 2**shift`` rounded once to the working precision."""
-    return mpmath.ldexp(mpmath.mpf(integer), -shift)
-
-
-def _exact_dot(a: ExactVector, b: ExactVector) -> mpmath.mpf:
-    """``sum_d a[d] * b[d]`` computed exactly, then rounded once to the working precision."""
-    return _scaled(_exact_dot_int(a, b), a.shift + b.shift)
-
-
-def _weighted_sum(
-    weights: list, weights_exact: ExactVector, values: list, values_exact: ExactVector
-) -> mpmath.mpf:
-    """``sum_j weights[j] * values[j]``: :func:`_exact_dot`, or ``mpmath.fdot`` (the same
-    value) when the terms span more than twice the precision (fdot then drops the far smaller
-    ones rather than summing integers of that many bits). ``weights_exact`` is built with
-    ``max_span=2 * prec``."""
-    if weights_exact.ints is not None and (
-        weights_exact.span + values_exact.span <= 2 * mpmath.mp.prec
-    ):
-        return _exact_dot(weights_exact, values_exact)
-    return mpmath.fdot(weights, values)
-
-
-class Scores(NamedTuple):
-    """The scores at 50 digits (``values``, ``-inf`` where hidden, ``(B, Hq, Tq, Tk)``) and
-    what the softmax shifts exactly: each visible key's dot product ``q . k`` as an exact
-    integer over ``2**dot_shift[b, h, i]`` (``dots``, object array, None where hidden), the
-    scale (an ``mpf``), the float mask (``bias``, float64 or None), the ALiBi slopes
-    (``alibi``, float64 ``(B or 1, Hq)`` or None), the first query's position and the cap
-    (``softcap``, or None), the sink logits (``sinks``, float64 ``(Hq,)`` or None) and what
-    the scale is (``scale_given``: the caller's float, or None for ``1/sqrt(head_dim)``),
-    from which the sink's shift recomputes it at more digits."""
-
-    values: np.ndarray
-    dots: np.ndarray
-    dot_shift: np.ndarray
-    scale: mpmath.mpf
-    bias: np.ndarray | None
-    alibi: np.ndarray | None = None
-    query_start: int = 0
-    softcap: float | None = None
-    sinks: np.ndarray | None = None
-    scale_given: float | None = None
-    head_dim: int = 1
-
-
-def _slope(alibi: np.ndarray, b: int, h: int) -> mpmath.mpf:
-    """The ALiBi slope of batch element ``b`` and query head ``h``, exact."""
-    return mpmath.mpf(slope_at(alibi, b, h))
-
-
-def _scores(problem: AttentionProblem) -> Scores:
-    """Scaled, masked scores at 50 digits; hidden keys are ``-inf``. ``(B, Hq, Tq, Tk)``."""
-    B, Hq, Tq, D = problem.query.shape
-    Tk = problem.key.shape[2]
-    limit = mpmath.mpf(overflow_threshold(compute_dtype(problem.dtype)))  # exact
-    scale = 1 / mpmath.sqrt(D) if problem.scale is None else mpmath.mpf(problem.scale)
-    query = [
-        [[_exact_vector(row) for row in head] for head in batch] for batch in problem.query.tolist()
-    ]
-    key = [
-        [[_exact_vector(row) for row in head] for head in batch] for batch in problem.key.tolist()
-    ]
-    scores = np.empty((B, Hq, Tq, Tk), dtype=object)
-    dots = np.full((B, Hq, Tq, Tk), None, dtype=object)
-    dot_shift = np.zeros((B, Hq, Tq), dtype=object)
-    for b in range(B):
-        for h in range(Hq):
-            kv_head = h // problem.group
-            for i in range(Tq):
-                q = query[b][h][i]
-                shift = max([q.shift + key[b][kv_head][j].shift for j in range(Tk)], default=0)
-                dot_shift[b, h, i] = shift
-                for j in range(Tk):
-                    if not problem.visible[b, h, i, j]:
-                        scores[b, h, i, j] = mpmath.mpf("-inf")
-                        continue
-                    k = key[b][kv_head][j]
-                    total = _exact_dot_int(q, k)
-                    dots[b, h, i, j] = total << (shift - q.shift - k.shift)
-                    s = scale * _scaled(total, q.shift + k.shift)
-                    if abs(s) >= limit:
-                        raise_score_overflow(problem)
-                    if problem.softcap is not None:  # c tanh(s / c), before the biases
-                        cap = mpmath.mpf(problem.softcap)
-                        s = cap * mpmath.tanh(s / cap)
-                    if problem.bias is not None:
-                        s = s + mpmath.mpf(float(problem.bias[b, h, i, j]))
-                        if abs(s) >= limit:
-                            raise_score_overflow(problem)
-                    if problem.alibi is not None:  # -slope |p - j|: an exact product
-                        distance = abs(problem.query_start + i - j)
-                        s = s - _slope(problem.alibi, b, h) * distance
-                        if abs(s) >= limit:
-                            raise_score_overflow(problem)
-                    scores[b, h, i, j] = s
-    bias = None if problem.bias is None else problem.bias.astype(np.float64)
-    return Scores(
-        scores,
-        dots,
-        dot_shift,
-        scale,
-        bias,
-        problem.alibi,
-        problem.query_start,
-        problem.softcap,
-        problem.sinks,
-        problem.scale,
-        D,
-    )
-
-
-def _exact_difference(a: float, b: float) -> mpmath.mpf:
-    """``a - b`` of two binary64 numbers, exact, then rounded once to the working precision
-    (``mpf(a) - mpf(b)`` would round ``-1e308 + 1e-300`` before subtracting)."""
-    (na, sa), (nb, sb) = _dyadic(a), _dyadic(b)
-    shift = max(sa, sb)
-    return _scaled((na << (shift - sa)) - (nb << (shift - sb)), shift)
-
-
-def _cap_digits(softcap: float) -> int:
-    """The digits at which the capped scores' ``tanh`` are taken for the softmax shift:
-    ``DIGITS + 10`` plus the digits of ``c``. The shift ``c (tanh(s_j / c) - tanh(s_m / c))``
-    then has an absolute error far below ``10**-DIGITS`` (each ``tanh``'s error is at most
-    ``c`` times its relative one, and ``tanh' <= 1`` keeps the scores' own rounding below
-    it), which is what the weights need, an absolute error of the shifted score being a
-    relative one of ``exp``; ``tanh`` of any argument stays in ``[-1, 1]``, so huge scores or
-    tiny caps overflow nothing."""
-    return DIGITS + 10 + max(0, int(mpmath.ceil(mpmath.log10(softcap))))
-
-
-def _capped_tanh(scores: Scores, dot: int, shift: int, digits: int) -> mpmath.mpf:
-    """``tanh(s / c)`` of the scaled score whose exact dot product is ``dot / 2**shift``, at
-    ``digits`` digits (:func:`_cap_digits`)."""
-    with mpmath.workdps(digits):
-        return mpmath.tanh(scores.scale * _scaled(dot, shift) / mpmath.mpf(scores.softcap))
-
-
-def _sink_shift(scores: Scores, index: tuple[int, int, int], m: int) -> mpmath.mpf:
-    """``sigma_h - s_m``: the sink logit of the row's head minus the row's largest score (key
-    ``m``), at 50 digits, with an absolute error far below ``10**-DIGITS``: its terms (the
-    sink, ``scale q.k_m`` or its cap, the mask entry and ALiBi's bias) are subtracted at
-    ``DIGITS + 10`` digits plus the digits of the largest of them, the scale recomputed there
-    (a 50-digit ``s_m`` of ``1e300`` would keep nothing below ``1e250``)."""
-    b, h, i = index
-    sink = mpmath.mpf(float(scores.sinks[h]))
-    dot = _scaled(scores.dots[index + (m,)], scores.dot_shift[index])
-    terms = [sink, scores.scale * dot]
-    if scores.bias is not None:
-        terms.append(mpmath.mpf(float(scores.bias[index + (m,)])))
-    if scores.alibi is not None:
-        terms.append(-_slope(scores.alibi, b, h) * abs(scores.query_start + i - m))
-    size = max((mpmath.mag(t) for t in terms if t), default=0)
-    with mpmath.workdps(DIGITS + 10 + max(0, int(size * 0.30103) + 1)):
-        if scores.scale_given is None:
-            scale = 1 / mpmath.sqrt(scores.head_dim)
-        else:
-            scale = mpmath.mpf(scores.scale_given)
-        terms[1] = scale * dot
-        if scores.softcap is not None:
-            cap = mpmath.mpf(scores.softcap)
-            terms[1] = cap * mpmath.tanh(terms[1] / cap)
-        shift = terms[0] - mpmath.fsum(terms[1:])
-    return +shift  # rounded to the working precision
-
-
 def _weights(scores: Scores, lse: np.ndarray | None = None) -> np.ndarray:
     """Softmax over the last axis at 50 digits; a row with no visible key stays all zeros.
     ``lse``: an object array ``(B, Hq, Tq)`` to fill with each row's log-sum-exp of its
@@ -315,7 +85,7 @@ def _weights(scores: Scores, lse: np.ndarray | None = None) -> np.ndarray:
     row with no visible key), or None.
 
     With sinks (:mod:`oracle.rules.sinks`) the denominator also holds ``exp(sigma_h - s_m)``
-    (:func:`_sink_shift`), which a sink of ``-inf`` makes 0; a row with no visible key and a
+    (:func:`sink_shift`), which a sink of ``-inf`` makes 0; a row with no visible key and a
     finite sink is all zeros.
 
     Each exponent is ``x_j = scale (d_j - d_m) + (b_j - b_m)`` for the key ``m`` of the
@@ -325,7 +95,7 @@ def _weights(scores: Scores, lse: np.ndarray | None = None) -> np.ndarray:
     left nothing of the dot products: uniform weights)."""
     values = scores.values
     weights = np.empty(values.shape, dtype=object)
-    digits = None if scores.softcap is None else _cap_digits(scores.softcap)
+    digits = None if scores.softcap is None else cap_digits(scores.softcap)
     for index in np.ndindex(values.shape[:-1]):
         row = values[index]
         visible = [j for j, s in enumerate(row) if s != mpmath.mpf("-inf")]
@@ -339,19 +109,19 @@ def _weights(scores: Scores, lse: np.ndarray | None = None) -> np.ndarray:
         exps = [mpmath.mpf(0)] * len(row)
         if scores.alibi is not None:
             b, h, i = index
-            slope, p = _slope(scores.alibi, b, h), scores.query_start + i
+            slope, p = exact_slope(scores.alibi, b, h), scores.query_start + i
         if scores.softcap is not None:  # the row's largest key's tanh, once
-            tanh_m = _capped_tanh(scores, dots[m], shift, digits)
+            tanh_m = capped_tanh(scores, dots[m], shift, digits)
         for j in visible:
-            x = scores.scale * _scaled(dots[j] - dots[m], shift)
+            x = scores.scale * scaled(dots[j] - dots[m], shift)
             if scores.softcap is not None and x:  # c (tanh(s_j/c) - tanh(s_m/c)); a tie is 0
                 with mpmath.workdps(digits):
                     capped = mpmath.mpf(scores.softcap) * (
-                        _capped_tanh(scores, dots[j], shift, digits) - tanh_m
+                        capped_tanh(scores, dots[j], shift, digits) - tanh_m
                     )
                 x = +capped  # rounded to the working precision
             if scores.bias is not None:
-                x = x + _exact_difference(scores.bias[index + (j,)], scores.bias[index + (m,)])
+                x = x + exact_difference(scores.bias[index + (j,)], scores.bias[index + (m,)])
             if scores.alibi is not None:  # -slope (|p - j| - |p - m|), exact
                 x = x - slope * (abs(p - j) - abs(p - m))
             exps[j] = mpmath.exp(x)
@@ -360,7 +130,7 @@ def _weights(scores: Scores, lse: np.ndarray | None = None) -> np.ndarray:
         if lse is not None:  # exps[m] == 1: total >= 1
             lse[index] = row[m] + mpmath.log(total)
         if sink != -np.inf:  # the sink's term joins the denominator only
-            total += mpmath.exp(_sink_shift(scores, index, m))
+            total += mpmath.exp(sink_shift(scores, index, m))
         weights[index] = [e / total for e in exps]
     return weights
 
@@ -442,7 +212,7 @@ def attention_scores(
         sinks=sinks,
     )
     with mpmath.workdps(DIGITS):
-        return _result(_scores(problem).values, problem.two_d)
+        return _result(exact_scores(problem).values, problem.two_d)
 
 
 def attention_weights(
@@ -485,7 +255,7 @@ def attention_weights(
         sinks=sinks,
     )
     with mpmath.workdps(DIGITS):
-        return _result(_weights(_scores(problem)), problem.two_d)
+        return _result(_weights(exact_scores(problem)), problem.two_d)
 
 
 def attention(
@@ -586,14 +356,14 @@ def attention_parts(
         values = [
             [
                 [
-                    ([mpmath.mpf(x) for x in column], _exact_vector(column))
+                    ([mpmath.mpf(x) for x in column], exact_vector(column))
                     for column in np.transpose(head).tolist()
                 ]
                 for head in batch
             ]
             for batch in problem.value.tolist()
         ]
-        scores = _scores(problem)
+        scores = exact_scores(problem)
         lse = np.empty((B, Hq, Tq), dtype=object)
         weights = _weights(scores, lse)
         output = np.empty((B, Hq, Tq, Dv), dtype=object)
@@ -602,10 +372,10 @@ def attention_parts(
                 kv_head = h // problem.group
                 for i in range(Tq):
                     row = list(weights[b, h, i])
-                    row_exact = _exact_vector(row, max_span=2 * mpmath.mp.prec)
+                    row_exact = exact_vector(row, max_span=2 * mpmath.mp.prec)
                     for c in range(Dv):
                         # sum_j w_j * value[j, c]: exact products, exact sum, rounded once
-                        output[b, h, i, c] = _weighted_sum(row, row_exact, *values[b][kv_head][c])
+                        output[b, h, i, c] = weighted_sum(row, row_exact, *values[b][kv_head][c])
         return OracleParts(
             scores=_result(scores.values, problem.two_d),
             weights=_result(weights, problem.two_d),

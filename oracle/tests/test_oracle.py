@@ -52,7 +52,7 @@ def test_causal_weights_and_context_seed000():
 
 
 def test_value_is_exact_rounded_to_float():
-    """.value is each 50-digit .exact value rounded once to float64 (reference.to_float)."""
+    """.value is each 50-digit .exact value rounded once to float64 (oracle.exact.to_float)."""
     context = oracle.attention(Q, K, V, is_causal=True)
     rounded = np.array([[oracle.to_float(x) for x in row] for row in context.exact])
     assert_array_equal(context.value, rounded)

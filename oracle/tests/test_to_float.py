@@ -1,4 +1,4 @@
-"""oracle.reference.to_float: one correct rounding from 50 digits to binary64, subnormals
+"""oracle.exact.to_float: one correct rounding from 50 digits to binary64, subnormals
 included (float(mpf) rounds those twice)."""
 
 from fractions import Fraction
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnprops.oracle.reference import to_float
+from attnprops.oracle.exact import to_float
 
 TINY = Fraction(1, 2**1074)  # the smallest subnormal
 

@@ -2,8 +2,8 @@
 keys and values are stored as fp8 codes with float32 scales per tensor or per K/V head, read
 back dequantized, and ``cached_attention`` attends over what it reads back.
 
-The round trip keeps every entry within the fp8 rounding of its scaled value (item 7 of
-:mod:`properties.bounds`); decoding through the cache equals causal attention over the
+The round trip keeps every entry within the fp8 rounding of its scaled value
+(:mod:`properties.quantization_bounds`); decoding through the cache equals causal attention over the
 dequantized keys and values (the 50-digit oracle, items 1-3); bad scales, a storage that is not
 fp8 and values outside the fp8 range at their scale are refused, and a refused append changes
 nothing.
@@ -24,7 +24,6 @@ from attnprops.properties._support import (
     decode_in_chunks,
     oracle_with_bounds,
 )
-from attnprops.properties.bounds import quantization_bounds
 from attnprops.properties.checks import (
     assert_equal,
     assert_shape_dtype,
@@ -34,6 +33,7 @@ from attnprops.properties.checks import (
 )
 from attnprops.properties.invalid import Draws
 from attnprops.properties.plugin import current_subject
+from attnprops.properties.quantization_bounds import quantization_bounds
 from attnprops.properties.quantized_cases import quantized_runs
 
 SUBJECT = current_subject()
@@ -70,8 +70,8 @@ def test_quantized_cache_round_trip_within_the_fp8_rounding(subject, run):
     """After decoding a sequence through a ``QuantizedKVCache``, the cache reports the scales
     it was given (float32, one per K/V head), holds fp8 codes of its storage dtype, and reads
     back each key and value ``x`` as ``x~`` in the cache's dtype with ``|x~ - c s|`` within the
-    dequantization's rounding and ``|x~ - x|`` within the whole round trip's (item 7 of
-    :mod:`properties.bounds`): a scale read from another head, inverted, or not applied, fails
+    dequantization's rounding and ``|x~ - x|`` within the whole round trip's
+    (:mod:`properties.quantization_bounds`): a scale read from another head, inverted, or not applied, fails
     it."""
     _describe(run)
     case = run.case

@@ -137,8 +137,8 @@ def test_readme_bfloat16_example_runs_within_impls_bound(tmp_path, capsys):
 def test_readme_fp8_cache_example_runs_within_the_round_trip_bound(tmp_path, capsys):
     """The README's fp8 cache block runs as written: the codes are float8_e4m3fn, the output
     has the query's heads, and the largest round-trip error it prints is that of the cache's
-    keys, within item 7 of properties/bounds.py and not zero (the keys were quantized)."""
-    from attnprops.properties.bounds import quantization_bounds
+    keys, within properties/quantization_bounds.py and not zero (the keys were quantized)."""
+    from attnprops.properties.quantization_bounds import quantization_bounds
 
     readme = (REPO / "README.md").read_text()
     match = re.search(r"```python\n(# fp8_cache\.py.*?)```", readme, re.S)

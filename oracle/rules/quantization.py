@@ -80,6 +80,25 @@ def fp8_max(storage) -> float:
     return float(ml_dtypes.finfo(check_fp8_storage(storage)).max)
 
 
+def _real_array(x, name: str) -> np.ndarray:
+    """``x``, a real number or an array of them (ints, floats, ml_dtypes' floats), as an
+    ndarray; an int past float64's range (``10**400``) reads as ``inf``, for the caller's
+    finiteness rule. Raises QuantizationError naming ``name`` for a bool, a masked array
+    (its mask would be ignored), nesting NumPy cannot build, or another dtype."""
+    if isinstance(x, (bool, np.bool_)):
+        raise QuantizationError(f"{name}: {x!r} is not a real number")
+    if isinstance(x, np.ma.MaskedArray):  # np.array would drop the mask
+        raise QuantizationError(f"{name}: a masked array (its mask would be ignored)")
+    real = as_real(x)
+    try:
+        array = np.array(x if real is None else real)
+    except (TypeError, ValueError) as error:  # ragged nesting, objects NumPy cannot hold
+        raise QuantizationError(f"{name}: not an array of real numbers ({error})") from None
+    if array.dtype.kind not in "fiu" and not is_ml_float(array.dtype):
+        raise QuantizationError(f"{name}: dtype {array.dtype} is not a real number dtype")
+    return array
+
+
 def calibrated_scale(amax, storage="float8_e4m3fn") -> np.ndarray:
     """The smallest float32 scales ``s`` with ``amax <= fp8_max * s`` (exactly): a calibration
     that every value of magnitude at most ``amax`` passes, and whose largest value maps to
@@ -94,17 +113,7 @@ def calibrated_scale(amax, storage="float8_e4m3fn") -> np.ndarray:
         > 0 exists for 0: use any, e.g. 1.0), or past what a float32 scale can hold.
     """
     limit = fp8_max(storage)
-    if isinstance(amax, (bool, np.bool_)):
-        raise QuantizationError(f"amax: {amax!r} is not a real number")
-    if isinstance(amax, np.ma.MaskedArray):  # np.array would drop the mask
-        raise QuantizationError("amax: a masked array (its mask would be ignored)")
-    real = as_real(amax)
-    try:
-        peak = np.array(amax if real is None else real)
-    except (TypeError, ValueError) as error:
-        raise QuantizationError(f"amax: not an array of real numbers ({error})") from None
-    if peak.dtype.kind not in "fiu" and not is_ml_float(peak.dtype):
-        raise QuantizationError(f"amax: dtype {peak.dtype} is not a real number dtype")
+    peak = _real_array(amax, "amax")
     if peak.ndim > 1 or peak.size == 0:
         raise QuantizationError(
             f"amax: shape {peak.shape}; a scalar (per tensor) or (num_kv_heads,) (per head)"
@@ -131,17 +140,7 @@ def check_quantization_scale(scale, num_kv_heads: int, name: str) -> np.ndarray:
         QuantizationError naming ``name``: not real numbers, the wrong shape, or an entry
         that is not finite and > 0 after rounding to float32.
     """
-    if isinstance(scale, (bool, np.bool_)):
-        raise QuantizationError(f"{name}: {scale!r} is not a real number")
-    if isinstance(scale, np.ma.MaskedArray):  # np.array would drop the mask
-        raise QuantizationError(f"{name}: a masked array (its mask would be ignored)")
-    real = as_real(scale)  # an int past float64's range (10**400) is inf, refused below
-    try:
-        array = np.array(scale if real is None else real)
-    except (TypeError, ValueError) as error:  # ragged nesting, objects NumPy cannot hold
-        raise QuantizationError(f"{name}: not an array of real numbers ({error})") from None
-    if array.dtype.kind not in "fiu" and not is_ml_float(array.dtype):
-        raise QuantizationError(f"{name}: dtype {array.dtype} is not a real number dtype")
+    array = _real_array(scale, name)
     if array.shape not in ((), (1,), (num_kv_heads,)):
         raise QuantizationError(
             f"{name}: shape {array.shape}; expected a scalar (per tensor) or "

@@ -404,16 +404,15 @@ def raise_score_overflow(problem: AttentionProblem | AttentionCall) -> None:
     naming every argument that enters a score: the inputs, the scale, and the float mask
     and ALiBi's slopes where the call has them."""
     named = ["query", "key", "scale"]
-    float_mask = getattr(problem, "bias", None)  # a problem's; a call's mask may be bool
-    if isinstance(problem, AttentionCall):
-        float_mask = (
-            problem.mask if problem.mask is not None and problem.mask.dtype != bool else None
-        )
+    if isinstance(problem, AttentionCall):  # a call's mask may be bool
+        float_mask = problem.mask is not None and problem.mask.dtype != bool
+    else:  # a problem's bias is its float mask
+        float_mask = problem.bias is not None
     alibi = problem.alibi is not None and bool(np.any(np.asarray(problem.alibi) != 0))
-    named += ["attn_mask"] if float_mask is not None else []
+    named += ["attn_mask"] if float_mask else []
     named += ["alibi_slopes"] if alibi else []  # slopes of 0 add nothing
     advice = ["rescale the inputs", "pass a smaller scale"]
-    advice += ["smaller attn_mask entries"] if float_mask is not None else []
+    advice += ["smaller attn_mask entries"] if float_mask else []
     advice += ["smaller alibi_slopes"] if alibi else []
     raise ScoreOverflowError(
         f"{'/'.join(named)}: a visible scaled score overflows "

@@ -200,11 +200,12 @@ def run(args) -> int:
     work = out / "runs"
     for stale in work.glob("*.jsonl"):  # one results file per run; none left from an earlier one
         stale.unlink()
-    names = select(sorted(all_mutants()), args.only, args.shard)
+    mutants = all_mutants()
+    names = select(sorted(mutants), args.only, args.shard)
     one_thread_per_process(workers=args.jobs)  # the pool runs --jobs pytest processes at once
     reference = harness = None
     if not args.skip_reference:
-        judges = sorted({test for n in names for test in all_mutants()[n].killed_by})
+        judges = sorted({test for n in names for test in mutants[n].killed_by})
         reference = run_suite(
             REFERENCE_SUBJECT,
             work,

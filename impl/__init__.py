@@ -3,12 +3,8 @@
 Public API (shape legend: B batch, Hq/Hkv query/key-value heads, Tq/Tk positions, D/Dv head
 dims)::
 
-    attention(query, key, value, *, attn_mask=None, is_causal=False, query_start=None, scale=None,
-              window=None, segment_ids=None, chunk_size=None, alibi_slopes=None, softcap=None,
-              sinks=None, block_size=None, return_lse=False)
-    attention_weights(query, key, *, attn_mask=None, is_causal=False, query_start=None, scale=None,
-                      window=None, segment_ids=None, chunk_size=None, alibi_slopes=None,
-                      softcap=None, sinks=None)
+    attention(query, key, value, *, <options>, block_size=None, return_lse=False)
+    attention_weights(query, key, *, <options>)
     KVCache(batch, num_kv_heads, head_dim, value_dim=None, *, dtype=numpy.float64)
     cached_attention(query, key, value, cache, *, attn_mask=None, scale=None, window=None,
                      sinks=None)
@@ -23,13 +19,10 @@ dims)::
                    rolling_capacity=None, value_dim=None)
     AttentionInputError  (a ValueError; subclasses in oracle.rules)
 
-The rules these functions enforce are written once, in :mod:`oracle.rules`. ``window=(left,
-right)`` is local attention: the query at absolute position ``p`` sees keys ``p - left ..= p +
-right`` (:func:`oracle.rules.check_window`, with the other libraries' conventions);
-``segment_ids`` packs documents and ``chunk_size`` chunks positions (:mod:`oracle.rules.packing`);
-``alibi_slopes`` adds ALiBi's ``-slope * |p - j|`` (:mod:`oracle.rules.alibi`); ``softcap``
-caps the scaled scores, ``c * tanh(s / c)`` (:mod:`oracle.rules.softcap`); ``sinks`` adds one
-logit per query head to every softmax denominator (:mod:`oracle.rules.sinks`).
+The rules these functions enforce are written once, in :mod:`oracle.rules`; ``<options>`` are
+the ten keyword options of every attention call (``attn_mask``, ``is_causal``, ``query_start``,
+``scale``, ``window``, ``segment_ids``, ``chunk_size``, ``alibi_slopes``, ``softcap``,
+``sinks``), with their defaults and meanings in :mod:`oracle.rules.options`.
 ``cached_attention`` over a ``RollingKVCache`` keeps the last ``capacity`` positions (a
 sliding window's cache); ``attention_with_kvcache`` attends each sequence over its own
 ``cache_seqlens[b]`` cached positions, contiguous or in the pages of a ``PagedKVCache``

@@ -53,6 +53,7 @@ from attnprops.oracle.rules import (
     check_flag,
     check_float_array,
     compute_dtype,
+    takes_options,
 )
 
 __all__ = [
@@ -175,54 +176,22 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention, ServingAttentio
         return np.clip(output, -vmax, vmax)
 
     # -- the public API -------------------------------------------------------------------
+    @takes_options
     def attention_weights(
         self,
         query,
         key,
-        *,
-        attn_mask=None,
-        is_causal=False,
-        query_start=None,
-        scale=None,
-        window=None,
-        segment_ids=None,
-        chunk_size=None,
-        alibi_slopes=None,
-        softcap=None,
-        sinks=None,
+        **options,
     ) -> np.ndarray:
         """Attention weights ``softmax(scale * query @ key^T + mask)`` along the key axis.
 
         Args:
             query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; float16, bfloat16, float32 or float64.
             key: ``(B, Hkv, Tk, D)`` or ``(Tk, D)``, same dtype, ``Hq % Hkv == 0``.
-            attn_mask: ``None``; bool broadcastable to ``(B, Hq, Tq, Tk)``, True = may attend;
-                or float of the same shapes added to the scaled scores (finite or ``-inf``).
-            is_causal: key ``j`` visible to local query ``i`` iff ``j <= query_start + i``.
-            query_start: absolute position of the first query (``None``: ``Tk - Tq``).
-            scale: finite float > 0; ``None`` means ``1/sqrt(D)``.
-            window: local (sliding-window) attention ``(left, right)``: the query at absolute
-                position ``p = query_start + i`` sees keys ``p - left ..= p + right`` (either
-                side ``None`` = unbounded), AND-ed with the mask and causality; ``None``: no
-                window. FlashAttention's ``window_size`` and JAX's ``local_window_size`` are
-                the same pair; Hugging Face's ``sliding_window=W`` is ``(W - 1, 0)``
-                (:func:`oracle.rules.check_window`).
-            segment_ids: packed documents, ``(query_segments, key_segments)`` of shapes
-                ``(B, Tq)`` and ``(B, Tk)`` (or ``(Tq,)``, ``(Tk,)``): a query sees only keys
-                of its own document (FlashAttention's ``cu_seqlens``, FlexAttention's
-                document masks; :mod:`oracle.rules.packing`); None: one document.
-            chunk_size: chunked attention (Llama 4): the query at ``p`` sees only keys ``j``
-                with ``p // chunk_size == j // chunk_size``; None: no chunks.
-            alibi_slopes: ALiBi, ``(Hq,)`` or ``(B, Hq)`` floats: ``-slope * |p - j|`` is
-                added to the scaled scores, computed in the compute dtype (FlashAttention's
-                ``alibi_slopes``; :mod:`oracle.rules.alibi`); None: no ALiBi.
-            softcap: ``c > 0``: the scaled scores become ``c * tanh(s / c)`` before the mask
-                and the biases (Gemma 2, FlashAttention's ``softcap``;
-                :mod:`oracle.rules.softcap`); None: no cap.
-            sinks: ``(Hq,)`` float logits, finite or ``-inf``: one per query head, in every
-                row's softmax denominator, with no value (gpt-oss; :mod:`oracle.rules.sinks`):
-                rows then sum to ``sigmoid(lse - sigma_h)``; a row that sees no key is allowed
-                when its head's sink is finite, and its weights are 0. None: no sinks.
+            attn_mask, is_causal, query_start, scale, window, segment_ids, chunk_size,
+                alibi_slopes, softcap, sinks: the keyword options of
+                :mod:`oracle.rules.options` (names, defaults, meanings and the other
+                libraries' conventions); ALiBi's bias is computed in the compute dtype.
 
         Returns:
             ``(B, Hq, Tq, Tk)`` (or ``(Tq, Tk)``) in the input dtype; rows sum to 1 (with
@@ -234,41 +203,21 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention, ServingAttentio
             query row with no visible key and scaled scores that overflow. Inputs are not
             modified. Source: Vaswani et al. 2017, eq. 1.
         """
-        options = dict(
-            attn_mask=attn_mask,
-            is_causal=is_causal,
-            query_start=query_start,
-            scale=scale,
-            window=window,
-            segment_ids=segment_ids,
-            chunk_size=chunk_size,
-            alibi_slopes=alibi_slopes,
-            softcap=softcap,
-            sinks=sinks,
-        )
         call = self.validate(query, key, None, options, needs_value=False)
         self.check_rows(call)
         weights = self.dense_weights(call, compute_dtype(call.dtype)).astype(call.dtype)
         return weights[0, 0] if call.two_d else weights
 
+    @takes_options
     def attention(
         self,
         query,
         key,
         value,
         *,
-        attn_mask=None,
-        is_causal=False,
-        query_start=None,
-        scale=None,
-        window=None,
-        segment_ids=None,
-        chunk_size=None,
-        alibi_slopes=None,
-        softcap=None,
-        sinks=None,
         block_size=None,
         return_lse=False,
+        **options,
     ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         """Scaled dot-product attention ``softmax(scale * query @ key^T + mask) @ value``.
 
@@ -322,18 +271,6 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention, ServingAttentio
         dense = isinstance(block_size, str) and block_size == DENSE
         block_size = None if dense else check_block_size(block_size)
         return_lse = check_flag(return_lse, "return_lse")
-        options = dict(
-            attn_mask=attn_mask,
-            is_causal=is_causal,
-            query_start=query_start,
-            scale=scale,
-            window=window,
-            segment_ids=segment_ids,
-            chunk_size=chunk_size,
-            alibi_slopes=alibi_slopes,
-            softcap=softcap,
-            sinks=sinks,
-        )
         # Every rule but finiteness first (array-free, the same for both paths); then the dense
         # path scans query, key and value whole, the blocked path block by block as it reads
         # them (one pass over K and V instead of two). Should any rule fail, the full

@@ -38,6 +38,7 @@ from attnprops.oracle.rules import (
     check_attention_inputs,
     check_flag,
     compute_dtype,
+    takes_options,
 )
 
 __all__ = ["REFERENCE_PROPERTIES", "TILED_CAPABILITIES", "TiledKernel"]
@@ -240,32 +241,11 @@ class TiledKernel(impl.Attention):
         return out.reshape(B, Hq, Tq, Dv), lse.reshape(B, Hq, Tq)
 
     # -- the public API ---------------------------------------------------------------------
-    def attention(
-        self,
-        query,
-        key,
-        value,
-        *,
-        attn_mask=None,
-        is_causal=False,
-        query_start=None,
-        scale=None,
-        window=None,
-        segment_ids=None,
-        sinks=None,
-        return_lse=False,
-    ):
-        """Like :func:`impl.attention` (same arguments, rules and errors); ``return_lse=True``
-        gives ``(output, lse)``, ``lse`` in the compute dtype, as impl's."""
-        options = dict(
-            attn_mask=attn_mask,
-            is_causal=is_causal,
-            query_start=query_start,
-            scale=scale,
-            window=window,
-            segment_ids=segment_ids,
-            sinks=sinks,
-        )
+    @takes_options(without=("chunk_size", "alibi_slopes", "softcap"))
+    def attention(self, query, key, value, *, return_lse=False, **options):
+        """Like :func:`impl.attention` (same arguments, rules and errors; without chunks,
+        ALiBi or a cap); ``return_lse=True`` gives ``(output, lse)``, ``lse`` in the compute
+        dtype, as impl's."""
         return_lse = check_flag(return_lse, "return_lse")
         problem = check_attention_inputs(query, key, value, **options)
         if not self.runs(problem):

@@ -64,6 +64,7 @@ from attnprops.oracle.rules import (
     raise_score_overflow,
     sink_at,
     slope_at,
+    takes_options,
 )
 
 PRECISION = 256  # bits to start with
@@ -299,35 +300,26 @@ def _rows(rows, Tq: int) -> tuple[int, ...]:
     return tuple(sorted(picked))
 
 
+@takes_options
 def attention_parts(
     query,
     key,
     value=None,
     *,
-    attn_mask=None,
-    is_causal=False,
-    query_start=None,
-    scale=None,
-    window=None,
-    segment_ids=None,
-    chunk_size=None,
-    alibi_slopes=None,
-    softcap=None,
-    sinks=None,
     fully_masked_rows="raise",
     rows=None,
     precision: int = PRECISION,
     lse: bool = False,
+    **options,
 ) -> BallParts:
     """Scores, weights and output of one attention call, each correctly rounded to float64.
 
     Args:
         query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; key ``(B, Hkv, Tk, D)`` or ``(Tk, D)``; value
             ``(B, Hkv, Tk, Dv)`` or ``(Tk, Dv)`` or None (then no output); float16, float32 or
-            float64, one dtype. ``attn_mask``, ``is_causal``, ``query_start``, ``scale``,
-            ``window``, ``segment_ids``, ``chunk_size``, ``alibi_slopes``, ``softcap``, ``sinks``
-            and ``fully_masked_rows`` as in
-            :func:`oracle.attention` (the rules of :mod:`oracle.rules`).
+            float64, one dtype. The keyword options of :mod:`oracle.rules.options`, and
+            ``fully_masked_rows`` as in :func:`oracle.attention` (the rules of
+            :mod:`oracle.rules`).
         rows: the local query rows to compute (a non-empty sequence of ints in ``[0, Tq)``,
             any order, repeats dropped); None for every row. Results keep the sorted order.
         precision: bits to start with (doubled until every value is resolved).
@@ -350,18 +342,9 @@ def attention_parts(
         query,
         key,
         value,
-        attn_mask=attn_mask,
-        is_causal=is_causal,
-        query_start=query_start,
-        scale=scale,
-        window=window,
-        segment_ids=segment_ids,
-        chunk_size=chunk_size,
-        alibi_slopes=alibi_slopes,
-        softcap=softcap,
-        sinks=sinks,
         fully_masked_rows=fully_masked_rows,
         needs_value=value is not None,
+        **options,
     )
     wanted = _rows(rows, problem.query.shape[2])
     # The overflow rule is checked on every row whose float64 bound reaches half the

@@ -40,10 +40,10 @@ from attnprops.oracle.exact_scores import (
     sink_shift,
 )
 from attnprops.oracle.rules import (
-    AttentionProblem,
     check_attention_inputs,
     kv_cache_bytes,
     sink_at,
+    takes_options,
 )
 
 __all__ = [
@@ -135,101 +135,39 @@ def _weights(scores: Scores, lse: np.ndarray | None = None) -> np.ndarray:
     return weights
 
 
-def _check(
-    query,
-    key,
-    value,
-    attn_mask,
-    is_causal,
-    query_start,
-    scale,
-    window,
-    fully_masked_rows,
-    needs_value=True,
-    **packing,
-) -> AttentionProblem:
-    return check_attention_inputs(
-        query,
-        key,
-        value,
-        attn_mask=attn_mask,
-        is_causal=is_causal,
-        query_start=query_start,
-        scale=scale,
-        window=window,
-        fully_masked_rows=fully_masked_rows,
-        needs_value=needs_value,
-        **packing,
-    )
-
-
+@takes_options
 def attention_scores(
     query,
     key,
     *,
-    attn_mask=None,
-    is_causal=False,
-    query_start=None,
-    scale=None,
-    window=None,
-    segment_ids=None,
-    chunk_size=None,
-    alibi_slopes=None,
-    softcap=None,
-    sinks=None,
     fully_masked_rows="raise",
+    **options,
 ) -> OracleResult:
     """Scaled scores plus float mask at 50 digits, ``-inf`` where hidden.
 
     Shapes and rules as :func:`impl.attention_weights`: query ``(B, Hq, Tq, D)``, key
-    ``(B, Hkv, Tk, D)`` (or 2-D) -> ``(B, Hq, Tq, Tk)``. ``fully_masked_rows`` is ``"raise"``
-    (this project's rule) or ``"zeros"`` (PyTorch >= 2.5, FlashAttention). ``window``:
-    ``(left, right)`` local attention (:func:`oracle.rules.check_window`), or None;
-    ``segment_ids`` and ``chunk_size``: packed documents and chunks
-    (:mod:`oracle.rules.packing`), or None; ``alibi_slopes``: ALiBi's bias, exactly
-    (:mod:`oracle.rules.alibi`), or None; ``softcap``: ``c tanh(s / c)`` at 50 digits
-    (:mod:`oracle.rules.softcap`), or None; ``sinks``: one logit per query head in the
-    softmax's denominator (:mod:`oracle.rules.sinks`; scores do not show it), or None.
+    ``(B, Hkv, Tk, D)`` (or 2-D) -> ``(B, Hq, Tq, Tk)``. The keyword options are those of
+    :mod:`oracle.rules.options`, each applied exactly (ALiBi's bias exactly, ``c tanh(s /
+    c)`` at 50 digits; scores do not show a sink). ``fully_masked_rows`` is ``"raise"`` (this
+    project's rule) or ``"zeros"`` (PyTorch >= 2.5, FlashAttention).
 
     Raises:
         oracle.rules.AttentionInputError, like the implementation.
     """
-    problem = _check(
-        query,
-        key,
-        None,
-        attn_mask,
-        is_causal,
-        query_start,
-        scale,
-        window,
-        fully_masked_rows,
-        needs_value=False,
-        segment_ids=segment_ids,
-        chunk_size=chunk_size,
-        alibi_slopes=alibi_slopes,
-        softcap=softcap,
-        sinks=sinks,
+    problem = check_attention_inputs(
+        query, key, None, fully_masked_rows=fully_masked_rows, needs_value=False, **options
     )
     with mpmath.workdps(DIGITS):
         return _result(exact_scores(problem).values, problem.two_d)
 
 
+@takes_options
 def attention_weights(
     query,
     key,
     *,
-    attn_mask=None,
-    is_causal=False,
-    query_start=None,
-    scale=None,
-    window=None,
-    segment_ids=None,
-    chunk_size=None,
-    alibi_slopes=None,
-    softcap=None,
-    sinks=None,
     fully_masked_rows="raise",
+    **options,
 ) -> OracleResult:
     """Attention weights at 50 digits, ``(B, Hq, Tq, Tk)``; hidden keys are exactly 0.
 
@@ -237,43 +175,21 @@ def attention_weights(
     all zeros; with sinks a row sums to ``sigmoid(lse - sigma_h)``.
     Source: Vaswani et al. 2017, eq. 1. Raises oracle.rules.AttentionInputError.
     """
-    problem = _check(
-        query,
-        key,
-        None,
-        attn_mask,
-        is_causal,
-        query_start,
-        scale,
-        window,
-        fully_masked_rows,
-        needs_value=False,
-        segment_ids=segment_ids,
-        chunk_size=chunk_size,
-        alibi_slopes=alibi_slopes,
-        softcap=softcap,
-        sinks=sinks,
+    problem = check_attention_inputs(
+        query, key, None, fully_masked_rows=fully_masked_rows, needs_value=False, **options
     )
     with mpmath.workdps(DIGITS):
         return _result(_weights(exact_scores(problem)), problem.two_d)
 
 
+@takes_options
 def attention(
     query,
     key,
     value,
     *,
-    attn_mask=None,
-    is_causal=False,
-    query_start=None,
-    scale=None,
-    window=None,
-    segment_ids=None,
-    chunk_size=None,
-    alibi_slopes=None,
-    softcap=None,
-    sinks=None,
     fully_masked_rows="raise",
+    **options,
 ) -> OracleResult:
     """Attention output at 50 digits, ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)`` for 2-D inputs).
 
@@ -283,22 +199,7 @@ def attention(
     Source: Vaswani et al. 2017, eq. 1; Ainslie et al. 2023 for the head grouping.
     Raises oracle.rules.AttentionInputError.
     """
-    return attention_parts(
-        query,
-        key,
-        value,
-        attn_mask=attn_mask,
-        is_causal=is_causal,
-        query_start=query_start,
-        scale=scale,
-        window=window,
-        segment_ids=segment_ids,
-        chunk_size=chunk_size,
-        alibi_slopes=alibi_slopes,
-        softcap=softcap,
-        sinks=sinks,
-        fully_masked_rows=fully_masked_rows,
-    ).output
+    return attention_parts(query, key, value, fully_masked_rows=fully_masked_rows, **options).output
 
 
 @dataclass(frozen=True)
@@ -314,40 +215,19 @@ class OracleParts:
     lse: OracleResult
 
 
+@takes_options
 def attention_parts(
     query,
     key,
     value,
     *,
-    attn_mask=None,
-    is_causal=False,
-    query_start=None,
-    scale=None,
-    window=None,
-    segment_ids=None,
-    chunk_size=None,
-    alibi_slopes=None,
-    softcap=None,
-    sinks=None,
     fully_masked_rows="raise",
+    **options,
 ) -> OracleParts:
     """Scores, weights, output and log-sum-exp of one attention call in one pass (see
     :func:`attention` and :class:`OracleParts`)."""
-    problem = _check(
-        query,
-        key,
-        value,
-        attn_mask,
-        is_causal,
-        query_start,
-        scale,
-        window,
-        fully_masked_rows,
-        segment_ids=segment_ids,
-        chunk_size=chunk_size,
-        alibi_slopes=alibi_slopes,
-        softcap=softcap,
-        sinks=sinks,
+    problem = check_attention_inputs(
+        query, key, value, fully_masked_rows=fully_masked_rows, **options
     )
     B, Hq, Tq, _ = problem.query.shape
     Dv = problem.value.shape[3]

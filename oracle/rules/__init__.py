@@ -62,10 +62,11 @@ Quantized caches
     fp8 codes with one float32 scale per tensor or per K/V head, dequantized on read; values
     out of the fp8 range are rejected, not saturated (:mod:`oracle.rules.quantization`).
 
-The rules live in eleven modules, re-exported here (``from attnprops.oracle.rules import ...``
+The rules live in twelve modules, re-exported here (``from attnprops.oracle.rules import ...``
 is the one way to use them): :mod:`oracle.rules.errors`, :mod:`oracle.rules.dtypes` (float16,
 bfloat16, float32, float64; fp8 for storage), :mod:`oracle.rules.arguments` (one
-argument at a time), :mod:`oracle.rules.packing` (documents and chunks),
+argument at a time), :mod:`oracle.rules.options` (the keyword options of a call: names,
+defaults and meanings), :mod:`oracle.rules.packing` (documents and chunks),
 :mod:`oracle.rules.alibi` (the bias by distance), :mod:`oracle.rules.softcap`,
 :mod:`oracle.rules.sinks`,
 :mod:`oracle.rules.attention` (a whole call), :mod:`oracle.rules.cache` (the KV cache),
@@ -79,6 +80,7 @@ from attnprops.oracle.rules.attention import *  # noqa: F403
 from attnprops.oracle.rules.cache import *  # noqa: F403
 from attnprops.oracle.rules.dtypes import *  # noqa: F403
 from attnprops.oracle.rules.errors import *  # noqa: F403
+from attnprops.oracle.rules.options import *  # noqa: F403
 from attnprops.oracle.rules.packing import *  # noqa: F403
 from attnprops.oracle.rules.quantization import *  # noqa: F403
 from attnprops.oracle.rules.serving import *  # noqa: F403

@@ -28,6 +28,7 @@ from attnprops.oracle.rules.errors import (
     ScoreOverflowError,
     ShapeError,
 )
+from attnprops.oracle.rules.options import takes_options
 from attnprops.oracle.rules.packing import (
     check_chunk_size,
     check_segment_ids,
@@ -155,23 +156,15 @@ class AttentionCall(NamedTuple):
         return self.mask is not None and self.mask.dtype != np.bool_
 
 
+@takes_options
 def check_attention_call(
     query,
     key,
     value=None,
     *,
-    attn_mask=None,
-    is_causal=False,
-    query_start=None,
-    scale=None,
-    window=None,
-    segment_ids=None,
-    chunk_size=None,
-    alibi_slopes=None,
-    softcap=None,
-    sinks=None,
     needs_value: bool = True,
     scan: bool = True,
+    **options,
 ) -> AttentionCall:
     """Every rule except the fully-masked-row rule, in the order below, without building any
     ``(B, Hq, Tq, Tk)`` array (how it differs from :func:`check_attention_inputs`, which also
@@ -187,8 +180,8 @@ def check_attention_call(
     Raises a subclass of :class:`AttentionInputError` naming the argument and the rule.
     Reads its inputs only.
     """
-    is_causal = check_is_causal(is_causal)
-    scale = check_scale(scale)
+    is_causal = check_is_causal(options["is_causal"])
+    scale = check_scale(options["scale"])
     named = [("query", query), ("key", key)] + ([("value", value)] if needs_value else [])
     arrays = {name: check_float_array(x, name, scan=scan) for name, x in named}
     q, k = arrays["query"], arrays["key"]
@@ -228,7 +221,7 @@ def check_attention_call(
             raise ShapeError(f"value: num_kv_heads {v.shape[1]} differs from key's {Hkv}")
         if v.shape[2] != Tk:
             raise ShapeError(f"value: length {v.shape[2]} differs from key's length {Tk}")
-    start = check_query_start(query_start, Tq, Tk)
+    start = check_query_start(options["query_start"], Tq, Tk)
     if start is None:
         start = Tk - Tq
         if is_causal and start < 0:
@@ -236,17 +229,17 @@ def check_attention_call(
                 f"query_start: None means Tk - Tq = {start} < 0 (Tq={Tq} > Tk={Tk}); with "
                 "is_causal=True the first queries would see no key"
             )
-    mask = check_mask(attn_mask, (Tq, Tk) if two_d else (B, Hq, Tq, Tk))
+    mask = check_mask(options["attn_mask"], (Tq, Tk) if two_d else (B, Hq, Tq, Tk))
     if mask is not None:
         mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)  # a view: never copied
-    window = _reach(check_window(window), start, Tq, Tk)
-    segments = check_segment_ids(segment_ids, B, Tq, Tk)
-    chunk_size = check_chunk_size(chunk_size)
+    window = _reach(check_window(options["window"]), start, Tq, Tk)
+    segments = check_segment_ids(options["segment_ids"], B, Tq, Tk)
+    chunk_size = check_chunk_size(options["chunk_size"])
     if chunk_size is not None:  # longer than any |position|: the same chunks, in a small int
         chunk_size = min(chunk_size, abs(start) + Tq + Tk)
-    alibi = check_alibi_slopes(alibi_slopes, B, Hq)
-    softcap = check_softcap(softcap)
-    sinks = check_sinks(sinks, Hq)
+    alibi = check_alibi_slopes(options["alibi_slopes"], B, Hq)
+    softcap = check_softcap(options["softcap"])
+    sinks = check_sinks(options["sinks"], Hq)
     return AttentionCall(
         q,
         k,
@@ -281,23 +274,15 @@ def _reach(window, start: int, Tq: int, Tk: int):
     return None if left is None and right is None else (left, right)
 
 
+@takes_options
 def check_attention_inputs(
     query,
     key,
     value=None,
     *,
-    attn_mask=None,
-    is_causal=False,
-    query_start=None,
-    scale=None,
-    window=None,
-    segment_ids=None,
-    chunk_size=None,
-    alibi_slopes=None,
-    softcap=None,
-    sinks=None,
     fully_masked_rows: str = "raise",
     needs_value: bool = True,
+    **options,
 ) -> AttentionProblem:
     """Apply every rule to one attention call and return the validated problem, with its
     dense ``(B, Hq, Tq, Tk)`` visibility (``O(B Hq Tq Tk)`` memory: the dense paths and the
@@ -315,22 +300,7 @@ def check_attention_inputs(
             f"fully_masked_rows: {fully_masked_rows!r} must be one of "
             f"{FULLY_MASKED_ROW_CONVENTIONS}"
         )
-    call = check_attention_call(
-        query,
-        key,
-        value,
-        attn_mask=attn_mask,
-        is_causal=is_causal,
-        query_start=query_start,
-        scale=scale,
-        window=window,
-        segment_ids=segment_ids,
-        chunk_size=chunk_size,
-        alibi_slopes=alibi_slopes,
-        softcap=softcap,
-        sinks=sinks,
-        needs_value=needs_value,
-    )
+    call = check_attention_call(query, key, value, needs_value=needs_value, **options)
     target = call.shape  # (B, Hq, Tq, Tk)
     Tq, Tk = target[2], target[3]
     visible = np.ones(target, dtype=bool)

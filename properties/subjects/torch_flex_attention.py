@@ -49,6 +49,7 @@ import torch
 from torch.nn.attention.experimental._paged_attention import PagedAttention
 from torch.nn.attention.flex_attention import AuxRequest, create_block_mask, flex_attention
 
+from attnprops.oracle.rules import takes_options
 from attnprops.properties.subjects.torch_sdpa import to_numpy, to_tensor, torch_dtype
 
 __version__ = torch.__version__
@@ -146,29 +147,14 @@ def _score_mod(shape, *, attn_mask, start, alibi_slopes, softcap):
     return score_mod
 
 
-def attention(
-    query,
-    key,
-    value,
-    *,
-    attn_mask=None,
-    is_causal=False,
-    query_start=None,
-    scale=None,
-    window=None,
-    segment_ids=None,
-    chunk_size=None,
-    alibi_slopes=None,
-    softcap=None,
-    return_lse=False,
-):
+@takes_options(without=("sinks",))
+def attention(query, key, value, *, return_lse=False, **options):
     """Attention through FlexAttention (module docstring), this project's conventions.
 
     Args:
         query ``(B, Hq, Tq, D)`` or ``(Tq, D)``; key ``(B, Hkv, Tk, D)``; value ``(B, Hkv, Tk,
-        Dv)``: float16/32/64 NumPy arrays of one dtype. ``attn_mask``, ``is_causal``,
-        ``query_start``, ``scale``, ``window``, ``segment_ids``, ``chunk_size``,
-        ``alibi_slopes``, ``softcap`` as in :func:`impl.attention`.
+        Dv)``: float16/32/64 NumPy arrays of one dtype. The keyword options of
+        :mod:`oracle.rules.options` but ``sinks`` (declared unsupported).
         return_lse: also return each row's log-sum-exp ``(B, Hq, Tq)`` (``(Tq,)``).
 
     Returns:
@@ -185,22 +171,27 @@ def attention(
     B, Hq, Tq, _ = q.shape
     Tk = k.shape[2]
     shape = (B, Hq, Tq, Tk)
-    start = Tk - Tq if query_start is None else int(query_start)
-    mask = None if attn_mask is None else np.asarray(attn_mask)
+    start = Tk - Tq if options["query_start"] is None else int(options["query_start"])
+    mask = None if options["attn_mask"] is None else np.asarray(options["attn_mask"])
     if mask is not None and two_d:
         mask = mask.reshape((1, 1) + mask.shape[-2:]) if mask.ndim >= 2 else mask
     mask_mod = _mask_mod(
         shape,
         attn_mask=mask,
-        is_causal=is_causal,
+        is_causal=options["is_causal"],
         start=start,
-        window=window,
-        segment_ids=segment_ids,
-        chunk_size=chunk_size,
+        window=options["window"],
+        segment_ids=options["segment_ids"],
+        chunk_size=options["chunk_size"],
     )
     score_mod = _score_mod(
-        shape, attn_mask=mask, start=start, alibi_slopes=alibi_slopes, softcap=softcap
+        shape,
+        attn_mask=mask,
+        start=start,
+        alibi_slopes=options["alibi_slopes"],
+        softcap=options["softcap"],
     )
+    scale = options["scale"]
     with warnings.catch_warnings():  # "called without torch.compile()": the eager path, chosen
         warnings.simplefilter("ignore", UserWarning)
         block_mask = None

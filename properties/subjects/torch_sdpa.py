@@ -65,6 +65,7 @@ from attnprops.oracle.rules import (
     check_cached_query,
     kv_cache_elements,
     sinks_within,
+    takes_options,
 )
 
 __version__ = torch.__version__
@@ -335,21 +336,14 @@ def cpu_lse(query, key, value, mask, scale) -> torch.Tensor:
     return lse[0, 0] if two_d else lse
 
 
+@takes_options(without=("softcap",))
 def sdpa(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
     *,
-    attn_mask=None,
-    is_causal=False,
-    query_start=None,
-    scale=None,
-    window=None,
-    segment_ids=None,
-    chunk_size=None,
-    alibi_slopes=None,
-    sinks=None,
     return_lse=False,
+    **options,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """SDPA on tensors under this project's conventions (see the module docstring).
 
@@ -359,18 +353,19 @@ def sdpa(
     errors).
     """
     mask = sdpa_mask(
-        attn_mask,
+        options["attn_mask"],
         query.dtype,
-        is_causal=is_causal,
-        query_start=query_start,
+        is_causal=options["is_causal"],
+        query_start=options["query_start"],
         query_len=query.shape[-2],
         key_len=key.shape[-2],
-        window=window,
-        segment_ids=segment_ids,
-        chunk_size=chunk_size,
-        alibi_slopes=alibi_slopes,
+        window=options["window"],
+        segment_ids=options["segment_ids"],
+        chunk_size=options["chunk_size"],
+        alibi_slopes=options["alibi_slopes"],
         two_d=query.ndim == 2,
     )
+    scale, sinks = options["scale"], options["sinks"]
     lse = cpu_lse(query, key, value, mask, scale) if return_lse else None
     if sinks is not None:
         mask, key, value = with_sink_key(mask, key, value, sinks, query.shape[-2])
@@ -387,37 +382,24 @@ def sdpa(
     return (out, lse) if return_lse else out
 
 
+@takes_options(without=("softcap",))
 def attention(
     query,
     key,
     value,
     *,
-    attn_mask=None,
-    is_causal=False,
-    query_start=None,
-    scale=None,
-    window=None,
-    segment_ids=None,
-    chunk_size=None,
-    alibi_slopes=None,
-    sinks=None,
     return_lse=False,
+    **options,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Scaled dot-product attention through ``torch.nn.functional.scaled_dot_product_attention``.
 
     Args:
         query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; bfloat16, float16, float32 or float64 NumPy array.
         key: ``(B, Hkv, Tk, D)`` or ``(Tk, D)``, same dtype; value: ``(B, Hkv, Tk, Dv)``.
-        attn_mask: ``None``, bool (True = may attend) or float additive mask broadcastable to
-            ``(B, Hq, Tq, Tk)``.
-        is_causal: key ``j`` visible to local query ``i`` iff ``j <= query_start + i``.
-        query_start: absolute position of the first query (``None``: ``Tk - Tq``).
-        scale: ``None`` (``1/sqrt(D)``) or a float.
-        window: ``(left, right)`` local window over absolute positions, or None
-            (:func:`window_mask`; not SDPA's: an explicit mask).
-        segment_ids, chunk_size: packed documents and chunks (:func:`packing_mask`), or None.
-        alibi_slopes: ALiBi's slopes, joined to the float mask (:func:`sdpa_mask`), or None.
-        sinks: ``(Hq,)`` sink logits, one more key (:func:`with_sink_key`), or None.
+        the keyword options of :mod:`oracle.rules.options` but ``softcap`` (SDPA has no
+            cap): the window, documents and chunks become an explicit mask
+            (:func:`window_mask`, :func:`packing_mask`), ALiBi joins the float mask
+            (:func:`sdpa_mask`), a sink is one more key (:func:`with_sink_key`).
         return_lse: also return each row's log-sum-exp (:func:`cpu_lse`).
 
     Returns:
@@ -429,21 +411,7 @@ def attention(
         (declared ``validates_inputs=False``). A fully masked row gives zeros.
     """
     q, k, v = to_tensor(query), to_tensor(key), to_tensor(value)
-    out = sdpa(
-        q,
-        k,
-        v,
-        attn_mask=attn_mask,
-        is_causal=is_causal,
-        query_start=query_start,
-        scale=scale,
-        window=window,
-        segment_ids=segment_ids,
-        chunk_size=chunk_size,
-        alibi_slopes=alibi_slopes,
-        sinks=sinks,
-        return_lse=return_lse,
-    )
+    out = sdpa(q, k, v, return_lse=return_lse, **options)
     if return_lse:
         return to_numpy(out[0]), to_numpy(out[1])
     return to_numpy(out)

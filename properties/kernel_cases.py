@@ -47,10 +47,9 @@ from attnprops.properties.strategies import (
     BFLOAT16,
     BFLOAT16_LARGE,
     AttentionCase,
-    anchor_in_window,
-    fit_window,
     subject_declared,
 )
+from attnprops.properties.variant_draws import anchor_in_window, fit_window
 
 SHAPE_KINDS = ("prefill", "decode", "chunk", "cross")
 MASK_KINDS = ("none", "key padding", "random bool", "alibi")

@@ -24,7 +24,8 @@ from attnprops.oracle.rules import (
     fp8_max,
     quantize,
 )
-from attnprops.properties.strategies import AttentionCase, attention_sinks, values
+from attnprops.properties.strategies import AttentionCase, values
+from attnprops.properties.variant_draws import attention_sinks
 
 __all__ = ["QuantizedRun", "calibrated_scales", "quantized_runs"]
 

@@ -34,7 +34,7 @@ from attnprops.properties.lse import (
 )
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.sizes import boundary_sizes
-from attnprops.properties.strategies import with_keys_hidden
+from attnprops.properties.variant_draws import with_keys_hidden
 
 SUBJECT = current_subject()
 # Exact multiply-adds of the three reference calls (the whole call and its two parts) and

@@ -5,7 +5,7 @@ head dims 59-256, GQA groups up to 8) and values from a seed (:mod:`properties.k
 Values are judged by the ball-arithmetic reference (:mod:`oracle.ball`) on the query rows at
 tile boundaries (:func:`~properties.kernel_cases.boundary_rows`) with the per-element bounds of
 :func:`properties.bounds.attention_bounds`; structural laws compare two calls of the subject
-on every row, within twice :func:`properties.bounds.agreement_bounds` (no reference needed).
+on every row, within twice :func:`properties.agreement_bounds.agreement_bounds` (no reference needed).
 
 Shape legend: query (B, Hq, Tq, D), key (B, Hkv, Tk, D), value (B, Hkv, Tk, Dv),
 output (B, Hq, Tq, Dv).
@@ -21,14 +21,8 @@ from hypothesis import strategies as st
 from attnprops.oracle import ball
 from attnprops.oracle.rules import alibi_bias
 from attnprops.properties._support import attend, decode_in_chunks, one_head, repeat_kv, visibility
-from attnprops.properties.bounds import (
-    Arithmetic,
-    agreement_bounds,
-    agreement_from,
-    attention_bounds,
-    row_maxima,
-    two_computations,
-)
+from attnprops.properties.agreement_bounds import agreement_bounds, agreement_from, row_maxima
+from attnprops.properties.bounds import Arithmetic, attention_bounds, two_computations
 from attnprops.properties.checks import (
     assert_equal,
     assert_shape_dtype,
@@ -61,7 +55,7 @@ def _float64_evaluation(case) -> np.ndarray:
     """The formula evaluated in float64, ``(B, Hq, Tq, Dv)``: max-subtracted softmax over the
     visible keys (the scores capped, masked and ALiBi-biased, and the sinks one more key
     each), then the weighted sum (the computation :mod:`properties.bounds` analyses,
-    so :func:`~properties.bounds.agreement_bounds` at float64 bounds its error)."""
+    so :func:`~properties.agreement_bounds.agreement_bounds` at float64 bounds its error)."""
     q, k, v = (x.astype(np.float64) for x in (case.query, case.key, case.value))
     B, Hq, Tq, D = q.shape
     Hkv, Tk = k.shape[1], k.shape[2]

@@ -30,7 +30,8 @@ from attnprops.properties.lse import (
     output_and_lse,
 )
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.strategies import declared_variants, subject_cases, with_keys_hidden
+from attnprops.properties.strategies import declared_variants, subject_cases
+from attnprops.properties.variant_draws import with_keys_hidden
 
 SUBJECT = current_subject()
 _ALL = declared_variants(SUBJECT)

@@ -23,10 +23,12 @@ from attnprops.properties._support import (
     four_d,
     visibility,
 )
-from attnprops.properties.bounds import agreement_bounds, two_computations
+from attnprops.properties.agreement_bounds import agreement_bounds
+from attnprops.properties.bounds import two_computations
 from attnprops.properties.checks import assert_within
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.strategies import dims, subject_cases, values, window_sides
+from attnprops.properties.strategies import dims, subject_cases, values
+from attnprops.properties.variant_draws import window_sides
 
 SUBJECT = current_subject()
 CAPS = SUBJECT.capabilities

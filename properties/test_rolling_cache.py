@@ -27,7 +27,8 @@ from attnprops.properties.checks import (
     fail,
 )
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.strategies import AttentionCase, attention_sinks, values
+from attnprops.properties.strategies import AttentionCase, values
+from attnprops.properties.variant_draws import attention_sinks
 
 SUBJECT = current_subject()
 

@@ -25,15 +25,13 @@ from attnprops.properties._support import (
     one_head,
     visibility,
 )
-from attnprops.properties.bounds import agreement_bounds, two_computations
+from attnprops.properties.agreement_bounds import agreement_bounds
+from attnprops.properties.bounds import two_computations
 from attnprops.properties.checks import assert_within
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.strategies import (
-    attention_sinks,
-    declared_variants,
-    subject_cases,
-)
+from attnprops.properties.strategies import declared_variants, subject_cases
 from attnprops.properties.test_kv_cache import cache_runs
+from attnprops.properties.variant_draws import attention_sinks
 
 SUBJECT = current_subject()
 _WITH = declared_variants(SUBJECT, sinks=True)

@@ -30,8 +30,9 @@ from attnprops.properties.checks import (
     call_subject,
     fail,
 )
+from attnprops.properties.mask_draws import MASK_LAYOUTS
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.strategies import MASK_LAYOUTS, subject_cases, values
+from attnprops.properties.strategies import subject_cases, values
 
 SUBJECT = current_subject()
 

@@ -15,7 +15,8 @@ from attnprops.mutants._tiled import TiledKernel
 from attnprops.oracle import ball
 from attnprops.oracle.rules import compute_dtype
 from attnprops.properties._support import visibility
-from attnprops.properties.bounds import agreement_bounds, lse_bounds
+from attnprops.properties.agreement_bounds import agreement_bounds
+from attnprops.properties.bounds import lse_bounds
 from attnprops.properties.kernel_cases import kernel_specs
 
 KERNEL_MUTANTS = (

@@ -30,7 +30,8 @@ from hypothesis import Phase, given, seed, settings
 from attnprops import oracle
 from attnprops.oracle.rules import AttentionInputError, check_attention_inputs
 from attnprops.properties.invalid import INVALID_KINDS, fully_masked_cases, invalid_cases
-from attnprops.properties.strategies import MASK_LAYOUTS, attention_cases
+from attnprops.properties.mask_draws import MASK_LAYOUTS
+from attnprops.properties.strategies import attention_cases
 
 DRAWS = settings(
     max_examples=200, derandomize=True, database=None, phases=[Phase.generate], deadline=None

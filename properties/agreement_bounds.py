@@ -1,0 +1,137 @@
+"""Agreement bounds: per-element bounds that need no exact values, for kernel-sized calls.
+
+An upper bound of :func:`properties.bounds.attention_bounds`'s output bound, from per-row
+maxima instead of weighted sums (the derivation is in :func:`agreement_bounds`; items 1-5 of
+:mod:`properties.bounds` are what it bounds). Two computations of one exact result, each
+within it, agree within twice it (item 4), so the kernel-sized structural properties compare
+two subject calls, or a subject call and a float64 evaluation, without a reference.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from attnprops.properties.bounds import (
+    U64,
+    Arithmetic,
+    _abs_alibi,
+    _abs_bias,
+    _four_d,
+    _grouped_matmul,
+    _softcap_error,
+    gamma,
+)
+
+__all__ = ["RowMaxima", "agreement_bounds", "agreement_from", "row_maxima"]
+
+
+def agreement_bounds(case, visible: np.ndarray, arithmetic: Arithmetic | None = None) -> np.ndarray:
+    """Per-element bounds ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``) on ``|o^_c - o_c|`` that need
+    no exact values: an upper bound of :func:`attention_bounds`'s output bound (same
+    ``arithmetic``), for kernel-sized calls whose properties compare two computations of one
+    exact result (each within its bound, so they agree within twice this) without running a
+    reference.
+
+    ``visible``: bool ``(B, Hq, Tq, Tk)`` (the rulebook's visibility). Per query row, with
+    ``A_j = scale sum_d |q_d k_jd|``, ``S = max_j (A_j + |b_j| + |a_j|)`` (``a_j`` ALiBi's
+    bias) and ``V_c = max_j |v_jc|`` (``j`` visible; ``V_c`` over all keys, a further upper
+    bound)::
+
+        |s_j| <= A_j + |b_j| + |a_j| <= S,   |x_j| = |s_j - m| <= 2 S,   sum_j w_j |v_jc| <= V_c
+        eta_j <= E = (gamma(D + 5) + gamma_c(4)') max_j A_j + u S + us' max_j |b_j|
+                     + gamma_s(4) max_j |a_j| + C + 4 u S + 2 u (Tk + 1) + rho
+
+    (``C``: the cap's term of item 1 at ``max_j A_j``, an upper bound of it at every ``j``;
+    0 without ``softcap``; ``gamma_c(4)'``: item 1's scale term, 0 without ``parameter_dtypes`` (which also adds
+    ``2 uc min(A_j, c)`` to ``C``);
+    ``us'``: ``gamma_s(2)`` with ALiBi, else ``us``; a sink is one
+    more key of item 5, ``|b| = |sigma_h|``, so ``S`` and ``max_j |b_j|`` take it and ``Tk``
+    counts it)
+        eta_j + eta_bar <= 2 E   (eta_bar = log sum_k w_k e^{eta_k} <= max_k eta_k)
+        R = e^{2E} (1 + gamma(Tk + 1)) (1 + tn) - 1   (bounds bp_j / w_j of item 3)
+
+    so the weighted-sum bound of item 3 is at most::
+
+        [R + U64 + gamma_a(Tk + 2) (1 + R + U64) + us + U64] V_c + to + 2 Tk tp V_c
+
+    evaluated in float64 and multiplied by ``1 + 2**-40``, which covers the rounding of this
+    evaluation itself (fewer than 100 operations, each within ``2**-53`` relative; ``exp``
+    within 1 ulp). Looser than the per-element bound (maxima instead of weighted sums): it
+    catches wrong keys, blocks and rescalings, not last-digit errors.
+    """
+    return agreement_from(
+        row_maxima(case, visible),
+        arithmetic or Arithmetic.of(case.query.dtype),
+        query_ndim=case.query.ndim,
+    )
+
+
+class RowMaxima(NamedTuple):
+    """What :func:`agreement_bounds` reads of a call, per query row (``(B, Hq, Tq)``, and
+    ``v_max`` ``(B, Hq, 1, Dv)``), whatever the arithmetic: compute it once with
+    :func:`row_maxima` to bound several arithmetics of one call (:func:`agreement_from`)."""
+
+    a_max: np.ndarray
+    b_max: np.ndarray
+    alibi_max: np.ndarray | float
+    s_max: np.ndarray
+    v_max: np.ndarray
+    head_dim: int
+    key_len: int
+    softcap: float | None = None
+
+
+def row_maxima(case, visible: np.ndarray) -> RowMaxima:
+    """``max_j A_j``, ``max_j |b_j|``, ``max_j |a_j|``, ``S`` and ``V_c`` of
+    :func:`agreement_bounds`."""
+    query = _four_d(case.query).astype(np.float64)  # (B, Hq, Tq, D)
+    key = _four_d(case.key).astype(np.float64)  # (B, Hkv, Tk, D)
+    value = _four_d(case.value).astype(np.float64)  # (B, Hkv, Tk, Dv)
+    B, Hq, Tq, D = query.shape
+    Hkv, Tk = key.shape[1], key.shape[2]
+    scale = 1 / np.sqrt(D) if case.scale is None else case.scale
+    with np.errstate(over="ignore", invalid="ignore"):
+        a = _grouped_matmul(scale * np.abs(query), np.abs(key).swapaxes(-1, -2))  # A_j
+        bias = _abs_bias(case)
+        alibi = _abs_alibi(case)
+        a_max = np.where(visible, a, 0.0).max(axis=-1)  # (B, Hq, Tq)
+        b_max = np.broadcast_to(np.where(visible, bias, 0.0), visible.shape).max(axis=-1)
+        alibi_max = np.broadcast_to(np.where(visible, alibi, 0.0), visible.shape).max(axis=-1)
+        s_max = np.where(visible, a + bias + alibi, 0.0).max(axis=-1)
+    v_max = np.repeat(np.abs(value).max(axis=2), Hq // Hkv, axis=1)[:, :, None]  # (B,Hq,1,Dv)
+    sinks = getattr(case, "sinks", None)
+    if sinks is not None:  # one more key (item 5): A = 0, |b| = |sigma_h|, value 0
+        sigma = np.abs(np.asarray(sinks, np.float64))
+        sigma = np.where(np.isfinite(sigma), sigma, 0.0)[None, :, None]  # (1, Hq, 1)
+        b_max, s_max, Tk = np.maximum(b_max, sigma), np.maximum(s_max, sigma), Tk + 1
+    return RowMaxima(a_max, b_max, alibi_max, s_max, v_max, D, Tk, getattr(case, "softcap", None))
+
+
+def agreement_from(maxima: RowMaxima, arithmetic: Arithmetic, *, query_ndim: int = 4) -> np.ndarray:
+    """:func:`agreement_bounds` from a call's :func:`row_maxima` (``query_ndim`` 2: the
+    bound of a 2-D call, ``(Tq, Dv)``)."""
+    D, Tk = maxima.head_dim, maxima.key_len
+    u, us, rho, tw, tp, to, tn = arithmetic.terms(Tk)
+    tiny = float(np.finfo(arithmetic.compute).smallest_subnormal)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = (
+            (gamma(D + 5, u) + arithmetic.scale_error()) * maxima.a_max
+            + u * maxima.s_max
+            + (gamma(2, us) if np.any(maxima.alibi_max) else us) * maxima.b_max
+            + gamma(4, us) * maxima.alibi_max
+            + _softcap_error(maxima.softcap, maxima.a_max, u, tiny, arithmetic.parameter_roundoff())
+            + 4 * u * maxima.s_max
+            + 2 * u * (Tk + 1)
+            + rho
+        )
+        c = (1 + gamma(Tk + 1, u)) * (1 + tn)  # R = expm1(2E) c + (c - 1)
+        c_minus_1 = np.expm1(np.log1p(gamma(Tk + 1, u)) + np.log1p(tn))
+        r = np.expm1(2 * e) * c + c_minus_1
+        ua = arithmetic.weighted_sum_roundoff()
+        factor = r + U64 + gamma(Tk + 2, ua) * (1 + r + U64) + us + U64  # (B, Hq, Tq)
+        v_max = maxima.v_max
+        bound = (factor[..., None] * v_max + to + 2 * Tk * tp * v_max) * (1 + 2.0**-40)
+    bound = np.where(np.isnan(bound), np.inf, bound)
+    return bound[0, 0] if query_ndim == 2 else bound

@@ -1,14 +1,13 @@
 """The rules of an attention call (:func:`oracle.rules.check_attention_call`), each with its
 break function: shapes, dtypes, non-finite values, ``query_start``, ``scale``, score overflow,
-fully masked rows, ``window``, ``segment_ids``, ``chunk_size``, ``alibi_slopes``, ``softcap``, ``sinks``,
-``is_causal``."""
+fully masked rows and ``is_causal``; with the variants' rules (:mod:`oracle.violations.variants`)
+in :data:`ATTENTION`."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from attnprops.oracle.rules import (
-    AlibiError,
     AttentionInputError,
     DtypeError,
     FullyMaskedRowError,
@@ -16,11 +15,7 @@ from attnprops.oracle.rules import (
     QueryStartError,
     ScaleError,
     ScoreOverflowError,
-    SegmentIdsError,
     ShapeError,
-    SinksError,
-    SoftcapError,
-    WindowError,
 )
 from attnprops.oracle.violations.calls import (
     Example,
@@ -33,6 +28,7 @@ from attnprops.oracle.violations.calls import (
     other_float,
     score_shape,
 )
+from attnprops.oracle.violations.variants import VARIANTS
 
 
 def _query_ndim(call, pick):
@@ -232,61 +228,6 @@ def _is_causal_not_bool(call, pick):
     return changed(call, kw_is_causal=pick.choice(["yes", 1, None]))
 
 
-def _window_not_a_pair(call, pick):
-    return changed(call, kw_window=pick.choice([3, (1,), (1, 0, 2), "1, 0"]))
-
-
-def _window_side_negative(call, pick):
-    return changed(call, kw_window=pick.choice([(-1, 0), (0, -1), (None, -3)]))
-
-
-def _window_side_not_an_int(call, pick):
-    return changed(call, kw_window=pick.choice([(1.5, 0), (True, 0), (0, "2"), (2.0, None)]))
-
-
-_NEEDS_WINDOW = (("window", "offsets"),)
-
-
-def _segment_ids_malformed(call, pick):
-    Tq, Tk = call.query.shape[-2], call.key.shape[-2]
-    how = pick.choice(["one array", "query ids too long", "float ids", "bool ids"])
-    if how == "one array":
-        return changed(call, kw_segment_ids=np.zeros(Tq, dtype=np.int64))
-    if how == "query ids too long":
-        return changed(call, kw_segment_ids=(np.zeros(Tq + 1, np.int64), np.zeros(Tk, np.int64)))
-    dtype = np.float64 if how == "float ids" else np.bool_
-    return changed(call, kw_segment_ids=(np.zeros(Tq, dtype), np.zeros(Tk, dtype)))
-
-
-def _alibi_slopes_invalid(call, pick):
-    Hq = call.query.shape[1] if call.query.ndim == 4 else 1
-    how = pick.choice(["one slope too many", "integer slopes", "NaN slope"])
-    if how == "one slope too many":
-        return changed(call, kw_alibi_slopes=np.full(Hq + 1, 0.5))
-    if how == "integer slopes":
-        return changed(call, kw_alibi_slopes=np.ones(Hq, dtype=np.int64))
-    return changed(call, kw_alibi_slopes=np.full(Hq, np.nan))
-
-
-def _softcap_invalid(call, pick):
-    bad = [0.0, -30.0, float("inf"), True, "50", 10**400, np.timedelta64(50, "s")]
-    return changed(call, kw_softcap=pick.choice(bad))
-
-
-def _sinks_invalid(call, pick):
-    Hq = call.query.shape[1] if call.query.ndim == 4 else 1
-    how = pick.choice(["one sink too many", "integer sinks", "NaN sink", "+inf sink"])
-    if how == "one sink too many":
-        return changed(call, kw_sinks=np.zeros(Hq + 1))
-    if how == "integer sinks":
-        return changed(call, kw_sinks=np.zeros(Hq, dtype=np.int64))
-    return changed(call, kw_sinks=np.full(Hq, np.nan if how == "NaN sink" else np.inf))
-
-
-def _chunk_size_invalid(call, pick):
-    return changed(call, kw_chunk_size=pick.choice([0, -4, 2.0, True, np.timedelta64(2, "s")]))
-
-
 E = Example
 ATTENTION: tuple[Violation, ...] = (
     # ShapeError: ndim, batch, head_dim, lengths, heads, zero-size axes, mask shape
@@ -454,88 +395,7 @@ ATTENTION: tuple[Violation, ...] = (
             E("causal-and-mask-row", answers=("causal", "bool")),
         ),
     ),
-    # WindowError
-    Violation(
-        "window not a pair",
-        WindowError,
-        "window",
-        _window_not_a_pair,
-        (E("window-int"), E("window-three-sides", answers=((1, 0, 2),))),
-        needs=_NEEDS_WINDOW,
-    ),
-    Violation(
-        "window side negative",
-        WindowError,
-        "window",
-        _window_side_negative,
-        (E("window-left-negative"), E("window-right-negative", answers=((0, -1),))),
-        needs=_NEEDS_WINDOW,
-    ),
-    Violation(
-        "window side not an int",
-        WindowError,
-        "window",
-        _window_side_not_an_int,
-        (E("window-float-side"), E("window-bool-side", answers=((True, 0),))),
-        needs=_NEEDS_WINDOW,
-    ),
-    # SegmentIdsError
-    Violation(
-        "segment_ids malformed",
-        SegmentIdsError,
-        "segment_ids",
-        _segment_ids_malformed,
-        (
-            E("segment-ids-one-array"),
-            E("segment-ids-too-long", answers=("query ids too long",)),
-            E("segment-ids-float", answers=("float ids",)),
-        ),
-        needs=(("segment_ids", True),),
-    ),
-    # WindowError (chunk_size, local attention's other argument)
-    Violation(
-        "chunk_size not a positive int",
-        WindowError,
-        "chunk_size",
-        _chunk_size_invalid,
-        (E("chunk-size-zero"), E("chunk-size-float", answers=(2.0,))),
-        needs=(("chunk_size", True),),
-    ),
-    # AlibiError
-    Violation(
-        "alibi_slopes malformed",
-        AlibiError,
-        "alibi_slopes",
-        _alibi_slopes_invalid,
-        (
-            E("alibi-slopes-too-many"),
-            E("alibi-slopes-int", answers=("integer slopes",)),
-            E("alibi-slopes-nan", answers=("NaN slope",)),
-        ),
-        needs=(("alibi", True),),
-    ),
-    # SoftcapError
-    Violation(
-        "softcap not a positive number",
-        SoftcapError,
-        "softcap",
-        _softcap_invalid,
-        (E("softcap-zero"), E("softcap-inf", answers=(float("inf"),))),
-        needs=(("softcap", True),),
-    ),
-    # SinksError
-    Violation(
-        "sinks malformed",
-        SinksError,
-        "sinks",
-        _sinks_invalid,
-        (
-            E("sinks-too-many"),
-            E("sinks-int", answers=("integer sinks",)),
-            E("sinks-plus-inf", answers=("+inf sink",)),
-        ),
-        needs=(("sinks", True),),
-    ),
+    *VARIANTS,  # window .. sinks (here: the registry's order is the draws')
     Violation(
         "is_causal not a bool",
         AttentionInputError,

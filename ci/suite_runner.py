@@ -32,7 +32,7 @@ from attnprops.ci.pytest_process import run_pytest
 from attnprops.properties.options import ROBUSTNESS_REASON
 from attnprops.properties.plugin import FAST_START
 from attnprops.properties.results import read_records
-from attnprops.properties.subject import is_file_name
+from attnprops.properties.subject_import import is_file_name
 
 REPO = Path(__file__).resolve().parent.parent
 SUITE_RUN_INI = Path(__file__).resolve().parent / "suite_run.ini"  # see that file

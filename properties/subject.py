@@ -113,13 +113,10 @@ Properties that need a capability the subject lacks are reported as skipped with
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
 import sys
 import traceback
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 
 import ml_dtypes
@@ -132,6 +129,12 @@ from attnprops.properties import (
     ENV_VAR,
 )  # re-exported: the names' home is the package
 from attnprops.properties.bounds import Arithmetic
+from attnprops.properties.subject_import import (
+    EXTRAS,
+    SubjectError,
+    import_subject_module,
+    install_hint,
+)
 
 ALL_DTYPES = tuple(d.name for d in FLOAT_DTYPES)  # what a subject may declare
 
@@ -162,10 +165,6 @@ _DEFAULTS = {
     "lse": False,
 }
 WINDOW_CONVENTIONS = ("offsets", "sliding_window")
-
-
-class SubjectError(Exception):
-    """The subject cannot be loaded or declares something invalid."""
 
 
 @dataclass(frozen=True)
@@ -266,34 +265,6 @@ class Subject:
         )
 
 
-# Optional libraries of the ready adapters and the pyproject extra that installs each.
-_EXTRAS = {
-    "torch": "torch",
-    "jax": "jax",
-    "jaxlib": "jax",
-    "onnx": "onnx",
-    "onnxruntime": "onnx",
-    "transformers": "hf",
-}
-# What ``pip install`` takes for a missing library, where it is not the library's name (a
-# vendored copy has no extras): jax brings its jaxlib; the Hugging Face subjects need
-# transformers and torch.
-_PACKAGES = {"jaxlib": "jax", "transformers": "transformers torch"}
-
-
-def install_hint(library: str) -> str:
-    """How to install an optional ``library`` (torch, jax, jaxlib, onnx, onnxruntime,
-    transformers) wherever the suite is: a vendored copy has no extras, a clone and an
-    installed attnprops have one."""
-    extra = _EXTRAS[library]
-    packages = _PACKAGES.get(library, library)
-    return (
-        f"{library} is an optional dependency: install {packages} (pip install {packages}; "
-        f"from an attnprops clone: pip install -e .[{extra}]; for an installed "
-        f"attnprops: pip install 'attnprops[{extra}]')"
-    )
-
-
 def _dtype_names(name: str, declared) -> tuple[str, ...]:
     """The declared ``dtypes`` as names, or a SubjectError naming the key and what it
     accepts (a string, an unknown dtype such as ``float8_e4m3fn`` or ``fp16``, or none at
@@ -359,52 +330,6 @@ def _dtype_pairs(
     return tuple(sorted(pairs))
 
 
-def is_file_name(name: str) -> bool:
-    """Whether a subject name is a file path (``./my_attention.py``), not a module name."""
-    return name.endswith(".py") or "/" in name or os.sep in name
-
-
-def _import(name: str):
-    """The module ``name``: a dotted module name, a ``.py`` file (relative to the current
-    folder), imported under its file's stem with its folder on ``sys.path`` (so it can import
-    its neighbours), or a package's folder (``./my_pkg``, with an ``__init__.py``), imported
-    as the package ``my_pkg`` from the folder above it."""
-    if not is_file_name(name):
-        return importlib.import_module(name)
-    path = Path(name).expanduser().resolve()
-    if path.is_dir():
-        if not (path / "__init__.py").is_file():
-            raise SubjectError(
-                f"cannot import the attention subject {name!r}: {path} is a "
-                f"folder without __init__.py; name a .py file or a package"
-            )
-        if str(path.parent) not in sys.path:
-            sys.path.insert(0, str(path.parent))
-        return importlib.import_module(path.name)
-    if not path.is_file():
-        raise SubjectError(f"cannot import the attention subject {name!r}: no such file {path}")
-    if path.suffix != ".py":
-        raise SubjectError(
-            f"cannot import the attention subject {name!r}: {path.name} is not a .py file; "
-            f"name a Python file, a package folder or a module"
-        )
-    folder = str(path.parent)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    existing = sys.modules.get(path.stem)
-    if existing is not None and Path(getattr(existing, "__file__", "") or "").resolve() == path:
-        return existing
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[path.stem]
-        raise
-    return module
-
-
 def load_subject(name: str | None = None) -> Subject:
     """Import the subject ``name`` (default: ``$ATTN_IMPL`` or ``impl``) and read its declaration.
 
@@ -422,7 +347,7 @@ def load_subject(name: str | None = None) -> Subject:
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.append(os.getcwd())  # a module in the current folder, as `python -m pytest`
     try:
-        module = _import(name)
+        module = import_subject_module(name)
     except SubjectError:
         raise
     except Exception as exc:
@@ -433,7 +358,7 @@ def load_subject(name: str | None = None) -> Subject:
         ):
             where = ""  # the subject itself is not there: its traceback is attnprops' own frames
         library = missing.split(".")[0]
-        if isinstance(exc, ModuleNotFoundError) and library in _EXTRAS:
+        if isinstance(exc, ModuleNotFoundError) and library in EXTRAS:
             where = install_hint(library) + "\n" + where
         raise SubjectError(
             f"cannot import the attention subject {name!r} ({type(exc).__name__}: {exc}). "

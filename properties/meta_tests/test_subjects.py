@@ -24,7 +24,8 @@ from attnprops import oracle, properties
 from attnprops.oracle import lab
 from attnprops.properties._support import LAB_DECODE, LAB_KEY, LAB_QUERY, LAB_VALUE
 from attnprops.properties.plugin import FAST_START
-from attnprops.properties.subject import install_hint, load_subject
+from attnprops.properties.subject import load_subject
+from attnprops.properties.subject_import import install_hint
 
 SUITE_ROOT = Path(properties.__file__).resolve().parent.parent
 

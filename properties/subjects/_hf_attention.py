@@ -74,7 +74,7 @@ How a model calls its attention function, and how the adapter does the same:
   repeats each K/V head ``G`` times in a row; SDPA's ``enable_gqa`` and ``pack_gqa`` keep the
   same grouping): this project's convention.
 - 2-D ``(T, D)`` inputs are one head of one batch: given two leading axes of 1.
-- Inputs cross to torch as copies (:func:`torch_sdpa.to_tensor`, bfloat16 bit for bit) and
+- Inputs cross to torch as copies (:func:`_torch_masks.to_tensor`, bfloat16 bit for bit) and
   the output ``(B, Tq, Hq, Dv)`` is transposed back to ``(B, Hq, Tq, Dv)``.
 """
 
@@ -86,7 +86,6 @@ import numpy as np
 import torch
 import transformers  # missing: load_subject's hint names the ``hf`` extra
 from transformers import PreTrainedConfig
-from transformers.cache_utils import DynamicCache
 from transformers.masking_utils import (
     ALL_MASK_ATTENTION_FUNCTIONS,
     bidirectional_mask_function,
@@ -98,17 +97,16 @@ from transformers.masking_utils import (
 
 from attnprops.oracle.rules import (
     check_cache_append,
-    check_cache_config,
     check_cache_instance,
     check_cached_query,
     check_positive_int,
     check_rolling_window,
 )
-from attnprops.properties.subjects.torch_sdpa import (
+from attnprops.properties.subjects._hf_cache import KVCache, RollingKVCache
+from attnprops.properties.subjects._torch_masks import (
     first_position,
     to_numpy,
     to_tensor,
-    torch_dtype,
 )
 
 __version__ = f"transformers {transformers.__version__}, torch {torch.__version__}"
@@ -466,101 +464,3 @@ class HFAttention:
                 layer.__dict__.update(state)
             raise
         return to_numpy(out)
-
-
-class KVCache:
-    """A transformers ``DynamicCache`` (one layer) behind this project's cache API.
-
-    Args:
-        batch, num_kv_heads, head_dim: sizes (ints >= 1).
-        value_dim: ``Dv`` (``None``: ``head_dim``).
-        dtype: bfloat16, float16, float32 or float64 (NumPy dtype).
-
-    ``keys``/``values`` are read-only NumPy copies of layer 0's tensors ``(B, Hkv, T, D)`` /
-    ``(B, Hkv, T, Dv)`` (``DynamicLayer.update`` concatenates, so each step makes new
-    tensors). Holds ``Hkv`` heads, never ``Hq`` (``repeat_kv`` runs inside the attention
-    function).
-
-    Raises:
-        oracle.rules.AttentionInputError (a ValueError) for bad sizes or dtypes (the
-        rulebook's check_cache_config: transformers has no cache rules).
-    """
-
-    def __init__(self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64):
-        self.batch, self.num_kv_heads, self.head_dim, self.value_dim, self.dtype = (
-            check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype)
-        )
-        torch_dtype(self.dtype)  # TypeError for a dtype torch does not have
-        self.dynamic = DynamicCache()
-
-    def __len__(self) -> int:
-        return self.dynamic.get_seq_length(0)
-
-    def _read(self, name: str, width: int) -> np.ndarray:
-        if len(self) == 0:
-            shape = (self.batch, self.num_kv_heads, 0, width)
-            array = np.empty(shape, dtype=self.dtype)
-        else:
-            array = to_numpy(getattr(self.dynamic.layers[0], name))
-        array.flags.writeable = False
-        return array
-
-    @property
-    def keys(self) -> np.ndarray:
-        """Read-only ``(B, Hkv, T, D)`` copy of the cached keys."""
-        return self._read("keys", self.head_dim)
-
-    @property
-    def values(self) -> np.ndarray:
-        """Read-only ``(B, Hkv, T, Dv)`` copy of the cached values."""
-        return self._read("values", self.value_dim)
-
-    def append(self, key, value) -> int:
-        """``cache.update(key, value, 0)``: append ``key`` ``(B, Hkv, Tnew, D)`` and ``value``
-        ``(B, Hkv, Tnew, Dv)``; returns the length before the append.
-
-        Raises:
-            oracle.rules.AttentionInputError (a ValueError: shape, dtype, NaN or infinity,
-            the rulebook's check_cache_append); the cache is then unchanged.
-        """
-        key, value = check_cache_append(self, key, value)
-        start = len(self)
-        self.dynamic.update(to_tensor(key), to_tensor(value), 0)
-        return start
-
-
-class RollingKVCache(KVCache):
-    """A transformers ``DynamicCache`` whose one layer is a ``DynamicSlidingWindowLayer``
-    (what ``DynamicCache(config=...)`` builds for a ``"sliding_attention"`` layer: Mistral's
-    and Gemma's local layers), behind this project's rolling-cache API.
-
-    Args:
-        batch, num_kv_heads, head_dim, value_dim, dtype: as :class:`KVCache`.
-        capacity: positions kept between steps (int >= 1). The layer's ``sliding_window`` is
-            ``capacity + 1``: ``DynamicSlidingWindowLayer.update`` keeps the last
-            ``sliding_window - 1`` tokens and returns them with the new ones, and
-            ``get_mask_sizes`` gives the mask ``kv_offset = seen - sliding_window + 1``. So it
-            serves Hugging Face's ``sliding_window=W`` with ``W <= capacity + 1``, this
-            project's ``window=(left, 0)`` with ``left <= capacity``.
-
-    ``len`` is the layer's ``cumulative_length`` (every position appended); ``keys`` /
-    ``values`` ``(B, Hkv, min(len, capacity), D)`` are the positions :attr:`positions` held.
-
-    Raises:
-        oracle.rules.AttentionInputError (a ValueError) for bad sizes, dtypes or capacity.
-    """
-
-    def __init__(
-        self, batch, num_kv_heads, head_dim, value_dim=None, *, capacity, dtype=np.float64
-    ):
-        super().__init__(batch, num_kv_heads, head_dim, value_dim, dtype=dtype)
-        self.capacity = check_positive_int(capacity, "capacity")
-        config = PreTrainedConfig(
-            sliding_window=self.capacity + 1, layer_types=["sliding_attention"], num_hidden_layers=1
-        )
-        self.dynamic = DynamicCache(config=config)
-
-    @property
-    def positions(self) -> np.ndarray:
-        """int64 ``(min(len, capacity),)``: the absolute positions held, ascending."""
-        return np.arange(max(0, len(self) - self.capacity), len(self), dtype=np.int64)

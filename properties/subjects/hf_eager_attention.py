@@ -43,12 +43,8 @@ from __future__ import annotations
 
 from transformers.models.llama.modeling_llama import eager_attention_forward
 
-from attnprops.properties.subjects._hf_attention import (
-    HFAttention,
-    KVCache,
-    RollingKVCache,
-    __version__,
-)
+from attnprops.properties.subjects._hf_attention import HFAttention, __version__
+from attnprops.properties.subjects._hf_cache import KVCache, RollingKVCache
 
 __all__ = [
     "KVCache",

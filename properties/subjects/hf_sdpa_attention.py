@@ -36,12 +36,8 @@ from __future__ import annotations
 
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from attnprops.properties.subjects._hf_attention import (
-    HFAttention,
-    KVCache,
-    RollingKVCache,
-    __version__,
-)
+from attnprops.properties.subjects._hf_attention import HFAttention, __version__
+from attnprops.properties.subjects._hf_cache import KVCache, RollingKVCache
 
 __all__ = ["KVCache", "RollingKVCache", "attention", "cached_attention", "__version__"]
 

@@ -37,7 +37,7 @@ declarable conventions describes, so nothing is declared for the 16-bit dtypes a
 charge their unit roundoff to every operation (the conservative default: each float32
 rounding is smaller, so the bound holds; for bfloat16 at head dims past about 100 it says
 little, ``gamma(D + 5)`` of ``2**-8`` nearing 1). bfloat16 arrays (``ml_dtypes``) travel as
-their 16 bits (``torch_sdpa.to_tensor``).
+their 16 bits (``_torch_masks.to_tensor``).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from torch.nn.attention.experimental._paged_attention import PagedAttention
 from torch.nn.attention.flex_attention import AuxRequest, create_block_mask, flex_attention
 
 from attnprops.oracle.rules import takes_options
-from attnprops.properties.subjects.torch_sdpa import to_numpy, to_tensor, torch_dtype
+from attnprops.properties.subjects._torch_masks import to_numpy, to_tensor, torch_dtype
 
 __version__ = torch.__version__
 

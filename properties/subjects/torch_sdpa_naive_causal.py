@@ -24,13 +24,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnprops.properties.subjects.torch_sdpa import (
-    KVCache,
-    kv_cache_bytes,
-    sdpa_mask,
-    to_numpy,
-    to_tensor,
-)
+from attnprops.properties.subjects._torch_masks import sdpa_mask, to_numpy, to_tensor
+from attnprops.properties.subjects.torch_sdpa import KVCache, kv_cache_bytes
 
 __version__ = torch.__version__
 

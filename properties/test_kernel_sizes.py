@@ -18,124 +18,24 @@ import pytest
 from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
-from attnprops.oracle import ball
-from attnprops.oracle.rules import alibi_bias
 from attnprops.properties._support import attend, decode_in_chunks, one_head, repeat_kv, visibility
-from attnprops.properties.agreement_bounds import agreement_bounds, agreement_from, row_maxima
-from attnprops.properties.bounds import Arithmetic, attention_bounds, two_computations
 from attnprops.properties.checks import (
     assert_equal,
     assert_shape_dtype,
-    assert_within,
     call_subject,
     fail,
 )
-from attnprops.properties.kernel_cases import boundary_rows, rows_of, subject_kernel_specs
+from attnprops.properties.kernel_cache_cases import cache_runs, chunks_of, paged_layouts
+from attnprops.properties.kernel_cases import subject_kernel_specs
+from attnprops.properties.kernel_checks import (
+    agree,
+    matches_float64_evaluation,
+    matches_reference,
+)
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.sizes import TILES, boundary_sizes, limits
+from attnprops.properties.sizes import TILES, boundary_sizes
 
 SUBJECT = current_subject()
-# Exact multiply-adds per reference call, B * Hq * rows * Tk * (D + Dv) (the two arb_mat
-# products, about 45 ns each at 256 bits): at most this many rows are checked exactly. The
-# reference rows are the tight check; every row also gets the float64 check.
-REFERENCE_WORK = 2_500_000
-
-
-def _agree(subject, case, a, b, *, what):
-    """Two computations of one exact output by ``subject`` agree within twice the agreement
-    bound of the subject's declared arithmetic."""
-    with np.errstate(over="ignore"):  # a bound past the float64 range is no bound: inf
-        bound = two_computations(
-            agreement_bounds(case, visibility(case), subject.arithmetic(case.dtype))
-        )
-    assert_within(out=a, expected=b, bound=bound, what=what, case=case)
-
-
-def _float64_evaluation(case) -> np.ndarray:
-    """The formula evaluated in float64, ``(B, Hq, Tq, Dv)``: max-subtracted softmax over the
-    visible keys (the scores capped, masked and ALiBi-biased, and the sinks one more key
-    each), then the weighted sum (the computation :mod:`properties.bounds` analyses,
-    so :func:`~properties.agreement_bounds.agreement_bounds` at float64 bounds its error)."""
-    q, k, v = (x.astype(np.float64) for x in (case.query, case.key, case.value))
-    B, Hq, Tq, D = q.shape
-    Hkv, Tk = k.shape[1], k.shape[2]
-    scale = 1 / np.sqrt(D) if case.scale is None else case.scale
-    s = np.matmul(
-        (q * scale).reshape(B, Hkv, Hq // Hkv, Tq, D), k[:, :, None].swapaxes(-1, -2)
-    ).reshape(B, Hq, Tq, -1)
-    if case.softcap is not None:
-        s = case.softcap * np.tanh(s / case.softcap)
-    if case.attn_mask is not None and case.attn_mask.dtype != np.bool_:
-        s = s + case.attn_mask.astype(np.float64)
-    if case.alibi_slopes is not None:
-        start = Tk - Tq if case.query_start is None else case.query_start
-        s = s + alibi_bias(case.alibi_slopes.reshape(1, Hq), start, slice(0, Tq), slice(0, Tk))
-    s = np.where(visibility(case), s, -np.inf)
-    if case.sinks is not None:  # one more key of score sigma_h and value 0, dropped after
-        sink = np.broadcast_to(case.sinks.astype(np.float64)[:, None, None], (B, Hq, Tq, 1))
-        s = np.concatenate([s, sink], axis=-1)
-    w = np.exp(s - s.max(axis=-1, keepdims=True))
-    w /= w.sum(axis=-1, keepdims=True)
-    w = w[..., : k.shape[2]]
-    return np.matmul(w.reshape(B, Hkv, Hq // Hkv, Tq, -1), v[:, :, None]).reshape(B, Hq, Tq, -1)
-
-
-def _matches_float64_evaluation(subject, case, what: str = "output") -> np.ndarray:
-    """The subject's output, every row within the agreement bound of the subject's declared
-    arithmetic plus that of float64 of a float64 evaluation (so within the sum of both of
-    the exact result's bounds); returns the output."""
-    __tracebackhide__ = True
-    out = attend(subject, case)
-    visible = visibility(case)
-    with np.errstate(over="ignore"):
-        maxima = row_maxima(case, visible)  # the float64 evaluation reads the same values
-        loose = two_computations(
-            agreement_from(maxima, subject.arithmetic(case.dtype)),
-            agreement_from(maxima, Arithmetic.of(np.float64)),
-        )
-    assert_within(
-        out=out,
-        expected=_float64_evaluation(case),
-        bound=loose,
-        what=f"{what} vs a float64 evaluation (every row, agreement bounds)",
-        case=case,
-    )
-    return out
-
-
-def _matches_reference(subject, spec):
-    """At kernel sizes the output is the exact result: every row within the agreement bound of
-    a float64 evaluation (whose own error is bounded the same way), and every row at a tile
-    boundary (first and last rows, query-tile edges, rows whose visible keys end at a key-tile
-    edge) within the per-element bound of the exact result (ball arithmetic, correctly
-    rounded). A dropped last key block, a split-KV merge without its ``exp(m_i - m)``
-    rescale, a wrong causal tile or a lost head dim chunk all move these rows. Law and bound
-    as test_output_matches_oracle."""
-    __tracebackhide__ = True
-    case = spec.build()
-    note(f"case: {case.describe()}")
-    out = _matches_float64_evaluation(subject, case)
-    B, Hq, Tq, _ = case.query.shape
-    Tk = case.key.shape[2]
-    work = B * Hq * Tk * (case.query.shape[3] + case.value.shape[3])
-    rows = boundary_rows(case, limit=max(2, min(24, REFERENCE_WORK // work)))
-    note(f"reference rows: {rows}")
-    parts = ball.attention_parts(
-        case.query,
-        case.key,
-        case.value,
-        **case.kwargs(),
-        fully_masked_rows=subject.capabilities.fully_masked_rows,
-        rows=rows,
-    )
-    bounds = attention_bounds(rows_of(case, rows), parts, subject.arithmetic(case.dtype))
-    assert_within(
-        out=out[:, :, rows],
-        expected=parts.output.value,
-        bound=bounds.output,
-        what=f"output rows {rows} vs the exact result",
-        case=case,
-    )
 
 
 # One test per shape kind, so that each kernel regime gets its own examples (and a mutant can
@@ -143,8 +43,8 @@ def _matches_reference(subject, spec):
 @pytest.mark.kernel_sized
 @given(spec=subject_kernel_specs(SUBJECT, shapes=("prefill",)))
 def test_kernel_sized_prefill_matches_reference(subject, spec):
-    """Self-attention (``Tq = Tk``, causal or not) at kernel sizes: see _matches_reference."""
-    _matches_reference(subject, spec)
+    """Self-attention (``Tq = Tk``, causal or not) at kernel sizes: see matches_reference."""
+    matches_reference(subject, spec)
 
 
 @pytest.mark.requires("window")
@@ -152,8 +52,8 @@ def test_kernel_sized_prefill_matches_reference(subject, spec):
 @given(spec=subject_kernel_specs(SUBJECT, shapes=("prefill", "chunk", "decode"), windows=True))
 def test_kernel_sized_window_matches_reference(subject, spec):
     """Local windows at kernel sizes, their sides at and around tile multiples (a tile's first
-    key block is where a window starts mid-block): see _matches_reference."""
-    _matches_reference(subject, spec)
+    key block is where a window starts mid-block): see matches_reference."""
+    matches_reference(subject, spec)
 
 
 @pytest.mark.requires("sinks")
@@ -161,9 +61,9 @@ def test_kernel_sized_window_matches_reference(subject, spec):
 @given(spec=subject_kernel_specs(SUBJECT, shapes=("decode", "prefill", "chunk"), sinks=True))
 def test_kernel_sized_sinks_match_reference(subject, spec):
     """Sinks at kernel sizes (decode against long caches first: split-KV's regime, where a
-    sink carried by every split is counted once per split): see _matches_reference; the sink
+    sink carried by every split is counted once per split): see matches_reference; the sink
     is one more key of the bounds (:mod:`properties.bounds`, item 5)."""
-    _matches_reference(subject, spec)
+    matches_reference(subject, spec)
 
 
 @pytest.mark.requires("alibi")
@@ -179,8 +79,8 @@ def test_kernel_sized_sinks_match_reference(subject, spec):
 def test_kernel_sized_alibi_and_softcap_match_reference(subject, spec):
     """ALiBi's slopes and, for a subject that declares it, soft caps at kernel sizes (each
     drawn or not; the bias by distance across every tile, the cap before the mask): see
-    _matches_reference."""
-    _matches_reference(subject, spec)
+    matches_reference."""
+    matches_reference(subject, spec)
 
 
 @pytest.mark.requires("segment_ids")
@@ -198,22 +98,22 @@ def test_kernel_sized_documents_match_reference(subject, spec):
     One packed row (FlashAttention's ``cu_seqlens``), each boundary at or next to a tile
     multiple: a query tile that straddles a boundary must give each row its own document's
     keys (a varlen kernel that takes a tile's key range from its first row, or lets a key
-    tile leak across, moves these rows): see _matches_reference, whose exact rows include
+    tile leak across, moves these rows): see matches_reference, whose exact rows include
     the last and first row of each document."""
-    _matches_reference(subject, spec)
+    matches_reference(subject, spec)
 
 
 @pytest.mark.kernel_sized
 @given(spec=subject_kernel_specs(SUBJECT, shapes=("decode",)))
 def test_kernel_sized_decode_matches_reference(subject, spec):
     """Decode (1-4 queries) against up to the profile's decode length of keys (the split-KV
-    regime of flash-decoding): see _matches_reference. Then the same kind of decode against
+    regime of flash-decoding): see matches_reference. Then the same kind of decode against
     ``L < Tk`` keys for every ``L`` one short of, at and one past the largest multiple
     ``m t`` below ``Tk`` of each tile ``t`` (every row against a float64 evaluation; key
     padding dropped and "large" values made "unit", so that every key counts): each example
     so meets the split remainders ``t - 1``, 0 and 1 of every tile, where a split-KV kernel
     that drops a partial split, or the last key of one, goes wrong."""
-    _matches_reference(subject, spec)
+    matches_reference(subject, spec)
     lengths = set()
     for t in TILES:
         m = (spec.key_len - 1) // t
@@ -230,7 +130,7 @@ def test_kernel_sized_decode_matches_reference(subject, spec):
     )
     for length in sorted(n for n in lengths if spec.query_len <= n < spec.key_len):
         case = probe._replace(key_len=length).build()
-        _matches_float64_evaluation(
+        matches_float64_evaluation(
             subject, case, what=f"output against {length} keys ({probe.mask}, {probe.magnitude})"
         )
 
@@ -239,15 +139,15 @@ def test_kernel_sized_decode_matches_reference(subject, spec):
 @given(spec=subject_kernel_specs(SUBJECT, shapes=("chunk",)))
 def test_kernel_sized_chunk_matches_reference(subject, spec):
     """Chunked prefill (``Tq < Tk``, causal, ``query_start`` on or off the tile grid): see
-    _matches_reference."""
-    _matches_reference(subject, spec)
+    matches_reference."""
+    matches_reference(subject, spec)
 
 
 @pytest.mark.kernel_sized
 @given(spec=subject_kernel_specs(SUBJECT, shapes=("cross",)))
 def test_kernel_sized_cross_matches_reference(subject, spec):
-    """Cross-attention (``Tq != Tk`` either way, not causal): see _matches_reference."""
-    _matches_reference(subject, spec)
+    """Cross-attention (``Tq != Tk`` either way, not causal): see matches_reference."""
+    matches_reference(subject, spec)
 
 
 @pytest.mark.kernel_sized
@@ -279,7 +179,7 @@ def test_kernel_sized_chunk_equals_rows_of_full_causal(subject, spec, data):
                 ),
             ),
         ):
-            _agree(
+            agree(
                 subject,
                 chunk,
                 attend(subject, chunk, f"chunk, {what}"),
@@ -297,7 +197,7 @@ def test_kernel_sized_gqa_equals_repeated_kv(subject, spec):
     group = case.query.shape[1] // case.key.shape[1]
     assume(group > 1)
     repeated = case._replace(key=repeat_kv(case.key, group), value=repeat_kv(case.value, group))
-    _agree(
+    agree(
         subject,
         case,
         attend(subject, case, "grouped K/V"),
@@ -319,7 +219,7 @@ def test_kernel_sized_batch_and_heads_independent(subject, spec):
     for b in range(B):
         for h in range(Hq):
             one = one_head(case, b, h)
-            _agree(
+            agree(
                 subject,
                 one,
                 attend(subject, one, f"batch {b} head {h} alone"),
@@ -337,7 +237,7 @@ def test_kernel_sized_bool_mask_equals_additive_mask(subject, spec):
     case = spec.build()
     assume(case.attn_mask is not None and case.attn_mask.dtype == np.bool_)
     additive = np.where(case.attn_mask, 0.0, -np.inf).astype(case.dtype)
-    _agree(
+    agree(
         subject,
         case,
         attend(subject, case, "bool mask"),
@@ -368,39 +268,9 @@ def test_kernel_sized_hidden_keys_do_not_change_output(subject, spec, data):
     assert_equal(out=after, expected=before, what="output after changing hidden K/V", case=case)
 
 
-@st.composite
-def _cache_runs(draw):
-    """``(spec, pattern)``: causal self-attention of ``T`` positions, appended in chunks whose
-    sizes repeat ``pattern`` (up to 8 sizes: single tokens and boundary sizes) until the ``T``
-    positions are covered (:func:`_chunks`), so a run makes hundreds of appends of mixed
-    sizes while Hypothesis shrinks (and the counterexample shows) a pattern, not hundreds of
-    draws."""
-    lim = limits()
-    spec = draw(
-        subject_kernel_specs(
-            SUBJECT, shapes=("prefill",), masks=False, max_len=lim.max_appends, long=True
-        )
-    )
-    T = spec.key_len
-    pattern = draw(
-        st.lists(st.one_of(st.just(1), boundary_sizes(T)), min_size=1, max_size=8),
-        label="chunk pattern",
-    )
-    return spec._replace(is_causal=True, query_start=None, block_size=None), pattern
-
-
-def _chunks(T: int, pattern: list[int]) -> list[int]:
-    """Chunk sizes repeating ``pattern`` over ``T`` positions (the last one cut to fit)."""
-    chunks, left = [], T
-    while left:
-        chunks.append(min(pattern[len(chunks) % len(pattern)], left))
-        left -= chunks[-1]
-    return chunks
-
-
 @pytest.mark.requires("kv_cache")
 @pytest.mark.kernel_sized
-@given(run=_cache_runs())
+@given(run=cache_runs(SUBJECT))
 def test_kernel_sized_cache_growth_equals_full_causal(subject, run):
     """Hundreds of ``cached_attention`` appends of mixed sizes, growing the cache past any
     plausible preallocated capacity, give full causal attention's rows (within the agreement
@@ -408,7 +278,7 @@ def test_kernel_sized_cache_growth_equals_full_causal(subject, run):
     copies one position too few, or the wrong buffer, fails here)."""
     spec, pattern = run
     case = spec.build()
-    chunks = _chunks(case.key.shape[2], pattern)
+    chunks = chunks_of(case.key.shape[2], pattern)
     note(f"{len(chunks)} appends: {chunks[:40]}{' ...' if len(chunks) > 40 else ''}")
     T = case.key.shape[2]
     cache, decoded = decode_in_chunks(subject, case, chunks)
@@ -424,7 +294,7 @@ def test_kernel_sized_cache_growth_equals_full_causal(subject, run):
         dtype=case.dtype,
         what="decoded outputs",
     )
-    _agree(
+    agree(
         subject,
         case,
         decoded,
@@ -433,29 +303,9 @@ def test_kernel_sized_cache_growth_equals_full_causal(subject, run):
     )
 
 
-@st.composite
-def _paged_layouts(draw):
-    """``(spec, page_size, shortfalls, spare)``: a decode or chunk call at kernel sizes
-    (causal, the queries the last positions, no mask), pages of a kernel's sizes (16-256) or
-    a boundary size up to 256 (pages past 128, where kernels first written for 128 go wrong,
-    are about two draws in five), each sequence ``shortfalls[b]`` positions shorter than the longest (up to
-    two pages: lengths end inside pages), and spare pages in the pool."""
-    spec = draw(subject_kernel_specs(SUBJECT, shapes=("decode", "chunk"), masks=False))
-    spec = spec._replace(is_causal=True, query_start=None, block_size=None)
-    page_size = draw(st.one_of(st.sampled_from(TILES), boundary_sizes(256)), label="page size")
-    room = spec.key_len - spec.query_len
-    shortfalls = draw(
-        st.lists(
-            st.integers(0, min(room, 2 * page_size)), min_size=spec.batch, max_size=spec.batch
-        ),
-        label="shortfalls",
-    )
-    return spec, page_size, shortfalls, draw(st.integers(0, 2), label="spare pages")
-
-
 @pytest.mark.requires("paged_cache")
 @pytest.mark.kernel_sized
-@given(layout=_paged_layouts(), data=st.data())
+@given(layout=paged_layouts(SUBJECT), data=st.data())
 def test_kernel_sized_paged_attention_equals_contiguous(subject, layout, data):
     """At kernel sizes, ``attention_with_kvcache`` over a page pool (pages of 16-256 positions
     or a boundary size, in a drawn order, spare pages holding other values; each sequence's
@@ -516,7 +366,7 @@ def test_kernel_sized_paged_attention_equals_contiguous(subject, layout, data):
             key=case.key[b : b + 1, :, :n],
             value=case.value[b : b + 1, :, :n],
         )
-        _agree(
+        agree(
             subject,
             alone,
             out[b : b + 1],

@@ -1,0 +1,64 @@
+"""Kernel-sized cache runs: hundreds of appends of mixed chunk sizes (:func:`cache_runs`,
+:func:`chunks_of`) and page pools of a kernel's page sizes (:func:`paged_layouts`), for the
+cache properties of ``properties/test_kernel_sizes.py``. Each draws a
+:class:`~properties.kernel_cases.KernelSpec` for ``subject`` and shrinks to a short pattern
+or a small page, not to hundreds of draws."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from attnprops.properties.kernel_cases import subject_kernel_specs
+from attnprops.properties.sizes import TILES, boundary_sizes, limits
+
+__all__ = ["cache_runs", "chunks_of", "paged_layouts"]
+
+
+@st.composite
+def cache_runs(draw, subject):
+    """``(spec, pattern)``: causal self-attention of ``T`` positions, appended in chunks whose
+    sizes repeat ``pattern`` (up to 8 sizes: single tokens and boundary sizes) until the ``T``
+    positions are covered (:func:`chunks_of`), so a run makes hundreds of appends of mixed
+    sizes while Hypothesis shrinks (and the counterexample shows) a pattern, not hundreds of
+    draws."""
+    lim = limits()
+    spec = draw(
+        subject_kernel_specs(
+            subject, shapes=("prefill",), masks=False, max_len=lim.max_appends, long=True
+        )
+    )
+    T = spec.key_len
+    pattern = draw(
+        st.lists(st.one_of(st.just(1), boundary_sizes(T)), min_size=1, max_size=8),
+        label="chunk pattern",
+    )
+    return spec._replace(is_causal=True, query_start=None, block_size=None), pattern
+
+
+def chunks_of(T: int, pattern: list[int]) -> list[int]:
+    """Chunk sizes repeating ``pattern`` over ``T`` positions (the last one cut to fit)."""
+    chunks, left = [], T
+    while left:
+        chunks.append(min(pattern[len(chunks) % len(pattern)], left))
+        left -= chunks[-1]
+    return chunks
+
+
+@st.composite
+def paged_layouts(draw, subject):
+    """``(spec, page_size, shortfalls, spare)``: a decode or chunk call at kernel sizes
+    (causal, the queries the last positions, no mask), pages of a kernel's sizes (16-256) or
+    a boundary size up to 256 (pages past 128, where kernels first written for 128 go wrong,
+    are about two draws in five), each sequence ``shortfalls[b]`` positions shorter than the longest (up to
+    two pages: lengths end inside pages), and spare pages in the pool."""
+    spec = draw(subject_kernel_specs(subject, shapes=("decode", "chunk"), masks=False))
+    spec = spec._replace(is_causal=True, query_start=None, block_size=None)
+    page_size = draw(st.one_of(st.sampled_from(TILES), boundary_sizes(256)), label="page size")
+    room = spec.key_len - spec.query_len
+    shortfalls = draw(
+        st.lists(
+            st.integers(0, min(room, 2 * page_size)), min_size=spec.batch, max_size=spec.batch
+        ),
+        label="shortfalls",
+    )
+    return spec, page_size, shortfalls, draw(st.integers(0, 2), label="spare pages")

@@ -1,0 +1,125 @@
+"""The value checks of the kernel-sized properties (``properties/test_kernel_sizes.py``): two
+computations of one exact output agreeing within twice the agreement bound (:func:`agree`),
+every row against a float64 evaluation (:func:`matches_float64_evaluation`), and the rows at
+tile boundaries against the exact result of the ball reference (:func:`matches_reference`).
+
+Shape legend: query (B, Hq, Tq, D), key (B, Hkv, Tk, D), value (B, Hkv, Tk, Dv),
+output (B, Hq, Tq, Dv).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import note
+
+from attnprops.oracle import ball
+from attnprops.oracle.rules import alibi_bias
+from attnprops.properties._support import attend, visibility
+from attnprops.properties.agreement_bounds import agreement_bounds, agreement_from, row_maxima
+from attnprops.properties.bounds import Arithmetic, attention_bounds, two_computations
+from attnprops.properties.checks import assert_within
+from attnprops.properties.kernel_cases import boundary_rows, rows_of
+
+__all__ = ["agree", "float64_evaluation", "matches_float64_evaluation", "matches_reference"]
+
+# Exact multiply-adds per reference call, B * Hq * rows * Tk * (D + Dv) (the two arb_mat
+# products, about 45 ns each at 256 bits): at most this many rows are checked exactly. The
+# reference rows are the tight check; every row also gets the float64 check.
+REFERENCE_WORK = 2_500_000
+
+
+def agree(subject, case, a, b, *, what):
+    """Two computations of one exact output by ``subject`` agree within twice the agreement
+    bound of the subject's declared arithmetic."""
+    with np.errstate(over="ignore"):  # a bound past the float64 range is no bound: inf
+        bound = two_computations(
+            agreement_bounds(case, visibility(case), subject.arithmetic(case.dtype))
+        )
+    assert_within(out=a, expected=b, bound=bound, what=what, case=case)
+
+
+def float64_evaluation(case) -> np.ndarray:
+    """The formula evaluated in float64, ``(B, Hq, Tq, Dv)``: max-subtracted softmax over the
+    visible keys (the scores capped, masked and ALiBi-biased, and the sinks one more key
+    each), then the weighted sum (the computation :mod:`properties.bounds` analyses,
+    so :func:`~properties.agreement_bounds.agreement_bounds` at float64 bounds its error)."""
+    q, k, v = (x.astype(np.float64) for x in (case.query, case.key, case.value))
+    B, Hq, Tq, D = q.shape
+    Hkv, Tk = k.shape[1], k.shape[2]
+    scale = 1 / np.sqrt(D) if case.scale is None else case.scale
+    s = np.matmul(
+        (q * scale).reshape(B, Hkv, Hq // Hkv, Tq, D), k[:, :, None].swapaxes(-1, -2)
+    ).reshape(B, Hq, Tq, -1)
+    if case.softcap is not None:
+        s = case.softcap * np.tanh(s / case.softcap)
+    if case.attn_mask is not None and case.attn_mask.dtype != np.bool_:
+        s = s + case.attn_mask.astype(np.float64)
+    if case.alibi_slopes is not None:
+        start = Tk - Tq if case.query_start is None else case.query_start
+        s = s + alibi_bias(case.alibi_slopes.reshape(1, Hq), start, slice(0, Tq), slice(0, Tk))
+    s = np.where(visibility(case), s, -np.inf)
+    if case.sinks is not None:  # one more key of score sigma_h and value 0, dropped after
+        sink = np.broadcast_to(case.sinks.astype(np.float64)[:, None, None], (B, Hq, Tq, 1))
+        s = np.concatenate([s, sink], axis=-1)
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    w /= w.sum(axis=-1, keepdims=True)
+    w = w[..., : k.shape[2]]
+    return np.matmul(w.reshape(B, Hkv, Hq // Hkv, Tq, -1), v[:, :, None]).reshape(B, Hq, Tq, -1)
+
+
+def matches_float64_evaluation(subject, case, what: str = "output") -> np.ndarray:
+    """The subject's output, every row within the agreement bound of the subject's declared
+    arithmetic plus that of float64 of a float64 evaluation (so within the sum of both of
+    the exact result's bounds); returns the output."""
+    __tracebackhide__ = True
+    out = attend(subject, case)
+    visible = visibility(case)
+    with np.errstate(over="ignore"):
+        maxima = row_maxima(case, visible)  # the float64 evaluation reads the same values
+        loose = two_computations(
+            agreement_from(maxima, subject.arithmetic(case.dtype)),
+            agreement_from(maxima, Arithmetic.of(np.float64)),
+        )
+    assert_within(
+        out=out,
+        expected=float64_evaluation(case),
+        bound=loose,
+        what=f"{what} vs a float64 evaluation (every row, agreement bounds)",
+        case=case,
+    )
+    return out
+
+
+def matches_reference(subject, spec):
+    """At kernel sizes the output is the exact result: every row within the agreement bound of
+    a float64 evaluation (whose own error is bounded the same way), and every row at a tile
+    boundary (first and last rows, query-tile edges, rows whose visible keys end at a key-tile
+    edge) within the per-element bound of the exact result (ball arithmetic, correctly
+    rounded). A dropped last key block, a split-KV merge without its ``exp(m_i - m)``
+    rescale, a wrong causal tile or a lost head dim chunk all move these rows. Law and bound
+    as test_output_matches_oracle."""
+    __tracebackhide__ = True
+    case = spec.build()
+    note(f"case: {case.describe()}")
+    out = matches_float64_evaluation(subject, case)
+    B, Hq, Tq, _ = case.query.shape
+    Tk = case.key.shape[2]
+    work = B * Hq * Tk * (case.query.shape[3] + case.value.shape[3])
+    rows = boundary_rows(case, limit=max(2, min(24, REFERENCE_WORK // work)))
+    note(f"reference rows: {rows}")
+    parts = ball.attention_parts(
+        case.query,
+        case.key,
+        case.value,
+        **case.kwargs(),
+        fully_masked_rows=subject.capabilities.fully_masked_rows,
+        rows=rows,
+    )
+    bounds = attention_bounds(rows_of(case, rows), parts, subject.arithmetic(case.dtype))
+    assert_within(
+        out=out[:, :, rows],
+        expected=parts.output.value,
+        bound=bounds.output,
+        what=f"output rows {rows} vs the exact result",
+        case=case,
+    )

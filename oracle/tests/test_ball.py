@@ -144,6 +144,26 @@ def test_rows_are_the_same_rows_of_the_whole_call(call, data):
         )
 
 
+@settings(max_examples=40)
+@given(call=calls())
+def test_output_alone_is_the_whole_call_s_output(call):
+    """``scores_and_weights=False`` (what ``ball.attention`` and the oracle_float64 subject
+    use) returns the same output and lse bit for bit and the same errors, without the
+    scores and weights."""
+    q, k, v, kwargs = call
+    whole, error = _outcome(ball.attention_parts, q, k, v, lse=True, **kwargs)
+    alone, alone_error = _outcome(
+        ball.attention_parts, q, k, v, lse=True, scores_and_weights=False, **kwargs
+    )
+    assert alone_error == error
+    if error is not None:
+        return
+    assert alone.scores is None and alone.weights is None
+    assert_array_equal(alone.output.value, whole.output.value)
+    assert_array_equal(alone.lse.value, whole.lse.value)
+    assert_array_equal(ball.attention(q, k, v, **kwargs), whole.output.value)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
 @pytest.mark.parametrize("factor", [1e-3, 0.999999, 1.0, 1.000001, 1e3])
 def test_overflow_rule_agrees_with_the_50_digit_oracle(dtype, factor):

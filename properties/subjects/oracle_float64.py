@@ -90,7 +90,7 @@ def _parts(query, key, value, lse: bool = False, **kwargs):
     """The parts (``.output``, and ``.lse`` when ``lse``, each with ``.value``) from the
     50-digit oracle or, past :data:`MPMATH_SCORES`, the ball reference."""
     if _large(query, key):
-        return ball.attention_parts(query, key, value, lse=lse, **kwargs)
+        return ball.attention_parts(query, key, value, lse=lse, scores_and_weights=False, **kwargs)
     return oracle.attention_parts(query, key, value, **kwargs)
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from attnprops.impl.paged_cache import PagedKVCache
 from attnprops.impl.rolling_cache import RollingKVCache
 from attnprops.oracle.rules import (
+    CACHED_OPTIONS,
     check_cache_append,
     check_cache_config,
     check_cache_instance,
@@ -21,6 +22,7 @@ from attnprops.oracle.rules import (
     check_positive_int,
     check_rolling_window,
     kv_cache_bytes,
+    takes_options,
 )
 
 __all__ = ["CachedAttention", "KVCache", "kv_cache_bytes"]
@@ -139,19 +141,8 @@ class CachedAttention:
         :class:`impl.QuantizedKVCache` the dequantized ones)."""
         return cache.keys, cache.values
 
-    def cached_attention(
-        self,
-        query,
-        key,
-        value,
-        cache,
-        *,
-        attn_mask=None,
-        scale=None,
-        window=None,
-        sinks=None,
-        seqs=None,
-    ):
+    @takes_options(only=CACHED_OPTIONS)
+    def cached_attention(self, query, key, value, cache, *, seqs=None, **options):
         """Append ``key``/``value`` to ``cache``, then attend causally over everything cached.
 
         Args:
@@ -185,17 +176,8 @@ class CachedAttention:
             exactly as before the call.
         """
         if isinstance(cache, PagedKVCache) or seqs is not None:
-            return self.paged_cached_attention(
-                query,
-                key,
-                value,
-                cache,
-                seqs,
-                attn_mask=attn_mask,
-                scale=scale,
-                window=window,
-                sinks=sinks,
-            )
+            return self.paged_cached_attention(query, key, value, cache, seqs, **options)
+        window, sinks = options["window"], options["sinks"]
         if isinstance(cache, RollingKVCache):
             check_cached_query(query, key, cache)
             window = check_rolling_window(window, cache.capacity)
@@ -216,10 +198,10 @@ class CachedAttention:
                 query,
                 keys,
                 values,
-                attn_mask=attn_mask,
+                attn_mask=options["attn_mask"],
                 is_causal=True,
                 query_start=start,
-                scale=scale,
+                scale=options["scale"],
                 window=window,
                 **({} if sinks is None else {"sinks": sinks}),  # (only to who takes them)
             )

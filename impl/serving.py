@@ -15,12 +15,15 @@ import numpy as np
 
 from attnprops.impl.paged_cache import PagedKVCache
 from attnprops.oracle.rules import (
+    CACHED_OPTIONS,
+    SERVING_OPTIONS,
     KVCacheCall,
     check_kvcache_call,
     check_paged_cached_call,
     check_sequence_finite,
     pages_needed,
     sequence_options,
+    takes_options,
 )
 
 __all__ = ["ServingAttention"]
@@ -47,21 +50,9 @@ class ServingAttention:
             gathered.append(rows[None, :, :length])
         return gathered[0], gathered[1]
 
+    @takes_options(only=SERVING_OPTIONS)
     def attention_with_kvcache(
-        self,
-        query,
-        key_cache,
-        value_cache,
-        cache_seqlens,
-        *,
-        block_table=None,
-        is_causal=False,
-        scale=None,
-        window=None,
-        chunk_size=None,
-        alibi_slopes=None,
-        softcap=None,
-        sinks=None,
+        self, query, key_cache, value_cache, cache_seqlens, *, block_table=None, **options
     ):
         """Attention of each sequence's queries over its own cached positions.
 
@@ -80,7 +71,8 @@ class ServingAttention:
                 i``); default False, as FlashAttention's ``flash_attn_with_kvcache``.
             scale, window, chunk_size, alibi_slopes, softcap, sinks: as in
                 :func:`impl.attention`, over each sequence's absolute positions
-                (``alibi_slopes`` ``(B, Hq)`` gives sequence ``b`` its row ``b``).
+                (``alibi_slopes`` ``(B, Hq)`` gives sequence ``b`` its row ``b``); the
+                options of :data:`oracle.rules.SERVING_OPTIONS`.
 
         Returns:
             ``(B, Hq, Tq, Dv)`` in the query's dtype: row ``b`` equals :func:`impl.attention`
@@ -95,14 +87,14 @@ class ServingAttention:
         Serving with PagedAttention" (the block table); Dao 2023 (``flash_attn_with_kvcache``'s
         ``cache_seqlens``/``block_table``); Vaswani et al. 2017 per sequence.
         """
+        is_causal, scale = options.pop("is_causal"), options.pop("scale")
         call = check_kvcache_call(
             query, key_cache, value_cache, cache_seqlens, block_table, is_causal
         )
-        shared = dict(window=window, chunk_size=chunk_size, alibi_slopes=alibi_slopes)
-        shared.update(softcap=softcap, sinks=sinks)  # each only when given, as the plain call
         batch, heads = call.query.shape[:2]
         outputs = []
-        for b, options in enumerate(sequence_options(shared, batch, heads)):
+        # each option only when given, as the plain call (sequence_options drops the Nones)
+        for b, options in enumerate(sequence_options(options, batch, heads)):
             keys, values = self.sequence_kv(call, b)
             check_sequence_finite(keys, values, b)
             outputs.append(
@@ -112,9 +104,8 @@ class ServingAttention:
             )
         return np.concatenate(outputs, axis=0)
 
-    def paged_cached_attention(
-        self, query, key, value, cache, seqs, *, attn_mask, scale, window, sinks
-    ):
+    @takes_options(only=CACHED_OPTIONS)
+    def paged_cached_attention(self, query, key, value, cache, seqs, **options):
         """:meth:`cached_attention` on a :class:`impl.PagedKVCache`: append row ``b`` of
         ``key``/``value`` ``(B, Hkv, Tnew, D)`` to sequence ``seqs[b]``, then
         :meth:`attention_with_kvcache` of ``query`` ``(B, Hq, Tnew, D)`` over the pool, causal,
@@ -127,7 +118,7 @@ class ServingAttention:
             attention raises; the cache is then exactly as before the call.
         """
         paged = isinstance(cache, PagedKVCache)
-        check_paged_cached_call(query, key, cache, paged, seqs, attn_mask)
+        check_paged_cached_call(query, key, cache, paged, seqs, options.pop("attn_mask"))
         snapshot = cache._snapshot(seqs, np.shape(key)[2] if np.ndim(key) == 4 else 0)
         cache.append(seqs, key, value)
         try:
@@ -138,9 +129,7 @@ class ServingAttention:
                 cache.seqlens(seqs),
                 block_table=cache.block_table(seqs),
                 is_causal=True,
-                scale=scale,
-                window=window,
-                **({} if sinks is None else {"sinks": sinks}),
+                **options,
             )
         except BaseException:
             cache._restore(snapshot)

@@ -59,6 +59,7 @@ from attnprops.oracle.rules import (
     AttentionProblem,
     alibi_bias,
     check_attention_inputs,
+    check_flag,
     compute_dtype,
     overflow_threshold,
     raise_score_overflow,
@@ -332,8 +333,9 @@ def attention_parts(
             which no precision short of the gap's resolves: rounded from above when the
             score is rational (:func:`just_above`); a capped (``tanh``) dominant score's row
             may still raise.
-        scores_and_weights: False: the scores and weights are not rounded (their fields are
-            None), which spares about a fifth of a call that wants only the output.
+        scores_and_weights: a bool; False: the scores and weights are not rounded (their
+            fields are None), which spares about a fifth of a call that wants only the
+            output (ValueError without a value).
 
     Returns:
         :class:`BallParts` over the sorted rows.
@@ -352,6 +354,9 @@ def attention_parts(
         needs_value=value is not None,
         **options,
     )
+    scores_and_weights = check_flag(scores_and_weights, "scores_and_weights")
+    if not scores_and_weights and problem.value is None:
+        raise ValueError("scores_and_weights=False leaves nothing to return without a value")
     wanted = _rows(rows, problem.query.shape[2])
     # The overflow rule is checked on every row whose float64 bound reaches half the
     # dtype's maximum: those rows are computed too (exactly), even when not asked for.
@@ -380,14 +385,37 @@ def attention_parts(
     return BallParts(cut(s), cut(w), output, wanted, cut(sums) if lse else None)
 
 
-def attention(query, key, value, **kwargs) -> np.ndarray:
-    """The output ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``), each element the exact attention
-    output correctly rounded to float64. Arguments, rules and errors as
-    :func:`attention_parts`."""
-    return attention_parts(query, key, value, scores_and_weights=False, **kwargs).output.value
+@takes_options
+def attention(
+    query, key, value, *, fully_masked_rows="raise", rows=None, precision=PRECISION, **options
+) -> np.ndarray:
+    """The output ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``, of ``rows`` only when given), each
+    element the exact attention output correctly rounded to float64. Arguments, rules and
+    errors as :func:`attention_parts`."""
+    return attention_parts(
+        query,
+        key,
+        value,
+        fully_masked_rows=fully_masked_rows,
+        rows=rows,
+        precision=precision,
+        scores_and_weights=False,
+        **options,
+    ).output.value
 
 
-def attention_weights(query, key, **kwargs) -> np.ndarray:
+@takes_options
+def attention_weights(
+    query, key, *, fully_masked_rows="raise", rows=None, precision=PRECISION, **options
+) -> np.ndarray:
     """The weights ``(B, Hq, Tq, Tk)`` (or ``(Tq, Tk)``), correctly rounded to float64;
     hidden keys exactly 0. Arguments, rules and errors as :func:`attention_parts`."""
-    return attention_parts(query, key, None, **kwargs).weights.value
+    return attention_parts(
+        query,
+        key,
+        None,
+        fully_masked_rows=fully_masked_rows,
+        rows=rows,
+        precision=precision,
+        **options,
+    ).weights.value

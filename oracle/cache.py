@@ -12,6 +12,7 @@ import numpy as np
 
 from attnprops.oracle.reference import OracleResult, attention
 from attnprops.oracle.rules import (
+    CACHED_OPTIONS,
     FrozenScales,
     check_cache_append,
     check_cache_config,
@@ -22,6 +23,7 @@ from attnprops.oracle.rules import (
     check_rolling_window,
     dequantize,
     quantize,
+    takes_options,
 )
 
 __all__ = ["KVCache", "QuantizedKVCache", "cached_attention"]
@@ -132,26 +134,25 @@ class QuantizedKVCache(KVCache):
         return start
 
 
+@takes_options(only=CACHED_OPTIONS)
 def cached_attention(
     query,
     key,
     value,
     cache: KVCache,
     *,
-    attn_mask=None,
-    scale=None,
-    window=None,
-    sinks=None,
     fully_masked_rows="raise",
     attend=None,
     seqs=None,
+    **options,
 ) -> OracleResult:
     """Append to ``cache``, then causal attention with ``query_start`` = previous length.
 
     Shapes as ``impl.cached_attention``. On any error the append is undone. ``attend``: the
     attention to run over the cache (default :func:`attention`; e.g. ``lambda *a, **k:
     oracle.ball.attention_parts(*a, **k).output`` for long caches), called with the
-    cache's keys and values and ``is_causal=True, query_start=start``. ``window``: a local
+    cache's keys and values and ``is_causal=True, query_start=start``. The options are
+    :data:`oracle.rules.CACHED_OPTIONS`. ``window``: a local
     window over the cache's absolute positions (:func:`oracle.rules.check_window`; for an
     :class:`oracle.serving.RollingKVCache` required, ``left <= capacity``, and the keys are
     the positions it held then the new ones);
@@ -168,17 +169,15 @@ def cached_attention(
             value,
             cache,
             seqs,
-            attn_mask=attn_mask,
-            scale=scale,
-            window=window,
-            sinks=sinks,
             fully_masked_rows=fully_masked_rows,
             attend=attend,
+            **options,
         )
     check_cache_instance(cache, KVCache)
     check_cached_query(query, key, cache)
     attend = attention if attend is None else attend
     rolling = hasattr(cache, "capacity")  # an oracle.serving.RollingKVCache
+    window, sinks = options["window"], options["sinks"]
     if rolling:
         window = check_rolling_window(window, cache.capacity)
         held_keys, held_values = cache.keys, cache.values
@@ -195,10 +194,10 @@ def cached_attention(
             query,
             keys,
             values,
-            attn_mask=attn_mask,
+            attn_mask=options["attn_mask"],
             is_causal=True,
             query_start=start,
-            scale=scale,
+            scale=options["scale"],
             window=window,
             fully_masked_rows=fully_masked_rows,
             **extra,

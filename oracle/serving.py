@@ -15,6 +15,8 @@ import numpy as np
 from attnprops.oracle.cache import KVCache
 from attnprops.oracle.reference import OracleResult, attention
 from attnprops.oracle.rules import (
+    CACHED_OPTIONS,
+    SERVING_OPTIONS,
     KVCacheCall,
     check_cache_append,
     check_cache_config,
@@ -27,6 +29,7 @@ from attnprops.oracle.rules import (
     check_sequence_ids,
     pages_needed,
     sequence_options,
+    takes_options,
 )
 
 __all__ = [
@@ -54,6 +57,7 @@ def sequence_kv(call: KVCacheCall, b: int) -> tuple[np.ndarray, np.ndarray]:
     return np.stack(keys, axis=1)[None], np.stack(values, axis=1)[None]
 
 
+@takes_options(only=SERVING_OPTIONS)
 def attention_with_kvcache(
     query,
     key_cache,
@@ -61,7 +65,6 @@ def attention_with_kvcache(
     cache_seqlens,
     *,
     block_table=None,
-    is_causal=False,
     fully_masked_rows="raise",
     attend=None,
     **options,
@@ -69,10 +72,12 @@ def attention_with_kvcache(
     """Each sequence's queries over its own cached positions: shapes and rules as
     ``impl.attention_with_kvcache`` (:func:`oracle.rules.check_kvcache_call`); row ``b`` of the
     result is ``attend`` (default :func:`attention`) over :func:`sequence_kv`'s keys of
-    sequence ``b`` alone, its queries at positions ``L_b - Tq ..``. ``options``: scale, window,
-    chunk_size, alibi_slopes (``(B, Hq)``: row ``b`` for sequence ``b``), softcap, sinks.
+    sequence ``b`` alone, its queries at positions ``L_b - Tq ..``. ``options``: those of
+    :data:`oracle.rules.SERVING_OPTIONS` (``alibi_slopes`` ``(B, Hq)``: row ``b`` for
+    sequence ``b``).
     Returns the rows stacked, ``(B, Hq, Tq, Dv)`` (``exact`` None when ``attend`` gives no
     50-digit values, as the ball reference)."""
+    is_causal = options.pop("is_causal")
     call = check_kvcache_call(query, key_cache, value_cache, cache_seqlens, block_table, is_causal)
     attend = attention if attend is None else attend
     rows = []
@@ -192,6 +197,7 @@ class RollingKVCache(KVCache):
         return out
 
 
+@takes_options(only=CACHED_OPTIONS)
 def paged_cached_attention(
     query,
     key,
@@ -199,16 +205,14 @@ def paged_cached_attention(
     cache: PagedKVCache,
     seqs,
     *,
-    attn_mask=None,
-    scale=None,
-    window=None,
-    sinks=None,
     fully_masked_rows="raise",
     attend=None,
+    **options,
 ) -> OracleResult:
     """:func:`oracle.cached_attention` on a :class:`PagedKVCache`: append row ``b`` to sequence
     ``seqs[b]``, then :func:`attention_with_kvcache` over the pool, causal; on any error the
     append is undone. The rules of ``impl``'s (``seqs`` required, no ``attn_mask``)."""
+    attn_mask = options.pop("attn_mask")
     check_paged_cached_call(query, key, cache, isinstance(cache, PagedKVCache), seqs, attn_mask)
     snapshot = cache._snapshot()
     cache.append(seqs, key, value)
@@ -222,9 +226,7 @@ def paged_cached_attention(
             is_causal=True,
             fully_masked_rows=fully_masked_rows,
             attend=attend,
-            scale=scale,
-            window=window,
-            sinks=sinks,
+            **options,
         )
     except BaseException:
         cache._restore(snapshot)

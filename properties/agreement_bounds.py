@@ -29,7 +29,7 @@ __all__ = ["RowMaxima", "agreement_bounds", "agreement_from", "row_maxima"]
 
 def agreement_bounds(case, visible: np.ndarray, arithmetic: Arithmetic | None = None) -> np.ndarray:
     """Per-element bounds ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``) on ``|o^_c - o_c|`` that need
-    no exact values: an upper bound of :func:`attention_bounds`'s output bound (same
+    no exact values: an upper bound of :func:`properties.bounds.attention_bounds`'s output bound (same
     ``arithmetic``), for kernel-sized calls whose properties compare two computations of one
     exact result (each within its bound, so they agree within twice this) without running a
     reference.

@@ -54,7 +54,7 @@ from collections.abc import Callable
 from types import MappingProxyType
 from typing import TypeVar
 
-__all__ = ["OPTIONS", "takes_options"]
+__all__ = ["CACHED_OPTIONS", "OPTIONS", "SERVING_OPTIONS", "takes_options"]
 
 OPTIONS = MappingProxyType(
     {
@@ -71,13 +71,25 @@ OPTIONS = MappingProxyType(
     }
 )
 
+# The options of the two cached calls (each decides the rest itself):
+# ``cached_attention(query, key, value, cache, ...)`` is causal at the cache's length, so it
+# takes no is_causal or query_start; documents, chunks, ALiBi and caps are not served there.
+CACHED_OPTIONS = ("attn_mask", "scale", "window", "sinks")
+# ``attention_with_kvcache(query, key_cache, value_cache, cache_seqlens, ...)`` places each
+# sequence's queries at its own length, hides keys by the lengths (no mask, no query_start)
+# and takes no packed documents (one sequence per batch row: FlashAttention's convention).
+SERVING_OPTIONS = ("is_causal", "scale", "window", "chunk_size", "alibi_slopes", "softcap", "sinks")
+
 F = TypeVar("F", bound=Callable)
 
 
-def takes_options(function: F | None = None, *, without: tuple[str, ...] = ()):
+def takes_options(
+    function: F | None = None, *, without: tuple[str, ...] = (), only: tuple[str, ...] = ()
+):
     """Decorate ``function(..., **options)`` to take exactly the keyword options of
-    :data:`OPTIONS` (less those named in ``without``: a subject that has no such feature)
-    besides its own parameters; use as ``@takes_options`` or ``@takes_options(without=...)``.
+    :data:`OPTIONS` (less those named in ``without``: a subject that has no such feature; or
+    only those named in ``only``, e.g. :data:`CACHED_OPTIONS`) besides its own parameters;
+    use as ``@takes_options``, ``@takes_options(without=...)`` or ``@takes_options(only=...)``.
 
     The decorated function's signature (``inspect.signature``, ``help``) lists the options as
     keyword-only parameters with their defaults, before the function's own keyword-only ones;
@@ -87,13 +99,18 @@ def takes_options(function: F | None = None, *, without: tuple[str, ...] = ()):
 
     Raises:
         TypeError at decoration when ``function``'s last parameter is not ``**options``, one
-        of its own parameters is named like an option, or ``without`` names no option.
+        of its own parameters is named like an option, ``without`` or ``only`` names no
+        option, or both are given.
     """
     if function is None:
-        return functools.partial(takes_options, without=without)
+        return functools.partial(takes_options, without=without, only=only)
+    if without and only:
+        raise TypeError(f"{function.__qualname__}: give without= or only=, not both")
     if unknown := sorted(set(without) - set(OPTIONS)):
         raise TypeError(f"{function.__qualname__}: without={unknown} names no option")
-    taken = {n: d for n, d in OPTIONS.items() if n not in without}
+    if unknown := sorted(set(only) - set(OPTIONS)):
+        raise TypeError(f"{function.__qualname__}: only={unknown} names no option")
+    taken = {n: d for n, d in OPTIONS.items() if n not in without and (not only or n in only)}
     signature = inspect.signature(function)
     *own, rest = signature.parameters.values()
     if rest.kind is not inspect.Parameter.VAR_KEYWORD or rest.name != "options":

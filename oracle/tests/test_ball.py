@@ -164,6 +164,21 @@ def test_output_alone_is_the_whole_call_s_output(call):
     assert_array_equal(ball.attention(q, k, v, **kwargs), whole.output.value)
 
 
+def test_scores_and_weights_is_a_bool_and_needs_a_value_to_be_false():
+    q = np.random.default_rng(0).standard_normal((3, 2))
+    with pytest.raises(AttentionInputError, match="scores_and_weights: 'no' must be True or False"):
+        ball.attention_parts(q, q, q, scores_and_weights="no")
+    with pytest.raises(ValueError, match="nothing to return without a value"):
+        ball.attention_parts(q, q, scores_and_weights=False)
+    for function, args in ((ball.attention, (q, q, q)), (ball.attention_weights, (q, q))):
+        with pytest.raises(TypeError, match="unexpected keyword argument 'scores_and_weights'"):
+            function(*args, scores_and_weights=True)
+        with pytest.raises(
+            TypeError, match=rf"^{function.__name__}\(\) got an unexpected .*'is_casual'"
+        ):
+            function(*args, is_casual=True)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
 @pytest.mark.parametrize("factor", [1e-3, 0.999999, 1.0, 1.000001, 1e3])
 def test_overflow_rule_agrees_with_the_50_digit_oracle(dtype, factor):

@@ -7,7 +7,13 @@ import pytest
 
 from attnprops import impl, oracle
 from attnprops.oracle import ball
-from attnprops.oracle.rules import OPTIONS, check_attention_call, takes_options
+from attnprops.oracle.rules import (
+    CACHED_OPTIONS,
+    OPTIONS,
+    SERVING_OPTIONS,
+    check_attention_call,
+    takes_options,
+)
 
 PUBLIC = [
     check_attention_call,
@@ -72,3 +78,28 @@ def test_the_options_are_the_rulebook_s_and_their_defaults_change_nothing():
     assert np.array_equal(
         oracle.attention(q, k, v, **OPTIONS).value, oracle.attention(q, k, v).value
     )
+
+
+@pytest.mark.parametrize(
+    ("function", "family"),
+    [
+        (oracle.cached_attention, CACHED_OPTIONS),
+        (impl.cached_attention, CACHED_OPTIONS),
+        (oracle.attention_with_kvcache, SERVING_OPTIONS),
+        (impl.attention_with_kvcache, SERVING_OPTIONS),
+    ],
+    ids=lambda x: getattr(x, "__module__", "family"),
+)
+def test_the_cached_calls_list_exactly_their_family_of_options(function, family):
+    parameters = inspect.signature(function).parameters
+    assert [n for n in parameters if n in OPTIONS] == [n for n in OPTIONS if n in family]
+    assert all(parameters[n].default == OPTIONS[n] for n in family)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'query_start'"):
+        function(*[None] * 4, query_start=0)
+
+
+def test_only_and_without_are_checked():
+    with pytest.raises(TypeError, match="names no option"):
+        takes_options(only=("scale", "sink"))(lambda query, **options: None)
+    with pytest.raises(TypeError, match="not both"):
+        takes_options(only=("scale",), without=("sinks",))(lambda query, **options: None)

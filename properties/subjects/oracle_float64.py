@@ -21,7 +21,13 @@ import numpy as np
 
 from attnprops import oracle
 from attnprops.oracle import KVCache, PagedKVCache, RollingKVCache, ball
-from attnprops.oracle.rules import check_flag, kv_cache_bytes
+from attnprops.oracle.rules import (
+    CACHED_OPTIONS,
+    SERVING_OPTIONS,
+    check_flag,
+    kv_cache_bytes,
+    takes_options,
+)
 
 __version__ = f"oracle ({oracle.DIGITS} digits)"
 
@@ -99,18 +105,8 @@ def _exact_output(query, key, value, **kwargs):
     return _parts(query, key, value, **kwargs).output
 
 
-def cached_attention(
-    query,
-    key,
-    value,
-    cache: KVCache,
-    *,
-    attn_mask=None,
-    scale=None,
-    window=None,
-    sinks=None,
-    seqs=None,
-) -> np.ndarray:
+@takes_options(only=CACHED_OPTIONS)
+def cached_attention(query, key, value, cache: KVCache, *, seqs=None, **options) -> np.ndarray:
     """``oracle.cached_attention(...).value``: append to ``cache`` (an :class:`oracle.KVCache`,
     :class:`oracle.RollingKVCache`, or :class:`oracle.PagedKVCache` with ``seqs``), then causal
     attention at ``query_start`` = the previous length, ``(B, Hq, Tnew, Dv)``, exact and rounded
@@ -124,16 +120,16 @@ def cached_attention(
         key,
         value,
         cache,
-        attn_mask=attn_mask,
-        scale=scale,
-        window=window,
-        sinks=sinks,
         attend=_exact_output,
+        **options,
         **({} if seqs is None else {"seqs": seqs}),
     ).value
 
 
-def attention_with_kvcache(query, key_cache, value_cache, cache_seqlens, **options) -> np.ndarray:
+@takes_options(only=SERVING_OPTIONS)
+def attention_with_kvcache(
+    query, key_cache, value_cache, cache_seqlens, *, block_table=None, **options
+) -> np.ndarray:
     """``oracle.attention_with_kvcache(...).value``: each sequence over its own cached
     positions, exact and rounded once to float64; keyword arguments and rules as
     :func:`impl.attention_with_kvcache`.
@@ -142,5 +138,11 @@ def attention_with_kvcache(query, key_cache, value_cache, cache_seqlens, **optio
         oracle.rules.AttentionInputError for any broken rule.
     """
     return oracle.attention_with_kvcache(
-        query, key_cache, value_cache, cache_seqlens, attend=_exact_output, **options
+        query,
+        key_cache,
+        value_cache,
+        cache_seqlens,
+        block_table=block_table,
+        attend=_exact_output,
+        **options,
     ).value

@@ -49,7 +49,7 @@ import torch
 from torch.nn.attention.experimental._paged_attention import PagedAttention
 from torch.nn.attention.flex_attention import AuxRequest, create_block_mask, flex_attention
 
-from attnprops.oracle.rules import takes_options
+from attnprops.oracle.rules import SERVING_OPTIONS, takes_options
 from attnprops.properties.subjects._flex_paged_cache import PagedKVCache
 from attnprops.properties.subjects._torch_masks import to_numpy, to_tensor
 
@@ -283,19 +283,9 @@ def _paged_mods(paged, shape, lengths, mask_mod, score_mod, batch_idx=None):
     return block_mask, score_mod
 
 
+@takes_options(only=tuple(n for n in SERVING_OPTIONS if n != "sinks"))
 def attention_with_kvcache(
-    query,
-    key_cache,
-    value_cache,
-    cache_seqlens,
-    *,
-    block_table=None,
-    is_causal=False,
-    scale=None,
-    window=None,
-    chunk_size=None,
-    alibi_slopes=None,
-    softcap=None,
+    query, key_cache, value_cache, cache_seqlens, *, block_table=None, **options
 ):
     """Each sequence over its own ``cache_seqlens[b]`` cached positions, as
     :func:`impl.attention_with_kvcache` (:mod:`oracle.rules.serving`), through FlexAttention.
@@ -304,8 +294,9 @@ def attention_with_kvcache(
     ``kv_idx >= L_b`` and puts sequence ``b``'s queries at ``L_b - Tq ..``. A page pool ``(P,
     Hkv, S, D)`` with ``block_table``: FlexAttention's paged attention (``PagedAttention``,
     page table from ``block_table``): the pool as its physical cache ``(1, Hkv, P * S, D)``
-    and :func:`_paged_mods`. Returns ``(B, Hq, Tq, Dv)`` in the query's dtype; no validation
-    of its own.
+    and :func:`_paged_mods`. The options of :data:`oracle.rules.SERVING_OPTIONS` but
+    ``sinks`` (declared unsupported). Returns ``(B, Hq, Tq, Dv)`` in the query's dtype; no
+    validation of its own.
     """
     q = to_tensor(query)
     B, Hq, Tq, _ = q.shape
@@ -323,15 +314,8 @@ def attention_with_kvcache(
             for x in (key_cache, value_cache)
         )
     shape = (B, Hq, Tq, Tk)
-    mask_mod, score_mod = _serving_mods(
-        shape,
-        lengths,
-        is_causal=is_causal,
-        window=window,
-        chunk_size=chunk_size,
-        alibi_slopes=alibi_slopes,
-        softcap=softcap,
-    )
+    scale = options.pop("scale")
+    mask_mod, score_mod = _serving_mods(shape, lengths, **options)
     if block_table is None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)

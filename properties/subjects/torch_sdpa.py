@@ -60,6 +60,7 @@ import torch.nn.functional as F
 
 from attnprops.oracle.rules import (
     BFLOAT16,
+    CACHED_OPTIONS,
     check_cache_append,
     check_cache_config,
     check_cached_query,
@@ -159,7 +160,7 @@ def attention(
         key: ``(B, Hkv, Tk, D)`` or ``(Tk, D)``, same dtype; value: ``(B, Hkv, Tk, Dv)``.
         the keyword options of :mod:`oracle.rules.options` but ``softcap`` (SDPA has no
             cap): the window, documents and chunks become an explicit mask
-            (:func:`window_mask`, :func:`packing_mask`), ALiBi joins the float mask
+            (:func:`_torch_masks.window_mask`, :func:`_torch_masks.packing_mask`), ALiBi joins the float mask
             (:func:`sdpa_mask`), a sink is one more key (:func:`with_sink_key`).
         return_lse: also return each row's log-sum-exp (:func:`cpu_lse`).
 
@@ -178,6 +179,7 @@ def attention(
     return to_numpy(out)
 
 
+@takes_options(without=("softcap",))
 def attention_weights(query, key, **options) -> np.ndarray:
     """Attention weights ``(B, Hq, Tq, Tk)`` (or ``(Tq, Tk)``), computed by SDPA.
 
@@ -254,17 +256,17 @@ class KVCache:
         return start
 
 
-def cached_attention(
-    query, key, value, cache: KVCache, *, attn_mask=None, scale=None, window=None, sinks=None
-) -> np.ndarray:
+@takes_options(only=CACHED_OPTIONS)
+def cached_attention(query, key, value, cache: KVCache, **options) -> np.ndarray:
     """Append ``key``/``value`` to ``cache``, then SDPA over the whole cache.
 
     Args:
         query: ``(B, Hq, Tnew, D)``, one query per appended token.
         key: ``(B, Hkv, Tnew, D)``; value: ``(B, Hkv, Tnew, Dv)``; the cache's dtype.
         cache: a :class:`KVCache` (modified in place).
-        attn_mask: ``None`` or a mask broadcastable to ``(B, Hq, Tnew, T_total)``.
-        scale, window, sinks: as in :func:`attention`.
+        the options of :data:`oracle.rules.CACHED_OPTIONS`: ``attn_mask`` ``None`` or a
+            mask broadcastable to ``(B, Hq, Tnew, T_total)``; ``scale``, ``window``, ``sinks``
+            as in :func:`attention`.
 
     Returns:
         ``(B, Hq, Tnew, Dv)``: causal attention with ``query_start`` = the cache length before
@@ -284,12 +286,9 @@ def cached_attention(
             to_tensor(query),
             cache._keys,
             cache._values,
-            attn_mask=attn_mask,
             is_causal=True,
             query_start=start,
-            scale=scale,
-            window=window,
-            sinks=sinks,
+            **options,
         )
     except BaseException:
         cache._keys, cache._values = before

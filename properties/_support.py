@@ -8,7 +8,7 @@ from hypothesis import note
 
 from attnprops import oracle
 from attnprops.oracle import lab
-from attnprops.oracle.rules import check_attention_inputs
+from attnprops.oracle.rules import check_attention_inputs, takes_options
 from attnprops.properties.bounds import attention_bounds
 from attnprops.properties.checks import (
     assert_equal,
@@ -165,21 +165,11 @@ def one_head(case, b: int, h: int):
     )
 
 
-def case_from(
-    query,
-    key,
-    value,
-    *,
-    attn_mask=None,
-    is_causal=False,
-    query_start=None,
-    scale=None,
-    layout="fixed",
-    magnitude="fixed",
-) -> AttentionCase:
-    return AttentionCase(
-        query, key, value, attn_mask, is_causal, query_start, scale, layout, magnitude
-    )
+@takes_options
+def case_from(query, key, value, *, layout="fixed", magnitude="fixed", **options) -> AttentionCase:
+    """A fixed :class:`AttentionCase` (``@example``s, meta tests): the arrays and any keyword
+    options of :mod:`oracle.rules.options`, its mask layout and value regime named."""
+    return AttentionCase(query, key, value, mask_layout=layout, magnitude=magnitude, **options)
 
 
 # The source lab's 3-token example (seed 000) and the quick reference's 2-token example

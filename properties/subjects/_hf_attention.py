@@ -101,6 +101,7 @@ from attnprops.oracle.rules import (
     check_cached_query,
     check_positive_int,
     check_rolling_window,
+    takes_options,
 )
 from attnprops.properties.subjects._hf_cache import KVCache, RollingKVCache
 from attnprops.properties.subjects._torch_masks import (
@@ -317,31 +318,19 @@ class HFAttention:
         )
         return self._call(q, k, v, mask, scale=scale, is_causal=is_causal, config=config)
 
-    def attention(
-        self,
-        query,
-        key,
-        value,
-        *,
-        attn_mask=None,
-        is_causal=False,
-        query_start=None,
-        scale=None,
-        sliding_window=None,
-    ) -> np.ndarray:
+    @takes_options(only=("attn_mask", "is_causal", "query_start", "scale"))
+    def attention(self, query, key, value, *, sliding_window=None, **options) -> np.ndarray:
         """Attention through the transformers function, called as a Llama layer calls it.
 
         Args:
             query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; bfloat16, float16, float32 or float64.
             key: ``(B, Hkv, Tk, D)`` or ``(Tk, D)``, same dtype; value ``(B, Hkv, Tk, Dv)``.
-            attn_mask: ``None``, bool (True = may attend) or float additive, broadcastable to
-                ``(B, Hq, Tq, Tk)``; a key-only bool mask becomes the model's 2-D
-                ``attention_mask``, any other is joined to the builder's mask (module
-                docstring of ``_hf_attention``).
-            is_causal: key ``j`` visible to local query ``i`` iff ``j <= query_start + i``
-                (HF's ``causal_mask_function`` at ``q_offset = query_start``).
-            query_start: position of the first query; ``None``: ``Tk - Tq``.
-            scale: ``None`` (the model's ``head_dim ** -0.5``) or a float.
+            attn_mask, is_causal, query_start, scale: the keyword options of
+                :mod:`oracle.rules.options` that the function serves. A key-only bool
+                ``attn_mask`` becomes the model's 2-D ``attention_mask``, any other is joined
+                to the builder's mask (module docstring); ``is_causal`` is HF's
+                ``causal_mask_function`` at ``q_offset = query_start``; ``scale=None`` is the
+                model's ``head_dim ** -0.5``.
             sliding_window: Hugging Face's ``W`` (``W`` keys counting the query's own), with
                 ``is_causal`` only.
 
@@ -352,16 +341,7 @@ class HFAttention:
             ValueError for ``sliding_window`` without ``is_causal``; otherwise whatever torch
             and transformers raise (no validation of its own: ``validates_inputs=False``).
         """
-        out, _ = self.tensors(
-            query,
-            key,
-            value,
-            attn_mask=attn_mask,
-            is_causal=is_causal,
-            query_start=query_start,
-            scale=scale,
-            sliding_window=sliding_window,
-        )
+        out, _ = self.tensors(query, key, value, sliding_window=sliding_window, **options)
         out = to_numpy(out)
         return out[0, 0] if np.ndim(query) == 2 else out
 

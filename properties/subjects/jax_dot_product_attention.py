@@ -59,6 +59,7 @@ from attnprops.oracle.rules import (
     check_cache_config,
     check_cached_query,
     kv_cache_elements,
+    takes_options,
 )
 
 jax.config.update("jax_enable_x64", True)
@@ -186,30 +187,17 @@ def _attend(
     return out[0, 0] if two_d else out
 
 
-def attention(
-    query,
-    key,
-    value,
-    *,
-    attn_mask=None,
-    is_causal=False,
-    query_start=None,
-    scale=None,
-    window=None,
-) -> np.ndarray:
+@takes_options(only=("attn_mask", "is_causal", "query_start", "scale", "window"))
+def attention(query, key, value, **options) -> np.ndarray:
     """Scaled dot-product attention through ``jax.nn.dot_product_attention``.
 
     Args:
         query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``; bfloat16, float16, float32 or float64 NumPy
             array.
         key: ``(B, Hkv, Tk, D)`` or ``(Tk, D)``; value: ``(B, Hkv, Tk, Dv)`` or ``(Tk, Dv)``.
-        attn_mask: ``None``, bool (True = may attend) or float additive mask broadcastable to
-            ``(B, Hq, Tq, Tk)``.
-        is_causal: key ``j`` visible to local query ``i`` iff ``j <= query_start + i``.
-        query_start: absolute position of the first query (``None``: ``Tk - Tq``).
-        scale: ``None`` (``1/sqrt(D)``) or a float.
-        window: ``None`` or ``(left, right)`` (ints >= 0 or None): JAX's own
-            ``local_window_size`` (:func:`local_window_size` maps the convention).
+        attn_mask, is_causal, query_start, scale, window: the keyword options of
+            :mod:`oracle.rules.options` that JAX serves (the window: JAX's own
+            ``local_window_size``, :func:`local_window_size` maps the convention).
 
     Returns:
         ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``), the input dtype.
@@ -218,16 +206,7 @@ def attention(
         Whatever JAX raises (``ValueError`` for most shape errors, ``TypeError`` for some
         dtypes); no validation of its own (declared ``validates_inputs=False``).
     """
-    return _attend(
-        query,
-        np.asarray(key),
-        np.asarray(value),
-        attn_mask=attn_mask,
-        is_causal=is_causal,
-        query_start=query_start,
-        scale=scale,
-        window=window,
-    )
+    return _attend(query, np.asarray(key), np.asarray(value), **options)
 
 
 def attention_weights(

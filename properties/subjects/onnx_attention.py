@@ -64,6 +64,7 @@ from attnprops.oracle.rules import (
     check_cache_instance,
     check_cached_query,
     read_only_copy,
+    takes_options,
 )
 
 __version__ = onnx.__version__
@@ -212,34 +213,18 @@ class OnnxAttention:
         results = runner({name: np.ascontiguousarray(x) for name, x in feeds.items()})
         return [np.array(r) for r in results]  # writable copies
 
-    def attention(
-        self,
-        query,
-        key,
-        value,
-        *,
-        attn_mask=None,
-        is_causal=False,
-        query_start=None,
-        scale=None,
-        window=None,
-        softcap=None,
-    ) -> np.ndarray:
+    @takes_options(only=("attn_mask", "is_causal", "query_start", "scale", "window", "softcap"))
+    def attention(self, query, key, value, **options) -> np.ndarray:
         """Scaled dot-product attention through the ``Attention`` op.
 
         Args:
             query: ``(B, Hq, Tq, D)`` or ``(Tq, D)``, float16/32/64.
             key: ``(B, Hkv, Tk, D)`` or ``(Tk, D)``; value: ``(B, Hkv, Tk, Dv)`` or
                 ``(Tk, Dv)``; the query's dtype.
-            attn_mask: ``None``, bool (True = may attend) or float additive, broadcastable
-                to ``(B, Hq, Tq, Tk)``.
-            is_causal: key ``j`` visible to local query ``i`` iff ``j <= query_start + i``.
-            query_start: absolute position of the first query (``None``: ``Tk - Tq``),
-                passed as the length of ``past_key`` (module docstring).
-            scale: ``None`` (the op's ``1/sqrt(D)``) or a float (rounded to float32: the
-                attribute's type).
-            window: ``(left, right)`` over absolute positions, either side None, or None.
-            softcap: ``c > 0`` or None.
+            attn_mask, is_causal, query_start, scale, window, softcap: the keyword options
+                of :mod:`oracle.rules.options` that the op serves; ``query_start`` is passed
+                as the length of ``past_key`` (module docstring), ``scale`` rounded to
+                float32 (the attribute's type).
 
         Returns:
             ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``), the query's dtype; zero rows where no key
@@ -254,12 +239,7 @@ class OnnxAttention:
             _four_d(query),
             _four_d(key),
             _four_d(value),
-            attn_mask=attn_mask,
-            is_causal=is_causal,
-            query_start=query_start,
-            scale=scale,
-            window=window,
-            softcap=softcap,
+            **options,
         )
         return out[0, 0] if two_d else out
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -46,10 +47,21 @@ def add_arguments(parser) -> None:
     parser.add_argument("--dpi", type=int, default=120, help="resolution (default 120)")
 
 
-def panels() -> list[dict]:
-    """The six panels: ``title``, ``data`` (2-D float array, NaN = hidden), ``kind``
+class Panel(NamedTuple):
+    """One heatmap: ``title``, ``data`` (2-D float array, NaN = hidden), ``kind``
     (``"scores"``, ``"mask"`` or ``"weights"``), ``wrong`` (bool), ``queries`` (absolute query
     positions of the rows) and ``note`` (text under the panel)."""
+
+    title: str
+    data: np.ndarray
+    kind: str
+    wrong: bool
+    queries: list[int]
+    note: str
+
+
+def panels() -> list[Panel]:
+    """The six panels (:class:`Panel`), in reading order."""
     from attnprops import impl, oracle
     from attnprops.oracle.lab import KEY, QUERY, VALUE
 
@@ -76,53 +88,53 @@ def panels() -> list[dict]:
         return "[" + ", ".join(f"{x:.6f}" for x in v) + "]"
 
     return [
-        dict(
-            title="Scaled scores  Q·Kᵀ / √4",
-            data=scores,
-            kind="scores",
-            wrong=False,
-            queries=[0, 1, 2],
-            note="before masking: every key scored",
+        Panel(
+            "Scaled scores  Q·Kᵀ / √4",
+            scores,
+            "scores",
+            False,
+            [0, 1, 2],
+            "before masking: every key scored",
         ),
-        dict(
-            title="Causal mask  (key ≤ query)",
-            data=causal.astype(float),
-            kind="mask",
-            wrong=False,
-            queries=[0, 1, 2],
-            note="1 = may be read, 0 = future key (hidden)",
+        Panel(
+            "Causal mask  (key ≤ query)",
+            causal.astype(float),
+            "mask",
+            False,
+            [0, 1, 2],
+            "1 = may be read, 0 = future key (hidden)",
         ),
-        dict(
-            title="RIGHT: causal weights",
-            data=np.where(causal, weights, np.nan),
-            kind="weights",
-            wrong=False,
-            queries=[0, 1, 2],
-            note="rows sum to 1; future keys get 0",
+        Panel(
+            "RIGHT: causal weights",
+            np.where(causal, weights, np.nan),
+            "weights",
+            False,
+            [0, 1, 2],
+            "rows sum to 1; future keys get 0",
         ),
-        dict(
-            title="WRONG: reversed mask (key ≥ query)",
-            data=np.where(reversed_mask, wrong_weights, np.nan),
-            kind="weights",
-            wrong=True,
-            queries=[0, 1, 2],
-            note=f"weight on forbidden future keys: {forbidden:.6f}",
+        Panel(
+            "WRONG: reversed mask (key ≥ query)",
+            np.where(reversed_mask, wrong_weights, np.nan),
+            "weights",
+            True,
+            [0, 1, 2],
+            f"weight on forbidden future keys: {forbidden:.6f}",
         ),
-        dict(
-            title="RIGHT: decode query 2, query_start=2",
-            data=right,
-            kind="weights",
-            wrong=False,
-            queries=[2],
-            note=f"sees keys 0..2; context {fmt(ctx_right)}",
+        Panel(
+            "RIGHT: decode query 2, query_start=2",
+            right,
+            "weights",
+            False,
+            [2],
+            f"sees keys 0..2; context {fmt(ctx_right)}",
         ),
-        dict(
-            title="WRONG: decode query 2, query_start=0",
-            data=wrong,
-            kind="weights",
-            wrong=True,
-            queries=[2],
-            note=f"sees key 0 only; context {fmt(ctx_wrong)}, max error {err:.6f}",
+        Panel(
+            "WRONG: decode query 2, query_start=0",
+            wrong,
+            "weights",
+            True,
+            [2],
+            f"sees key 0 only; context {fmt(ctx_wrong)}, max error {err:.6f}",
         ),
     ]
 
@@ -156,45 +168,45 @@ def draw(path: Path, dpi: int = 120) -> Path:
         "mask": matplotlib.colors.ListedColormap([hidden_grey, "#2b8cbe"]),
         "weights": matplotlib.colormaps["viridis"],
     }
-    score_lim = float(np.max(np.abs(items[0]["data"])))
+    score_lim = float(np.max(np.abs(items[0].data)))
     for n, item in enumerate(items):
         ax = fig.add_subplot(grid[n // 2, n % 2])
-        data = np.ma.masked_invalid(item["data"])
-        cmap = cmaps[item["kind"]].with_extremes(bad=hidden_grey)
-        if item["kind"] == "scores":
+        data = np.ma.masked_invalid(item.data)
+        cmap = cmaps[item.kind].with_extremes(bad=hidden_grey)
+        if item.kind == "scores":
             vmin, vmax = -score_lim, score_lim
         else:
             vmin, vmax = 0.0, 1.0
         image = ax.imshow(data, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
-        rows, cols = item["data"].shape
+        rows, cols = item.data.shape
         for i in range(rows):
             for j in range(cols):
-                value = item["data"][i, j]
+                value = item.data[i, j]
                 if np.isnan(value):
                     text, color = "hidden", "#555555"
-                elif item["kind"] == "mask":
+                elif item.kind == "mask":
                     text = "1" if value else "0"
                     color = "white" if value > 0.5 else "#555555"
                 else:
-                    text = f"{value:.6f}" if item["kind"] == "weights" else f"{value:.3f}"
+                    text = f"{value:.6f}" if item.kind == "weights" else f"{value:.3f}"
                     normed = (value - vmin) / (vmax - vmin)
-                    if item["kind"] == "weights":
+                    if item.kind == "weights":
                         color = "black" if normed > 0.6 else "white"
                     else:
                         color = "white" if abs(normed - 0.5) > 0.3 else "black"
                 ax.text(j, i, text, ha="center", va="center", color=color, fontsize=11)
         ax.set_xticks(range(cols))
-        ax.set_yticks(range(rows), labels=[str(p) for p in item["queries"]])
+        ax.set_yticks(range(rows), labels=[str(p) for p in item.queries])
         ax.set_xlabel("key position")
         ax.set_ylabel("query position")
         ax.set_title(
-            item["title"],
+            item.title,
             fontsize=12,
             fontweight="bold",
-            color="#b2182b" if item["wrong"] else "#1a5e20",
+            color="#b2182b" if item.wrong else "#1a5e20",
         )
         ax.annotate(
-            item["note"],
+            item.note,
             xy=(0.5, 0),
             xycoords="axes fraction",
             xytext=(0, -36),
@@ -202,15 +214,15 @@ def draw(path: Path, dpi: int = 120) -> Path:
             ha="center",
             va="top",
             fontsize=10,
-            color="#b2182b" if item["wrong"] else "black",
+            color="#b2182b" if item.wrong else "black",
         )
         bar = fig.colorbar(image, ax=ax, fraction=0.05, pad=0.03)
-        if item["kind"] == "mask":
+        if item.kind == "mask":
             bar.set_ticks([0.25, 0.75], labels=["0", "1"])
             bar.set_label("visible")
         else:
-            bar.set_label("score" if item["kind"] == "scores" else "weight")
-            if item["kind"] == "weights":
+            bar.set_label("score" if item.kind == "scores" else "weight")
+            if item.kind == "weights":
                 bar.set_ticks(np.linspace(0, 1, 6) if rows > 1 else [0, 0.5, 1])
     fig.suptitle(
         "Causal attention on the source lab's 3-token example (Q, K: 3×4, V: 3×2)\n"

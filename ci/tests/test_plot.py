@@ -30,15 +30,15 @@ def test_refuses_the_reference_folder(capsys):
 
 def test_panels_show_the_right_and_the_wrong_variants():
     items = plot.panels()
-    titles = [p["title"] for p in items]
+    titles = [p.title for p in items]
     assert len(items) == 6
-    assert [p["wrong"] for p in items] == [False, False, False, True, False, True]
+    assert [p.wrong for p in items] == [False, False, False, True, False, True]
     assert "reversed mask" in titles[3] and "query_start=0" in titles[5]
-    assert "0.872569" in items[3]["note"] and "1.439015" in items[5]["note"]
-    assert "[-0.439015, -0.354843]" in items[4]["note"]
-    weights = items[2]["data"]
+    assert "0.872569" in items[3].note and "1.439015" in items[5].note
+    assert "[-0.439015, -0.354843]" in items[4].note
+    weights = items[2].data
     assert np.isnan(weights[0, 1]) and weights[2, 2] == pytest.approx(0.597953, abs=5e-7)
-    assert np.isnan(items[5]["data"][0, 1:]).all() and items[5]["data"][0, 0] == 1.0
+    assert np.isnan(items[5].data[0, 1:]).all() and items[5].data[0, 0] == 1.0
 
 
 def test_writes_the_png(tmp_path, capsys):

@@ -173,37 +173,18 @@ class Audit:
 
     def equal(self, name, group, description, measured, expected, source, note=None):
         """An ``"equal"`` check: ``measured == expected`` exactly."""
+        passed = bool(measured == expected)
         return self.add(
-            Check(
-                name,
-                group,
-                description,
-                "equal",
-                expected,
-                measured,
-                None,
-                bool(measured == expected),
-                source,
-                note,
-            )
+            Check(name, group, description, "equal", expected, measured, None, passed, source, note)
         )
 
     def failed(self, name, group, description, expected, error: BaseException, source):
-        """A check whose measurement itself raised: recorded as failed with the error."""
+        """A check whose measurement itself raised: recorded as a failed ``"equal"`` check
+        with the error as its measured value."""
         measured = {"error": type(error).__name__, "message": str(error)}
+        note = "the measurement raised"
         return self.add(
-            Check(
-                name,
-                group,
-                description,
-                "equal",
-                expected,
-                measured,
-                None,
-                False,
-                source,
-                "the measurement raised",
-            )
+            Check(name, group, description, "equal", expected, measured, None, False, source, note)
         )
 
     def array(self, filename: str, array, **layout):

@@ -1,9 +1,8 @@
 """Draws of the attention variants and edits of drawn cases: local windows (their sides, fitted
 to a negative first position, each query's own key kept visible), packed documents, ALiBi
 slopes, sink logits, rows left to their sink, and keys hidden after the draw. The strategies
-of :mod:`properties.strategies` and the variant properties build on them; each shrinks
-towards no variant (a window of sides 0 or None, one document, slopes of Press et al., no
-sink)."""
+of :mod:`properties.strategies` and the variant properties build on them; what each draws
+and where it shrinks is in its docstring."""
 
 from __future__ import annotations
 

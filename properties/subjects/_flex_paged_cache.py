@@ -1,7 +1,6 @@
 """The FlexAttention subject's paged KV cache: a page pool kept by FlexAttention's
 ``PagedAttention`` behind the API of :class:`impl.PagedKVCache`
-(:mod:`torch_flex_attention`'s ``cached_attention`` and ``attention_with_kvcache`` read
-it)."""
+(:mod:`torch_flex_attention`'s ``cached_attention`` attends over it)."""
 
 from __future__ import annotations
 

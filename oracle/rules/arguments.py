@@ -98,6 +98,12 @@ def _is_int(x) -> bool:
     return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, _NOT_NUMBERS)
 
 
+def _is_int_dtype(dtype) -> bool:
+    """An array dtype of integers, signed or not: not bool, and not ``timedelta64`` (which
+    NumPy counts as an integer subtype); what the id, length and table rules accept."""
+    return np.dtype(dtype).kind in "iu"
+
+
 def as_real(x) -> float | None:
     """``x`` as a float when it is a real number (Python's, NumPy's, ml_dtypes' floating-point
     scalars, a ``Fraction``; not a bool, not a ``np.timedelta64``), an int past float64's

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnprops.oracle.rules.arguments import _is_int
+from attnprops.oracle.rules.arguments import _is_int, _is_int_dtype
 from attnprops.oracle.rules.errors import SegmentIdsError, WindowError
 
 __all__ = [
@@ -93,7 +93,7 @@ def check_segment_ids(
             ids = np.array(ids)  # a copy
         except Exception as exc:
             raise SegmentIdsError(f"{form}; {name}_segments cannot be read ({exc})") from None
-        if ids.dtype.kind not in "iu":  # not bool, not a timedelta64 (an integer subtype)
+        if not _is_int_dtype(ids.dtype):
             raise SegmentIdsError(f"{form}; {name}_segments has dtype {ids.dtype}")
         given = ids.shape
         if ids.ndim == 1:
@@ -143,7 +143,7 @@ def _int_row(x, rule: str) -> np.ndarray:
         raise SegmentIdsError(f"{rule}; got shape {row.shape}")
     if row.size == 0:  # [] reads as float64: nothing in it to be of the wrong type
         return np.zeros(0, np.int64)
-    if row.dtype.kind not in "iu":  # not bool, not a timedelta64 (an integer subtype)
+    if not _is_int_dtype(row.dtype):
         raise SegmentIdsError(f"{rule}; got dtype {row.dtype}")
     if int(row.min()) < -(2**31) or int(row.max()) > INT32_MAX:
         raise SegmentIdsError(

@@ -69,6 +69,7 @@ from attnprops.oracle.rules.alibi import check_alibi_slopes
 from attnprops.oracle.rules.arguments import (
     _as_array,
     _is_int,
+    _is_int_dtype,
     check_float_array,
     check_window,
     pages_needed,
@@ -104,7 +105,7 @@ def _integer_array(x, name: str, error: type, form: str) -> np.ndarray:
     """``x`` as an int64 array; a bool, float or object array, or unsigned entries past
     int64's range, are refused (``error``)."""
     array = _as_array(x, name)
-    if array.dtype.kind not in "iu":  # not bool, not a timedelta64 (an integer subtype)
+    if not _is_int_dtype(array.dtype):
         raise error(f"{form}; got dtype {array.dtype}")
     if array.size and np.issubdtype(array.dtype, np.unsignedinteger):
         largest = int(array.max())

@@ -9,8 +9,6 @@ with the other (``repeat_interleave`` vs ``repeat``/``tile``), in a kernel path 
 the large groups of Llama-style models (``Hq = 32, Hkv = 8``: ``G = 4``).
 """
 
-import dataclasses
-
 import numpy as np
 
 from attnprops.mutants import Mutant
@@ -26,7 +24,7 @@ class _Kernel(TiledKernel):
     def tiled_output(self, problem):
         heads = np.arange(problem.num_heads) % problem.num_kv_heads  # FAULT: h % Hkv, not h // G
         return super().tiled_output(
-            dataclasses.replace(problem, key=problem.key[:, heads], value=problem.value[:, heads])
+            problem.replace(key=problem.key[:, heads], value=problem.value[:, heads])
         )
 
 

@@ -4,7 +4,7 @@ of them, with the dense visibility), and what they return (:mod:`oracle.rules`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
 from typing import NamedTuple
 
 import numpy as np
@@ -53,63 +53,6 @@ __all__ = [
 FULLY_MASKED_ROW_CONVENTIONS = ("raise", "zeros")
 
 
-@dataclass(frozen=True)
-class AttentionProblem:
-    """A validated attention call, every array as a 4-D view of the caller's data.
-
-    ``visible`` is a read-only bool array broadcast to ``(B, Hq, Tq, Tk)``: True where the
-    query may attend (mask AND causality). ``bias`` is the float mask broadcast likewise
-    (``None`` when there is no float mask); it is ``-inf`` exactly where a float mask hides.
-    ``scale`` is ``None`` for the default ``1/sqrt(D)`` so each implementation computes it in
-    its own precision. ``two_d`` records that results must be returned as 2-D. ``window`` is
-    the checked local window (:func:`oracle.rules.check_window`), ``segments`` the checked
-    segment ids and ``chunk_size`` the chunk length (:mod:`oracle.rules.packing`); all three
-    are already in ``visible``. ``alibi``: the checked slopes, float64 ``(B or 1, Hq)``
-    (:mod:`oracle.rules.alibi`), NOT in ``bias`` (each reference adds it exactly).
-    ``softcap``: the cap ``c`` or None (:mod:`oracle.rules.softcap`). ``sinks``: float64
-    ``(Hq,)`` sink logits or None (:mod:`oracle.rules.sinks`); a row that ``visible`` leaves
-    without a key is one whose head's sink is finite (or, under ``fully_masked_rows="zeros"``,
-    any).
-    """
-
-    query: np.ndarray
-    key: np.ndarray
-    value: np.ndarray | None
-    visible: np.ndarray
-    bias: np.ndarray | None
-    scale: float | None
-    query_start: int
-    is_causal: bool
-    two_d: bool
-    dtype: np.dtype
-    window: tuple[int | None, int | None] | None = None
-    segments: tuple[np.ndarray, np.ndarray] | None = None
-    chunk_size: int | None = None
-    alibi: np.ndarray | None = None
-    softcap: float | None = None
-    sinks: np.ndarray | None = None
-
-    @property
-    def batch(self) -> int:
-        return self.query.shape[0]
-
-    @property
-    def num_heads(self) -> int:
-        return self.query.shape[1]
-
-    @property
-    def num_kv_heads(self) -> int:
-        return self.key.shape[1]
-
-    @property
-    def group(self) -> int:
-        return self.num_heads // self.num_kv_heads
-
-    @property
-    def head_dim(self) -> int:
-        return self.query.shape[3]
-
-
 class AttentionCall(NamedTuple):
     """A call that passed every rule except the fully-masked-row rule (which needs the
     visibility of every row; see :func:`check_attention_inputs`).
@@ -152,8 +95,60 @@ class AttentionCall(NamedTuple):
         return B, Hq, Tq, self.key.shape[2]
 
     @property
+    def batch(self) -> int:
+        return self.query.shape[0]
+
+    @property
+    def num_heads(self) -> int:
+        return self.query.shape[1]
+
+    @property
+    def num_kv_heads(self) -> int:
+        return self.key.shape[1]
+
+    @property
+    def group(self) -> int:
+        """Query heads per K/V head: query head ``h`` reads K/V head ``h // group``."""
+        return self.num_heads // self.num_kv_heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.query.shape[3]
+
+    @property
     def float_mask(self) -> bool:
         return self.mask is not None and self.mask.dtype != np.bool_
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionProblem:
+    """A validated attention call (:class:`AttentionCall`, ``call``) with its dense visibility.
+
+    ``visible`` is a read-only bool array broadcast to ``(B, Hq, Tq, Tk)``: True where the
+    query may attend (mask AND causality AND window AND segments AND chunks); a row that it
+    leaves without a key is one whose head's sink is finite (or, under
+    ``fully_masked_rows="zeros"``, any). ``bias`` is the float mask broadcast likewise
+    (``None`` when there is no float mask); it is ``-inf`` exactly where a float mask hides.
+    ALiBi (``alibi``) is NOT in ``bias``: each reference adds it exactly.
+
+    Every other attribute is the call's (``problem.query``, ``problem.scale``,
+    ``problem.group``, ...: :class:`AttentionCall` documents them), so the fields are declared
+    once; :meth:`replace` changes call fields and these two alike.
+    """
+
+    call: AttentionCall
+    visible: np.ndarray
+    bias: np.ndarray | None
+
+    def __getattr__(self, name: str):
+        if name == "call":  # not set yet (unpickling, copying): no recursion
+            raise AttributeError(name)
+        return getattr(self.call, name)
+
+    def replace(self, **changes) -> AttentionProblem:
+        """A copy with ``changes`` applied, to ``visible``/``bias`` or to the call's fields."""
+        own = {name: changes.pop(name) for name in ("visible", "bias") if name in changes}
+        return dataclasses.replace(self, call=self.call._replace(**changes), **own)
 
 
 @takes_options
@@ -330,24 +325,7 @@ def check_attention_inputs(
         if empty.any():
             raise_fully_masked_row(empty)
     visible.setflags(write=False)
-    return AttentionProblem(
-        query=call.query,
-        key=call.key,
-        value=call.value,
-        visible=visible,
-        bias=bias,
-        scale=call.scale,
-        query_start=call.query_start,
-        is_causal=call.is_causal,
-        two_d=call.two_d,
-        dtype=call.dtype,
-        window=call.window,
-        segments=call.segments,
-        chunk_size=call.chunk_size,
-        alibi=call.alibi,
-        softcap=call.softcap,
-        sinks=call.sinks,
-    )
+    return AttentionProblem(call, visible, bias)
 
 
 def sink_catches(sinks: np.ndarray | None, num_heads: int) -> np.ndarray:

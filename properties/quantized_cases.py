@@ -24,7 +24,8 @@ from attnprops.oracle.rules import (
     fp8_max,
     quantize,
 )
-from attnprops.properties.strategies import AttentionCase, values
+from attnprops.properties.cache_draws import append_chunks, run_arrays
+from attnprops.properties.strategies import AttentionCase
 from attnprops.properties.variant_draws import attention_sinks
 
 __all__ = ["QuantizedRun", "calibrated_scales", "quantized_runs"]
@@ -79,15 +80,8 @@ def quantized_runs(draw, subject) -> QuantizedRun:
     magnitude = draw(st.sampled_from(("unit", "ties", "large")))
     storage = draw(st.sampled_from(FP8_NAMES))
     total = draw(st.integers(1, 8))
-    batch, kv_heads, group = (
-        draw(st.integers(1, 2)),
-        draw(st.integers(1, 3)),
-        draw(st.integers(1, 2)),
-    )
-    heads, head_dim, value_dim = kv_heads * group, draw(st.integers(1, 4)), draw(st.integers(1, 4))
-    q = draw(values((batch, heads, total, head_dim), dtype.name, magnitude))
-    k = draw(values((batch, kv_heads, total, head_dim), dtype.name, magnitude))
-    v = draw(values((batch, kv_heads, total, value_dim), dtype.name, magnitude))
+    q, k, v = draw(run_arrays(total, dtype, magnitude, max_kv_heads=3, max_dim=4))
+    kv_heads, heads = k.shape[1], q.shape[1]
     per_head = draw(st.booleans())
     scales = {}
     for name, x in (("key", k), ("value", v)):
@@ -103,12 +97,7 @@ def quantized_runs(draw, subject) -> QuantizedRun:
     if caps.sinks and draw(st.integers(0, 3)) == 0:
         sinks = draw(attention_sinks(heads, dtype))
     scale = draw(st.one_of(st.none(), st.floats(0.05, 4)))
-    token_by_token = draw(st.booleans())
-    chunks, remaining = [], total
-    while remaining:
-        n = 1 if token_by_token else draw(st.integers(1, remaining))
-        chunks.append(n)
-        remaining -= n
+    chunks = draw(append_chunks(total))
     layout = f"{storage} cache, {'per-head' if per_head else 'per-tensor'} scales"
     case = AttentionCase(q, k, v, None, True, None, scale, layout, magnitude, sinks=sinks)
     return QuantizedRun(case, storage, scales["key"], scales["value"], tuple(chunks))

@@ -26,6 +26,7 @@ from attnprops.properties._support import (
     fit_to_subject,
     new_cache,
 )
+from attnprops.properties.cache_draws import append_chunks
 from attnprops.properties.checks import (
     assert_equal,
     assert_within,
@@ -49,13 +50,7 @@ def cache_runs(draw, *, max_len=6):
     q = draw(values((d.batch, d.num_heads, T, d.head_dim), dtype, magnitude))
     k = draw(values((d.batch, d.num_kv_heads, T, d.head_dim), dtype, magnitude))
     v = draw(values((d.batch, d.num_kv_heads, T, d.value_dim), dtype, magnitude))
-    token_by_token = draw(st.booleans())
-    chunks = []
-    left = T
-    while left:
-        n = 1 if token_by_token else draw(st.integers(1, left))
-        chunks.append(n)
-        left -= n
+    chunks = draw(append_chunks(T))
     scale = draw(st.one_of(st.none(), st.floats(0.05, 4)))
     return case_from(
         q, k, v, is_causal=True, scale=scale, layout="causal self-attention", magnitude=magnitude

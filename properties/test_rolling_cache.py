@@ -20,6 +20,7 @@ from attnprops.properties._support import (
     decode_in_chunks,
     oracle_with_bounds,
 )
+from attnprops.properties.cache_draws import append_chunks, run_arrays
 from attnprops.properties.checks import (
     assert_equal,
     assert_shape_dtype,
@@ -45,23 +46,10 @@ def rolling_runs(draw):
     left = draw(st.integers(0, capacity))
     right = None if caps.window == "sliding_window" else draw(st.sampled_from([0, None]))
     total = draw(st.integers(1, 3 * capacity + 3))
-    batch, kv_heads, group = (
-        draw(st.integers(1, 2)),
-        draw(st.integers(1, 2)),
-        draw(st.integers(1, 2)),
-    )
-    heads, head_dim, value_dim = kv_heads * group, draw(st.integers(1, 3)), draw(st.integers(1, 3))
-    q = draw(values((batch, heads, total, head_dim), dtype.name, magnitude))
-    k = draw(values((batch, kv_heads, total, head_dim), dtype.name, magnitude))
-    v = draw(values((batch, kv_heads, total, value_dim), dtype.name, magnitude))
-    sinks = draw(attention_sinks(heads, dtype)) if caps.sinks and draw(st.booleans()) else None
+    q, k, v = draw(run_arrays(total, dtype, magnitude, max_kv_heads=2, max_dim=3))
+    sinks = draw(attention_sinks(q.shape[1], dtype)) if caps.sinks and draw(st.booleans()) else None
     scale = draw(st.one_of(st.none(), st.floats(0.05, 4)))
-    token_by_token = draw(st.booleans())
-    chunks, remaining = [], total
-    while remaining:
-        n = 1 if token_by_token else draw(st.integers(1, remaining))
-        chunks.append(n)
-        remaining -= n
+    chunks = draw(append_chunks(total))
     layout = f"rolling cache of {capacity}, window ({left}, {right})"
     case = AttentionCase(
         q, k, v, None, True, None, scale, layout, magnitude, window=(left, right), sinks=sinks

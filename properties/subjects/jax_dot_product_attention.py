@@ -55,12 +55,11 @@ import numpy as np
 
 from attnprops.oracle.rules import (
     FLOAT_DTYPES,
-    check_cache_append,
-    check_cache_config,
     check_cached_query,
     kv_cache_elements,
     takes_options,
 )
+from attnprops.properties.subjects._concat_cache import ConcatKVCache, appended
 
 jax.config.update("jax_enable_x64", True)
 
@@ -230,56 +229,26 @@ def attention_weights(
     )
 
 
-class KVCache:
-    """A per-layer K/V cache of jax arrays ``(B, Hkv, T, D)`` / ``(B, Hkv, T, Dv)``.
+class KVCache(ConcatKVCache):
+    """A per-layer K/V cache of jax arrays ``(B, Hkv, T, D)`` / ``(B, Hkv, T, Dv)``
+    (:class:`~properties.subjects._concat_cache.ConcatKVCache`: sizes, rules, ``append``).
 
-    Args:
-        batch, num_kv_heads, head_dim: sizes (ints >= 1); value_dim: ``Dv`` (``None``: D).
-        dtype: bfloat16, float16, float32 or float64; appended arrays must match it.
-
-    ``keys``/``values`` are read-only NumPy arrays; ``append`` copies (``jnp.concatenate``)
-    and is atomic. Holds ``Hkv`` heads. Raises oracle.rules.AttentionInputError (a
-    ValueError) for bad sizes, shapes or dtypes (the rulebook's cache checks, as impl's).
+    dtype: bfloat16, float16, float32 or float64. ``keys``/``values`` are read-only NumPy
+    copies; ``append`` copies (``jnp.concatenate``).
     """
 
-    def __init__(self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64):
-        self.batch, self.num_kv_heads, self.head_dim, self.value_dim, self.dtype = (
-            check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype)
-        )
-        self._keys = jnp.zeros((self.batch, self.num_kv_heads, 0, self.head_dim), self.dtype)
-        self._values = jnp.zeros((self.batch, self.num_kv_heads, 0, self.value_dim), self.dtype)
+    def _empty(self, shape):
+        return jnp.zeros(shape, self.dtype)
 
-    def __len__(self) -> int:
-        return self._keys.shape[2]
+    def _concat(self, past, new):
+        return jnp.concatenate([past, jnp.asarray(new.copy())], axis=2)
 
-    @staticmethod
-    def _view(x) -> np.ndarray:
+    def _view(self, x):
         out = np.asarray(x)
         if out.flags.writeable:
             out = out.copy()
             out.flags.writeable = False
         return out
-
-    @property
-    def keys(self) -> np.ndarray:
-        """Read-only ``(B, Hkv, T, D)`` NumPy array of the cached keys."""
-        return self._view(self._keys)
-
-    @property
-    def values(self) -> np.ndarray:
-        """Read-only ``(B, Hkv, T, Dv)`` NumPy array of the cached values."""
-        return self._view(self._values)
-
-    def append(self, key, value) -> int:
-        """Append ``key`` ``(B, Hkv, Tnew, D)`` and ``value`` ``(B, Hkv, Tnew, Dv)``; return the
-        length before the append. Raises oracle.rules.AttentionInputError (a ValueError: shape,
-        dtype, NaN or infinity; the rulebook's check_cache_append); the cache is unchanged."""
-        key, value = check_cache_append(self, key, value)  # the library has no cache rules
-        start = len(self)
-        keys = jnp.concatenate([self._keys, jnp.asarray(key.copy())], axis=2)
-        values = jnp.concatenate([self._values, jnp.asarray(value.copy())], axis=2)
-        self._keys, self._values = keys, values
-        return start
 
 
 def cached_attention(
@@ -294,9 +263,7 @@ def cached_attention(
     """
     query = np.asarray(query)
     check_cached_query(query, key, cache)
-    before = cache._keys, cache._values
-    start = cache.append(key, value)
-    try:
+    with appended(cache, key, value) as start:
         return _attend(
             query,
             cache._keys,
@@ -307,9 +274,6 @@ def cached_attention(
             scale=scale,
             window=window,
         )
-    except BaseException:
-        cache._keys, cache._values = before
-        raise
 
 
 def kv_cache_bytes(*, num_layers, batch, tokens, num_kv_heads, head_dim, dtype) -> int:

@@ -60,12 +60,12 @@ from onnx import TensorProto, helper
 
 from attnprops.oracle.rules import (
     check_cache_append,
-    check_cache_config,
     check_cache_instance,
     check_cached_query,
     read_only_copy,
     takes_options,
 )
+from attnprops.properties.subjects._concat_cache import ConcatKVCache
 
 __version__ = onnx.__version__
 
@@ -300,57 +300,23 @@ class OnnxAttention:
         return out
 
 
-class KVCache:
+class KVCache(ConcatKVCache):
     """A per-layer K/V cache of NumPy arrays ``(B, Hkv, T, D)`` / ``(B, Hkv, T, Dv)``, the
-    op's ``past_key``/``past_value``.
+    op's ``past_key``/``past_value``
+    (:class:`~properties.subjects._concat_cache.ConcatKVCache`: sizes, rules, ``append``).
 
-    Args:
-        batch, num_kv_heads, head_dim: sizes (ints >= 1); value_dim: ``Dv`` (``None``: D).
-        dtype: float16, float32 or float64; appended arrays must match it.
-
-    ``keys``/``values`` are read-only (views of immutable bytes); ``append`` stores copies
-    and is atomic. Holds ``Hkv`` heads.
-
-    Raises:
-        oracle.rules.AttentionInputError (a ValueError) for bad sizes or dtype, and from
-        ``append`` for a shape, dtype, NaN or infinity the rulebook refuses (the op has no
-        cache rules); the cache is then unchanged.
+    dtype: float16, float32 or float64. ``keys``/``values`` are read-only (views of
+    immutable bytes); ``append`` stores copies.
     """
 
-    def __init__(self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64):
-        self.batch, self.num_kv_heads, self.head_dim, self.value_dim, self.dtype = (
-            check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype)
-        )
-        self._keys = read_only_copy(
-            np.zeros((self.batch, self.num_kv_heads, 0, self.head_dim), self.dtype)
-        )
-        self._values = read_only_copy(
-            np.zeros((self.batch, self.num_kv_heads, 0, self.value_dim), self.dtype)
-        )
+    def _empty(self, shape):
+        return read_only_copy(np.zeros(shape, self.dtype))
 
-    def __len__(self) -> int:
-        return self._keys.shape[2]
+    def _concat(self, past, new):
+        return read_only_copy(np.concatenate([past, new], axis=2))
 
-    @property
-    def keys(self) -> np.ndarray:
-        """Read-only ``(B, Hkv, T, D)`` cached keys."""
-        return self._keys
-
-    @property
-    def values(self) -> np.ndarray:
-        """Read-only ``(B, Hkv, T, Dv)`` cached values."""
-        return self._values
-
-    def append(self, key, value) -> int:
-        """Append ``key`` ``(B, Hkv, Tnew, D)`` and ``value`` ``(B, Hkv, Tnew, Dv)``; return
-        the length before the append. Raises oracle.rules.AttentionInputError (shape, dtype,
-        NaN or infinity); the cache is then unchanged."""
-        key, value = check_cache_append(self, key, value)
-        start = len(self)
-        keys = read_only_copy(np.concatenate([self._keys, key], axis=2))
-        values = read_only_copy(np.concatenate([self._values, value], axis=2))
-        self._keys, self._values = keys, values
-        return start
+    def _view(self, x):
+        return x
 
 
 _OP = OnnxAttention(reference_runner)

@@ -61,12 +61,11 @@ import torch.nn.functional as F
 from attnprops.oracle.rules import (
     BFLOAT16,
     CACHED_OPTIONS,
-    check_cache_append,
-    check_cache_config,
     check_cached_query,
     kv_cache_elements,
     takes_options,
 )
+from attnprops.properties.subjects._concat_cache import ConcatKVCache, appended
 from attnprops.properties.subjects._torch_masks import (
     cpu_lse,
     sdpa_mask,
@@ -193,67 +192,27 @@ def attention_weights(query, key, **options) -> np.ndarray:
     return to_numpy(sdpa(q, k, identity.contiguous(), **options))
 
 
-class KVCache:
-    """A per-layer K/V cache of torch tensors ``(B, Hkv, T, D)`` / ``(B, Hkv, T, Dv)``.
+class KVCache(ConcatKVCache):
+    """A per-layer K/V cache of torch tensors ``(B, Hkv, T, D)`` / ``(B, Hkv, T, Dv)``
+    (:class:`~properties.subjects._concat_cache.ConcatKVCache`: sizes, rules, ``append``).
 
-    Args:
-        batch, num_kv_heads, head_dim: sizes (ints >= 1).
-        value_dim: ``Dv`` (``None``: ``head_dim``).
-        dtype: bfloat16, float16, float32 or float64 (NumPy dtype); appended arrays must
-            match it.
-
-    ``keys``/``values`` are read-only NumPy views of the cached tensors; ``append`` stores
-    copies (``torch.cat`` allocates) and is atomic. Holds ``Hkv`` heads, never ``Hq``.
-
-    Raises:
-        oracle.rules.AttentionInputError (a ValueError) for bad sizes or a dtype other than
-        float16/32/64: the rulebook's check_cache_config, as impl's cache.
+    dtype: bfloat16, float16, float32 or float64 (NumPy dtype). ``keys``/``values`` are
+    read-only NumPy views of the cached tensors; ``append`` stores copies (``torch.cat``
+    allocates).
     """
 
-    def __init__(self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64):
-        self.batch, self.num_kv_heads, self.head_dim, self.value_dim, self.dtype = (
-            check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype)
-        )
-        tdtype = torch_dtype(self.dtype)
-        self._keys = torch.empty((self.batch, self.num_kv_heads, 0, self.head_dim), dtype=tdtype)
-        self._values = torch.empty((self.batch, self.num_kv_heads, 0, self.value_dim), dtype=tdtype)
+    def _empty(self, shape):
+        return torch.empty(shape, dtype=torch_dtype(self.dtype))
 
-    def __len__(self) -> int:
-        return self._keys.shape[2]
+    def _concat(self, past, new):
+        return torch.cat([past, to_tensor(new)], dim=2)
 
-    @staticmethod
-    def _view(t: torch.Tensor) -> np.ndarray:
+    def _view(self, t):
         view = (
             t.view(torch.int16).numpy().view(BFLOAT16) if t.dtype == torch.bfloat16 else t.numpy()
         )
         view.flags.writeable = False
         return view
-
-    @property
-    def keys(self) -> np.ndarray:
-        """Read-only ``(B, Hkv, T, D)`` NumPy view of the cached keys."""
-        return self._view(self._keys)
-
-    @property
-    def values(self) -> np.ndarray:
-        """Read-only ``(B, Hkv, T, Dv)`` NumPy view of the cached values."""
-        return self._view(self._values)
-
-    def append(self, key, value) -> int:
-        """Append ``key`` ``(B, Hkv, Tnew, D)`` and ``value`` ``(B, Hkv, Tnew, Dv)``.
-
-        Returns the length before the append (the absolute position of the first new token).
-
-        Raises:
-            oracle.rules.AttentionInputError (a ValueError: shape, dtype, NaN or infinity,
-            checked by the rulebook's check_cache_append); the cache is then unchanged.
-        """
-        key, value = check_cache_append(self, key, value)  # the library has no cache rules
-        start = len(self)
-        keys = torch.cat([self._keys, to_tensor(key)], dim=2)
-        values = torch.cat([self._values, to_tensor(value)], dim=2)
-        self._keys, self._values = keys, values  # both or neither
-        return start
 
 
 @takes_options(only=CACHED_OPTIONS)
@@ -279,9 +238,7 @@ def cached_attention(query, key, value, cache: KVCache, **options) -> np.ndarray
     """
     query = np.asarray(query)
     check_cached_query(query, key, cache)
-    before = cache._keys, cache._values
-    start = cache.append(key, value)
-    try:
+    with appended(cache, key, value) as start:
         out = sdpa(
             to_tensor(query),
             cache._keys,
@@ -290,9 +247,6 @@ def cached_attention(query, key, value, cache: KVCache, **options) -> np.ndarray
             query_start=start,
             **options,
         )
-    except BaseException:
-        cache._keys, cache._values = before
-        raise
     return to_numpy(out)
 
 

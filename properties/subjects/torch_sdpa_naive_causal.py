@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from attnprops.properties.subjects._concat_cache import appended
 from attnprops.properties.subjects._torch_masks import sdpa_mask, to_numpy, to_tensor
 from attnprops.properties.subjects.torch_sdpa import KVCache, kv_cache_bytes
 
@@ -111,9 +112,7 @@ def cached_attention(
     """Append to ``cache``, then ``SDPA(q_new, k_all, v_all, is_causal=True)`` -- the decode
     loop bug: query ``i`` of the new block sees cached keys ``0..i`` only. Shapes as
     :func:`properties.subjects.torch_sdpa.cached_attention`; rolls back on error."""
-    before = cache._keys, cache._values
-    cache.append(key, value)
-    try:
+    with appended(cache, key, value):
         out = _naive_sdpa(
             to_tensor(query),
             cache._keys,
@@ -122,7 +121,4 @@ def cached_attention(
             is_causal=True,
             scale=scale,
         )
-    except BaseException:
-        cache._keys, cache._values = before
-        raise
     return to_numpy(out)

@@ -14,7 +14,7 @@ import numpy as np
 from attnprops import oracle
 from attnprops.ci.pytest_process import run_pytest
 from attnprops.properties.bounds import attention_bounds
-from attnprops.properties.plugin import FAST_START
+from attnprops.properties.plugin import suite_args
 from attnprops.properties.strategies import AttentionCase
 from attnprops.properties.subject import load_subject
 
@@ -62,15 +62,7 @@ def test_readme_adapter_passes_the_suite(tmp_path, monkeypatch):
     proc = _pytest(
         [
             str(REPO / "properties"),
-            "-p",
-            "no:cacheprovider",
-            *FAST_START,
-            "--attn-impl",
-            "my_adapter",
-            "-o",
-            "addopts=",
-            "-p",
-            "attnprops.properties.plugin",
+            *suite_args("my_adapter"),
             "-k",
             "test_output_matches_oracle or test_hidden_keys_do_not_change_output or "
             "test_seed_examples or test_kv_cache_bytes_formula",
@@ -96,15 +88,7 @@ def test_readme_adapter_misses_only_the_robustness_tier(tmp_path):
     )
     base = [
         str(REPO / "properties" / "test_values.py"),
-        "-p",
-        "no:cacheprovider",
-        *FAST_START,
-        "-o",
-        "addopts=",
-        "-p",
-        "attnprops.properties.plugin",
-        "--attn-impl",
-        "my_adapter",
+        *suite_args("my_adapter"),
         "-k",
         "test_values_near_the_dtype_maximum",
     ]

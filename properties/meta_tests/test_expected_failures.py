@@ -22,7 +22,7 @@ except ImportError:  # a vendored copy of properties/ has no ci/: plain subproce
 
 from attnprops import properties
 from attnprops.properties.expected_failures import ExpectedFailure, read_expected_failures
-from attnprops.properties.plugin import FAST_START
+from attnprops.properties.plugin import suite_args
 
 pytest_plugins = ["pytester"]
 
@@ -68,13 +68,7 @@ def demo(pytester, monkeypatch):
 
     def run(*args, subject="tiny_subject"):
         args = [
-            "-p",
-            "attnprops.properties.plugin",
-            "-p",
-            "no:cacheprovider",
-            *FAST_START,
-            "--attn-impl",
-            subject,
+            *suite_args(subject),
             "-rxXfE",
             "test_demo.py",
             *args,

@@ -23,7 +23,7 @@ except ImportError:  # a vendored copy of properties/ has no ci/
 from attnprops import oracle, properties
 from attnprops.oracle import lab
 from attnprops.properties._support import LAB_DECODE, LAB_KEY, LAB_QUERY, LAB_VALUE
-from attnprops.properties.plugin import FAST_START
+from attnprops.properties.plugin import suite_args
 from attnprops.properties.subject import load_subject
 from attnprops.properties.subject_import import install_hint
 
@@ -275,15 +275,7 @@ def test_suite_kills_naive_causal():
     props = SUITE_ROOT / "properties"
     args = [
         "-q",
-        "-p",
-        "no:cacheprovider",
-        *FAST_START,
-        "-o",
-        "addopts=",
-        "-p",
-        "attnprops.properties.plugin",
-        "--attn-impl",
-        "attnprops.properties.subjects.torch_sdpa_naive_causal",
+        *suite_args("attnprops.properties.subjects.torch_sdpa_naive_causal"),
         str(props / "test_seed_examples.py"),
         str(props / "test_kv_cache.py"),
         "-k",

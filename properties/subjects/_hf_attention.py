@@ -112,6 +112,10 @@ from attnprops.properties.subjects._torch_masks import (
 
 __version__ = f"transformers {transformers.__version__}, torch {torch.__version__}"
 
+# The options of oracle.rules.options a Llama-style layer serves (its window is the model's
+# sliding_window, passed apart: see attention).
+LAYER_OPTIONS = ("attn_mask", "is_causal", "query_start", "scale")
+
 
 def _four_d(mask: torch.Tensor) -> torch.Tensor:
     """``mask`` with leading axes of 1 up to 4-D (NumPy's broadcasting)."""
@@ -284,18 +288,8 @@ class HFAttention:
         )
         return out.transpose(1, 2), weights
 
-    def tensors(
-        self,
-        query,
-        key,
-        value,
-        *,
-        attn_mask=None,
-        is_causal=False,
-        query_start=None,
-        scale=None,
-        sliding_window=None,
-    ):
+    @takes_options(only=LAYER_OPTIONS)
+    def tensors(self, query, key, value, *, sliding_window=None, **options):
         """The call on NumPy inputs (arguments as :meth:`attention`): ``(output (B, Hq, Tq,
         Dv), weights (B, Hq, Tq, Tk) or None)`` as tensors in the input dtype, 2-D inputs given
         two leading axes (removed again by the callers). Raises as :meth:`attention`."""
@@ -305,20 +299,21 @@ class HFAttention:
         B, Hq, Tq, D = q.shape
         Hkv, Tk = k.shape[1], k.shape[2]
         config = _config(self.implementation, Hq, Hkv, D, sliding_window)
+        is_causal = options["is_causal"]
         mask = self.build_mask(
             config,
-            attn_mask,
+            options["attn_mask"],
             q.dtype,
             batch=B,
             is_causal=is_causal,
-            query_start=query_start,
+            query_start=options["query_start"],
             query_len=Tq,
             key_len=Tk,
             sliding_window=sliding_window,
         )
-        return self._call(q, k, v, mask, scale=scale, is_causal=is_causal, config=config)
+        return self._call(q, k, v, mask, scale=options["scale"], is_causal=is_causal, config=config)
 
-    @takes_options(only=("attn_mask", "is_causal", "query_start", "scale"))
+    @takes_options(only=LAYER_OPTIONS)
     def attention(self, query, key, value, *, sliding_window=None, **options) -> np.ndarray:
         """Attention through the transformers function, called as a Llama layer calls it.
 

@@ -86,6 +86,8 @@ ATTNPROPS_CAPABILITIES = {
 }
 
 _INT64_MAX = int(np.iinfo(np.int64).max)
+# The options of oracle.rules.options the op serves (the others it has no input for).
+OP_OPTIONS = ("attn_mask", "is_causal", "query_start", "scale", "window", "softcap")
 
 Runner = Callable[[dict], list]  # feeds by input name -> the model's outputs, in order
 
@@ -147,26 +149,16 @@ class OnnxAttention:
         self._make_runner = make_runner
         self._runners: dict[tuple, Runner] = {}
 
-    def call(
-        self,
-        query,
-        key,
-        value,
-        *,
-        attn_mask=None,
-        is_causal=False,
-        query_start=None,
-        scale=None,
-        window=None,
-        softcap=None,
-        past=None,
-        outputs="y",
-    ) -> list:
+    @takes_options(only=OP_OPTIONS)
+    def call(self, query, key, value, *, past=None, outputs="y", **options) -> list:
         """Run the op on 4-D ``query`` ``(B, Hq, Tq, D)``, ``key`` ``(B, Hkv, Tk, D)``,
         ``value`` ``(B, Hkv, Tk, Dv)`` (NumPy, one float dtype). ``past``: ``(past_key,
         past_value)`` passed as the op's cache (then ``query_start`` is ignored: the offset is
         the past's length). Returns the outputs ``outputs`` names (``"y"``: ``[Y]``,
         ``"cache"``: ``[Y, present_key, present_value]``, ``"weights"``: ``[Y, W]``)."""
+        attn_mask, is_causal, scale, window, softcap = (
+            options[name] for name in ("attn_mask", "is_causal", "scale", "window", "softcap")
+        )
         dtype = query.dtype
         feeds = {"Q": query, "K": key, "V": value}
         attributes = {"is_causal": int(bool(is_causal))}
@@ -190,7 +182,7 @@ class OnnxAttention:
         nonpad = False
         if past is None and (is_causal or window is not None):
             Tq, Tk = query.shape[2], key.shape[2]
-            start = Tk - Tq if query_start is None else int(query_start)
+            start = Tk - Tq if options["query_start"] is None else int(options["query_start"])
             if start > 0:
                 past = key[:, :, :start], value[:, :, :start]
                 feeds["K"], feeds["V"] = key[:, :, start:], value[:, :, start:]
@@ -213,7 +205,7 @@ class OnnxAttention:
         results = runner({name: np.ascontiguousarray(x) for name, x in feeds.items()})
         return [np.array(r) for r in results]  # writable copies
 
-    @takes_options(only=("attn_mask", "is_causal", "query_start", "scale", "window", "softcap"))
+    @takes_options(only=OP_OPTIONS)
     def attention(self, query, key, value, **options) -> np.ndarray:
         """Scaled dot-product attention through the ``Attention`` op.
 

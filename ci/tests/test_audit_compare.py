@@ -191,22 +191,10 @@ def test_compare_cell_rule(tmp_path):
         ("0", "1e-16", None),
         ("MHA", "GQA", "text differs"),
     ]
-    fresh.write_text(
-        "query,"
-        + ",".join(f"key_{i}" for i in range(len(cells)))
-        + "\n0,"
-        + ",".join(a for a, _, _ in cells)
-        + "\n",
-        encoding="utf-8",
-    )
-    ref.write_text(
-        "query,"
-        + ",".join(f"key_{i}" for i in range(len(cells)))
-        + "\n0,"
-        + ",".join(b for _, b, _ in cells)
-        + "\n",
-        encoding="utf-8",
-    )
+    header = "query," + ",".join(f"key_{i}" for i in range(len(cells)))
+    for path, column in ((fresh, 0), (ref, 1)):
+        row = ",".join(cell[column] for cell in cells)
+        path.write_text(f"{header}\n0,{row}\n", encoding="utf-8")
     count, differences = comparing.compare_csv(fresh, ref)
     assert count == len(cells) + 1
     wanted = [(i, why) for i, (_, _, why) in enumerate(cells) if why]

@@ -14,7 +14,7 @@ import numpy as np
 from attnprops import oracle
 from attnprops.ci.pytest_process import run_pytest
 from attnprops.properties.bounds import attention_bounds
-from attnprops.properties.plugin import suite_args
+from attnprops.properties.options import suite_args
 from attnprops.properties.strategies import AttentionCase
 from attnprops.properties.subject import load_subject
 
@@ -33,7 +33,7 @@ def _pytest(args: list[str], env: dict) -> _Run:
     return _Run(run.returncode, run.output)
 
 
-def _readme_block(name: str) -> str:
+def readme_block(name: str) -> str:
     """The README's python block that starts with the comment ``# name``."""
     readme = (REPO / "README.md").read_text()
     match = re.search(rf"```python\n(# {re.escape(name)}.*?)```", readme, re.S)
@@ -41,11 +41,11 @@ def _readme_block(name: str) -> str:
     return match.group(1)
 
 
-def _run_readme_block(name: str, folder: Path) -> dict:
+def run_readme_block(name: str, folder: Path) -> dict:
     """Write the README's block ``name`` into ``folder`` and run it as a script would run;
     its globals."""
     path = folder / name
-    path.write_text(_readme_block(name))
+    path.write_text(readme_block(name))
     return runpy.run_path(str(path))
 
 
@@ -54,7 +54,7 @@ def test_readme_adapter_passes_the_suite(tmp_path, monkeypatch):
     oracle-agreement, causality and seed-example properties. The whole suite (ci profile,
     about 50 s here) runs on it in CI: .ci/run copies the block into a folder of its own and
     runs `attnprops check --impl my_adapter` there, as the README says."""
-    (tmp_path / "my_adapter.py").write_text(_readme_block("my_adapter.py"))
+    (tmp_path / "my_adapter.py").write_text(readme_block("my_adapter.py"))
     monkeypatch.syspath_prepend(str(tmp_path))
     subject = load_subject("my_adapter")
     assert subject.capabilities.dtypes == ("float32", "float64")
@@ -89,7 +89,7 @@ def test_readme_adapter_misses_only_the_robustness_tier(tmp_path):
     """What the README says of its adapter: it misses the robustness-tier property (values
     near the dtype's maximum), which is reported (a non-strict xfail: the run passes), not
     failed, by default (ci profile, so the failure is found and shrunk)."""
-    (tmp_path / "my_adapter.py").write_text(_readme_block("my_adapter.py"))
+    (tmp_path / "my_adapter.py").write_text(readme_block("my_adapter.py"))
     env = dict(
         os.environ,
         PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
@@ -110,7 +110,7 @@ def test_readme_adapter_misses_only_the_robustness_tier(tmp_path):
 def test_readme_bfloat16_example_runs_within_impls_bound(tmp_path, capsys):
     """The README's bfloat16 block runs as written, prints the output's dtype and its largest
     error, and that error is within impl's declared bound (bfloat16 computed in float32)."""
-    run = _run_readme_block("bfloat16.py", tmp_path)
+    run = run_readme_block("bfloat16.py", tmp_path)
     dtype, error = capsys.readouterr().out.split()
     q, k, v, out = run["q"], run["k"], run["v"], run["out"]
     assert dtype == "bfloat16" == out.dtype.name
@@ -128,7 +128,7 @@ def test_readme_fp8_cache_example_runs_within_the_round_trip_bound(tmp_path, cap
     keys, within properties/quantization_bounds.py and not zero (the keys were quantized)."""
     from attnprops.properties.quantization_bounds import quantization_bounds
 
-    run = _run_readme_block("fp8_cache.py", tmp_path)
+    run = run_readme_block("fp8_cache.py", tmp_path)
     codes, *shape, error = capsys.readouterr().out.replace(",", " ").replace("(", " ").split()
     cache, k = run["cache"], run["k"]
     assert codes == "float8_e4m3fn" and run["out"].shape == (1, 4, 5, 8)

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from attnprops import properties
-from attnprops.ci.tests.test_readme import _adapter_source
+from attnprops.ci.tests.test_readme import readme_block
 
 SUITE_ROOT = Path(properties.__file__).resolve().parent.parent
 README = SUITE_ROOT / "README.md"
@@ -100,7 +100,7 @@ def test_installed_plugin_runs_the_suite_beside_a_projects_own_ci_and_impl(tmp_p
         (project / package / "__init__.py").write_text('OWNER = "project"\n')
     (project / "tests").mkdir()
     (project / "tests" / "test_own.py").write_text(OWN_TEST)
-    (project / "mymodule.py").write_text(_adapter_source())
+    (project / "mymodule.py").write_text(readme_block("my_adapter.py"))
     (project / "pyproject.toml").write_text(
         '[tool.pytest.ini_options]\ntestpaths = ["tests"]\npythonpath = ["."]\n'
     )

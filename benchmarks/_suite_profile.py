@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         span[1] = max(span[1], now)
 
     observability.add_observability_callback(observe)
-    from attnprops.properties.plugin import FAST_START
+    from attnprops.properties.options import FAST_START
 
     selection = ["--attn-tests", ",".join(args.tests)] if args.tests else []
     command = [

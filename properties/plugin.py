@@ -88,32 +88,6 @@ if TYPE_CHECKING:
 
 _STATE: dict = {}
 
-# Options for a pytest subprocess that runs the suite and reads only pass/fail and its own
-# messages: no assertion rewriting (the properties raise PropertyViolation with their own
-# messages, and rewriting would re-compile all of Hypothesis in every process that cannot
-# cache bytecode) and no unraisable-exception check (five gc.collect() at exit). About
-# 1.6 s less per process here.
-FAST_START = ("--assert=plain", "-p", "no:unraisableexception")
-
-
-def suite_args(subject: str) -> list[str]:
-    """The options of a pytest subprocess that runs the suite on ``subject`` (a module or
-    file name, as ``--attn-impl`` takes it) wherever it is started: this plugin loaded by
-    name, no ``addopts`` from an ini file found there, no cache directory written, and
-    :data:`FAST_START`. Add the test paths and any ``-k``."""
-    return [
-        "-p",
-        "attnprops.properties.plugin",
-        "-o",
-        "addopts=",
-        "-p",
-        "no:cacheprovider",
-        *FAST_START,
-        "--attn-impl",
-        subject,
-    ]
-
-
 # The warnings policy (README "Warnings"): a RuntimeWarning raised in this project's own code
 # (the oracle, impl, the properties) is an error; one raised in a subject's code is shown in
 # pytest's warnings summary, never a failure. Added to pytest's ``filterwarnings`` in every

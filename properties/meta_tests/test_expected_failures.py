@@ -22,7 +22,7 @@ except ImportError:  # a vendored copy of properties/ has no ci/: plain subproce
 
 from attnprops import properties
 from attnprops.properties.expected_failures import ExpectedFailure, read_expected_failures
-from attnprops.properties.plugin import suite_args
+from attnprops.properties.options import suite_args
 
 pytest_plugins = ["pytester"]
 

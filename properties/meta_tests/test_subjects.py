@@ -23,7 +23,7 @@ except ImportError:  # a vendored copy of properties/ has no ci/
 from attnprops import oracle, properties
 from attnprops.oracle import lab
 from attnprops.properties._support import LAB_DECODE, LAB_KEY, LAB_QUERY, LAB_VALUE
-from attnprops.properties.plugin import suite_args
+from attnprops.properties.options import suite_args
 from attnprops.properties.subject import load_subject
 from attnprops.properties.subject_import import install_hint
 

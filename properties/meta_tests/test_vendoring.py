@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from attnprops import properties
-from attnprops.properties.plugin import FAST_START
+from attnprops.properties.options import FAST_START
 
 SUITE_ROOT = Path(properties.__file__).resolve().parent.parent
 

@@ -13,15 +13,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from attnprops.properties.arithmetic import U64, Arithmetic, gamma
 from attnprops.properties.bounds import (
-    U64,
-    Arithmetic,
     _abs_alibi,
     _abs_bias,
     _four_d,
     _grouped_matmul,
     _softcap_error,
-    gamma,
 )
 
 __all__ = ["RowMaxima", "agreement_bounds", "agreement_from", "row_maxima"]

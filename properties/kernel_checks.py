@@ -16,7 +16,8 @@ from attnprops.oracle import ball
 from attnprops.oracle.rules import alibi_bias
 from attnprops.properties._support import attend, visibility
 from attnprops.properties.agreement_bounds import agreement_bounds, agreement_from, row_maxima
-from attnprops.properties.bounds import Arithmetic, attention_bounds, two_computations
+from attnprops.properties.arithmetic import Arithmetic
+from attnprops.properties.bounds import attention_bounds, two_computations
 from attnprops.properties.checks import assert_within
 from attnprops.properties.kernel_cases import boundary_rows, rows_of
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 
-from attnprops.properties.bounds import U64
+from attnprops.properties.arithmetic import U64
 from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject, fail
 
 __all__ = [

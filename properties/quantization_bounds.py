@@ -29,7 +29,7 @@ import ml_dtypes
 import numpy as np
 
 from attnprops.oracle.rules import compute_dtype
-from attnprops.properties.bounds import unit_roundoff
+from attnprops.properties.arithmetic import unit_roundoff
 
 __all__ = ["QuantizationBounds", "quantization_bounds"]
 

@@ -126,7 +126,7 @@ from attnprops.properties import (
     DEFAULT_SUBJECT,
     ENV_VAR,
 )  # re-exported: the names' home is the package
-from attnprops.properties.bounds import Arithmetic
+from attnprops.properties.arithmetic import Arithmetic
 from attnprops.properties.subject_dtypes import dtype_names, dtype_pairs
 from attnprops.properties.subject_import import (
     EXTRAS,

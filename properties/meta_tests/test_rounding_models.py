@@ -15,7 +15,8 @@ import pytest
 from attnprops import impl
 from attnprops.mutants import bfloat16_weighted_sum_accumulated_in_bfloat16 as bf16_acc
 from attnprops.oracle import ball
-from attnprops.properties.bounds import Arithmetic, attention_bounds
+from attnprops.properties.arithmetic import Arithmetic
+from attnprops.properties.bounds import attention_bounds
 from attnprops.properties.kernel_cases import KernelSpec
 from attnprops.properties.strategies import BFLOAT16
 

@@ -100,10 +100,9 @@ from attnprops.oracle.rules import (
     check_cache_instance,
     check_cached_query,
     check_positive_int,
-    check_rolling_window,
     takes_options,
 )
-from attnprops.properties.subjects._hf_cache import KVCache, RollingKVCache
+from attnprops.properties.subjects._hf_cache import KVCache
 from attnprops.properties.subjects._torch_masks import (
     first_position,
     to_numpy,
@@ -387,16 +386,8 @@ class HFAttention:
         query = np.asarray(query)
         check_cache_instance(cache, KVCache)  # another object has no DynamicCache
         check_cached_query(query, key, cache)
-        held = start = len(cache)  # positions before the new ones; a rolling cache reads
-        if isinstance(cache, RollingKVCache):  # only the ones it holds, and its window must
-            width = (
-                None
-                if sliding_window is None
-                else check_positive_int(sliding_window, "sliding_window")
-            )
-            window = None if width is None else (width - 1, 0)  # fit them
-            check_rolling_window(window, cache.capacity)  # (the rulebook's serving rule)
-            held = len(cache.positions)
+        start = len(cache)  # positions before the new ones, of which a rolling cache holds some
+        held = cache.held(sliding_window)
         key, value = check_cache_append(cache, key, value)
         q, k, v = to_tensor(query), to_tensor(key), to_tensor(value)
         B, Hq, Tnew, D = q.shape
@@ -428,14 +419,6 @@ class HFAttention:
             )
         if joined and mask is not user:
             mask = self._join(mask, user, q.dtype)
-        saved = [dict(layer.__dict__) for layer in dynamic.layers]
-        try:
-            keys, values = dynamic.update(k, v, 0)
+        with cache.updated(k, v) as (keys, values):
             out, _ = self._call(q, keys, values, mask, scale=scale, is_causal=True, config=config)
-        except BaseException:  # back to the layers as they were (update replaces tensors)
-            del dynamic.layers[len(saved) :]
-            for layer, state in zip(dynamic.layers, saved):
-                layer.__dict__.clear()
-                layer.__dict__.update(state)
-            raise
         return to_numpy(out)

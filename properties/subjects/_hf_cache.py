@@ -5,11 +5,19 @@ runs a model's forward step through them."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
+import torch
 from transformers import PreTrainedConfig
 from transformers.cache_utils import DynamicCache
 
-from attnprops.oracle.rules import check_cache_append, check_cache_config, check_positive_int
+from attnprops.oracle.rules import (
+    check_cache_append,
+    check_cache_config,
+    check_positive_int,
+    check_rolling_window,
+)
 from attnprops.properties.subjects._torch_masks import to_numpy, to_tensor, torch_dtype
 
 __all__ = ["KVCache", "RollingKVCache"]
@@ -75,6 +83,29 @@ class KVCache:
         self.dynamic.update(to_tensor(key), to_tensor(value), 0)
         return start
 
+    def held(self, sliding_window) -> int:
+        """The positions a forward step attends besides its new ones: all of them, ``len``
+        (a rolling cache: the ones it holds, once it has checked that they serve the
+        window)."""
+        return len(self)
+
+    @contextmanager
+    def updated(self, key: torch.Tensor, value: torch.Tensor):
+        """``DynamicCache.update(key, value, 0)`` within a forward step: gives the layer's
+        whole keys and values; when the update or the step's body raises, the layers get
+        their states back (``update`` replaces tensors; ``DynamicSlidingWindowLayer.crop``
+        cannot roll back past the window), so the cache is as before."""
+        dynamic = self.dynamic
+        saved = [dict(layer.__dict__) for layer in dynamic.layers]
+        try:
+            yield dynamic.update(key, value, 0)
+        except BaseException:
+            del dynamic.layers[len(saved) :]
+            for layer, state in zip(dynamic.layers, saved):
+                layer.__dict__.clear()
+                layer.__dict__.update(state)
+            raise
+
 
 class RollingKVCache(KVCache):
     """A transformers ``DynamicCache`` whose one layer is a ``DynamicSlidingWindowLayer``
@@ -111,3 +142,13 @@ class RollingKVCache(KVCache):
     def positions(self) -> np.ndarray:
         """int64 ``(min(len, capacity),)``: the absolute positions held, ascending."""
         return np.arange(max(0, len(self) - self.capacity), len(self), dtype=np.int64)
+
+    def held(self, sliding_window) -> int:
+        """The positions held, after checking that they serve Hugging Face's
+        ``sliding_window=W`` (``window=(W - 1, 0)``; None: no window), the rulebook's serving
+        rule (:func:`oracle.rules.check_rolling_window`: ``W - 1 <= capacity``)."""
+        width = (
+            None if sliding_window is None else check_positive_int(sliding_window, "sliding_window")
+        )
+        check_rolling_window(None if width is None else (width - 1, 0), self.capacity)
+        return len(self.positions)

@@ -202,10 +202,10 @@ class _Terminal:
 
 
 def test_the_status_line_fits_the_terminal_and_keeps_its_counts():
-    from attnprops.ci.check import _Progress
+    from attnprops.ci.progress import Progress
 
     terminal = _Terminal()
-    progress = _Progress(terminal)
+    progress = Progress(terminal)
     progress({"event": "collected", "tests": 64})
     for n in range(6):
         progress({"event": "started", "nodeid": f"properties/test_x.py::test_a_long_name_{n}"})

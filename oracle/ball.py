@@ -42,6 +42,7 @@ from typing import NamedTuple
 import numpy as np
 from flint import arb, arb_mat, ctx
 
+from attnprops.oracle.ball_estimates import score_bound, score_estimates
 from attnprops.oracle.ball_rounding import (
     CappedRow,
     RowKeys,
@@ -57,7 +58,6 @@ from attnprops.oracle.ball_rounding import (
 )
 from attnprops.oracle.rules import (
     AttentionProblem,
-    alibi_bias,
     check_attention_inputs,
     check_flag,
     compute_dtype,
@@ -117,49 +117,6 @@ def _matrix(x: np.ndarray) -> arb_mat:
     """``(m, n)`` float array as an exact ``arb_mat``."""
     m, n = x.shape
     return arb_mat(m, n, x.astype(np.float64).ravel().tolist())
-
-
-def _score_bound(problem: AttentionProblem) -> np.ndarray:
-    """Float64 ``(B, Hq, Tq, Tk)`` upper bounds on ``|s_j|``: ``scale * sum_d |q_d| |k_jd| +
-    |b_j|``, inflated by ``1 + 4 (D + 3) 2**-53`` for its own rounding (Higham 2002, eq. 3.5:
-    at most ``gamma(D + 3)`` relative; inf on overflow)."""
-    B, Hq, Tq, D = problem.query.shape
-    scale = 1 / np.sqrt(D) if problem.scale is None else problem.scale
-    key = np.abs(problem.key.astype(np.float64))  # (B, Hkv, Tk, D)
-    query = np.abs(problem.query.astype(np.float64)).reshape(B, key.shape[1], problem.group, Tq, D)
-    with np.errstate(over="ignore", invalid="ignore"):
-        bound = np.matmul(query, key[:, :, None].swapaxes(-1, -2)).reshape(B, Hq, Tq, -1)
-        bound = bound * (scale * (1 + 4 * (D + 3) * 2.0**-53))
-        if problem.bias is not None:
-            bound = bound + np.where(np.isneginf(problem.bias), 0.0, np.abs(problem.bias))
-        if problem.alibi is not None:  # |slope| |p - j|, rounded up by one ulp
-            bound = bound + np.abs(_alibi(problem)) * (1 + 2.0**-52)
-    return bound
-
-
-def _alibi(problem: AttentionProblem) -> np.ndarray:
-    """ALiBi's ``-slope |p - j|`` in float64, ``(B or 1, Hq, Tq, Tk)``."""
-    Tq, Tk = problem.query.shape[2], problem.key.shape[2]
-    return alibi_bias(problem.alibi, problem.query_start, slice(0, Tq), slice(0, Tk))
-
-
-def _estimates(problem: AttentionProblem) -> np.ndarray:
-    """Float64 ``(B, Hq, Tq, Tk)`` estimates of the scores, ``-inf`` where hidden: only used
-    to pick which visible key's score is subtracted (any choice gives the exact softmax; the
-    largest keeps the exponentials at most about 1)."""
-    B, Hq, Tq, D = problem.query.shape
-    Hkv = problem.key.shape[1]
-    query = problem.query.astype(np.float64).reshape(B, Hkv, problem.group, Tq, D)
-    key = problem.key.astype(np.float64)[:, :, None]
-    with np.errstate(over="ignore", invalid="ignore"):
-        s = np.matmul(query, key.swapaxes(-1, -2)).reshape(B, Hq, Tq, -1)
-        if problem.softcap is not None:
-            s = problem.softcap * np.tanh(s / problem.softcap)
-        if problem.bias is not None:
-            s = s + np.where(np.isneginf(problem.bias), 0.0, problem.bias)
-        if problem.alibi is not None:
-            s = s + _alibi(problem)
-    return np.where(problem.visible, np.nan_to_num(s, nan=0.0), -np.inf)
 
 
 def _parts(
@@ -361,9 +318,9 @@ def attention_parts(
     # The overflow rule is checked on every row whose float64 bound reaches half the
     # dtype's maximum: those rows are computed too (exactly), even when not asked for.
     limit = float(np.finfo(compute_dtype(problem.dtype)).max)
-    risky = (~(_score_bound(problem) <= 0.5 * limit) & problem.visible).any(axis=-1)
+    risky = (~(score_bound(problem) <= 0.5 * limit) & problem.visible).any(axis=-1)
     computed = tuple(sorted(set(wanted) | set(np.flatnonzero(risky.any(axis=(0, 1))).tolist())))
-    estimates = _estimates(problem)
+    estimates = score_estimates(problem)
     bits = precision
     while True:
         try:

@@ -44,8 +44,9 @@ def score_estimates(problem: AttentionProblem) -> np.ndarray:
     Hkv = problem.key.shape[1]
     query = problem.query.astype(np.float64).reshape(B, Hkv, problem.group, Tq, D)
     key = problem.key.astype(np.float64)[:, :, None]
+    scale = 1 / np.sqrt(D) if problem.scale is None else problem.scale
     with np.errstate(over="ignore", invalid="ignore"):
-        s = np.matmul(query, key.swapaxes(-1, -2)).reshape(B, Hq, Tq, -1)
+        s = np.matmul(query, key.swapaxes(-1, -2)).reshape(B, Hq, Tq, -1) * scale
         if problem.softcap is not None:
             s = problem.softcap * np.tanh(s / problem.softcap)
         if problem.bias is not None:

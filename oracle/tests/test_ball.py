@@ -375,3 +375,19 @@ def test_groups_of_tied_keys_with_one_mean_give_that_mean_exactly():
     assert ball.attention(*as32)[0, 0] == 0.5
     capped = ball.attention(np.array([[1e3]]), 15.0 * (1 + key), value, softcap=5.0, scale=1.0)
     assert capped[0, 0] == 0.5
+
+
+def test_score_estimates_are_the_scores_in_float64():
+    """The estimates that pick each row's subtracted key are the scores themselves, scaled,
+    capped and biased (in float64), so the key picked is a largest one: with a small scale
+    and a mask bias the unscaled dot products would order the keys otherwise."""
+    from attnprops.oracle.ball_estimates import score_estimates
+    from attnprops.oracle.rules import check_attention_inputs
+
+    q = np.array([[1.0, 0.0]])
+    k = np.array([[8.0, 0.0], [0.0, 0.0]])
+    bias = np.array([[0.0, 1.0]])
+    problem = check_attention_inputs(q, k, np.ones((2, 1)), attn_mask=bias, scale=0.1, softcap=5.0)
+    want = 5.0 * np.tanh(np.array([0.8, 0.0]) / 5.0) + np.array([0.0, 1.0])
+    np.testing.assert_allclose(score_estimates(problem)[0, 0, 0], want, rtol=1e-15)
+    assert score_estimates(problem)[0, 0, 0].argmax() == 1

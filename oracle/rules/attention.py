@@ -140,7 +140,13 @@ class AttentionProblem:
     visible: np.ndarray
     bias: np.ndarray | None
 
-    def __getattr__(self, name: str):
+    def __post_init__(self):
+        # The call's fields as the problem's own attributes: read directly (the references
+        # read them once per score), not through __getattr__.
+        for name, value in zip(self.call._fields, self.call):
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str):  # the call's properties (group, head_dim, ...)
         if name == "call":  # not set yet (unpickling, copying): no recursion
             raise AttributeError(name)
         return getattr(self.call, name)

@@ -212,8 +212,10 @@ def _parts(
                             nearly[n] = CappedRow(problem, scale, d, visible, m, b, h, i)
                     if i in rows_out and want_scores:
                         k = keep.index(n)
-                        scores[b, h, k, visible] = [
-                            to_float(t, exact_score(rational, d[j], (b, h, i, j), problem))
+                        scores[b, h, k, visible] = [  # exact balls (most) need no exact value
+                            float(t) + 0.0
+                            if t.is_exact()
+                            else to_float(t, exact_score(rational, d[j], (b, h, i, j), problem))
                             for t, j in zip(s, visible)
                         ]
                         weights[b, h, k, visible] = [to_float(t) for t in w]

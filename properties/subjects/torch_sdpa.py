@@ -61,6 +61,7 @@ import torch.nn.functional as F
 from attnprops.oracle.rules import (
     BFLOAT16,
     CACHED_OPTIONS,
+    check_cache_instance,
     check_cached_query,
     kv_cache_elements,
     takes_options,
@@ -208,11 +209,11 @@ class KVCache(ConcatKVCache):
         return torch.cat([past, to_tensor(new)], dim=2)
 
     def _view(self, t):
-        view = (
-            t.view(torch.int16).numpy().view(BFLOAT16) if t.dtype == torch.bfloat16 else t.numpy()
-        )
+        # The flag is cleared on the array torch gives, before any bfloat16 view of it: a
+        # view whose base is writable can have its flag set back.
+        view = t.view(torch.int16).numpy() if t.dtype == torch.bfloat16 else t.numpy()
         view.flags.writeable = False
-        return view
+        return view.view(BFLOAT16) if t.dtype == torch.bfloat16 else view
 
 
 @takes_options(only=CACHED_OPTIONS)
@@ -233,10 +234,12 @@ def cached_attention(query, key, value, cache: KVCache, **options) -> np.ndarray
         explicit bool mask.
 
     Raises:
-        ValueError when the query and the new keys differ in length, and whatever the append
-        or SDPA raise; the cache is then exactly as before.
+        oracle.rules.AttentionInputError (a ValueError) for a cache that is not a
+        :class:`KVCache`, or when the query and the new keys differ in length; whatever the
+        append or SDPA raise; the cache is then exactly as before.
     """
     query = np.asarray(query)
+    check_cache_instance(cache, KVCache)  # another object has none of its tensors to roll back
     check_cached_query(query, key, cache)
     with appended(cache, key, value) as start:
         out = sdpa(

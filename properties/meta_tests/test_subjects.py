@@ -20,7 +20,7 @@ try:
 except ImportError:  # a vendored copy of properties/ has no ci/
     run_pytest = None
 
-from attnprops import oracle, properties
+from attnprops import impl, oracle, properties
 from attnprops.oracle import lab
 from attnprops.properties._support import LAB_DECODE, LAB_KEY, LAB_QUERY, LAB_VALUE
 from attnprops.properties.options import suite_args
@@ -165,6 +165,31 @@ def test_adapter_cache_decodes_with_offsets_and_rolls_back(name, extra):
         )
         == 2 * 2 * 3 * 4 * 4
     )
+
+
+CACHE_SUBJECTS = [
+    *LIBRARY_SUBJECTS,
+    pytest.param("torch_sdpa_naive_causal", "torch", id="naive_causal"),
+    pytest.param("onnx_attention", "onnx", id="onnx"),
+    pytest.param("hf_sdpa_attention", "transformers", id="hf_sdpa"),
+    pytest.param("hf_eager_attention", "transformers", id="hf_eager"),
+    pytest.param("oracle_float64", "", id="oracle_float64"),
+]
+
+
+@pytest.mark.parametrize("name, extra", CACHE_SUBJECTS)
+def test_adapter_cache_refuses_another_implementations_cache(name, extra):
+    """Every ready adapter's ``cached_attention`` refuses a cache of another class (here
+    impl's, a rolling one too) with an error naming ``cache``, before touching it: an adapter
+    that appends to it can roll back only its own arrays, and over a rolling cache's ring it
+    attends to the wrong keys."""
+    subject = _module(name, extra)
+    q, k, v = LAB_QUERY[:, :, :1], LAB_KEY[:, :, :1], LAB_VALUE[:, :, :1]
+    for foreign in (impl.KVCache(1, 1, 4, 2), impl.RollingKVCache(1, 1, 4, 2, capacity=2)):
+        foreign.append(k, v)
+        with pytest.raises(ValueError, match=r"^cache: "):
+            subject.cached_attention(q, k, v, foreign)
+        assert len(foreign) == 1 and np.array_equal(foreign.keys, k)
 
 
 def test_torch_sdpa_declarations_and_float16():

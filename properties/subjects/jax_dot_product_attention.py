@@ -55,6 +55,7 @@ import numpy as np
 
 from attnprops.oracle.rules import (
     FLOAT_DTYPES,
+    check_cache_instance,
     check_cached_query,
     kv_cache_elements,
     takes_options,
@@ -258,10 +259,12 @@ def cached_attention(
     ``query_start`` = the length before the append (an explicit bool mask).
 
     Shapes: query ``(B, Hq, Tnew, D)``, key ``(B, Hkv, Tnew, D)``, value ``(B, Hkv, Tnew, Dv)``
-    -> ``(B, Hq, Tnew, Dv)``. Raises ValueError when query and key lengths differ, and
-    whatever the append or JAX raise; the cache is then exactly as before.
+    -> ``(B, Hq, Tnew, Dv)``. Raises ValueError (oracle.rules.AttentionInputError) for a
+    cache that is not a :class:`KVCache` or when query and key lengths differ, and whatever
+    the append or JAX raise; the cache is then exactly as before.
     """
     query = np.asarray(query)
+    check_cache_instance(cache, KVCache)  # another object has none of its arrays to roll back
     check_cached_query(query, key, cache)
     with appended(cache, key, value) as start:
         return _attend(

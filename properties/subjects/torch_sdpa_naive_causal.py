@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from attnprops.oracle.rules import check_cache_instance
 from attnprops.properties.subjects._concat_cache import appended
 from attnprops.properties.subjects._torch_masks import sdpa_mask, to_numpy, to_tensor
 from attnprops.properties.subjects.torch_sdpa import KVCache, kv_cache_bytes
@@ -111,7 +112,9 @@ def cached_attention(
 ) -> np.ndarray:
     """Append to ``cache``, then ``SDPA(q_new, k_all, v_all, is_causal=True)`` -- the decode
     loop bug: query ``i`` of the new block sees cached keys ``0..i`` only. Shapes as
-    :func:`properties.subjects.torch_sdpa.cached_attention`; rolls back on error."""
+    :func:`properties.subjects.torch_sdpa.cached_attention`; refuses another cache class and
+    rolls back on error."""
+    check_cache_instance(cache, KVCache)
     with appended(cache, key, value):
         out = _naive_sdpa(
             to_tensor(query),

@@ -192,6 +192,29 @@ def test_cache_copies_caller_arrays(subject, run):
     )
 
 
+@pytest.mark.requires("kv_cache")
+@given(run=cache_runs())
+def test_cache_cannot_be_written_through_its_keys_and_values(subject, run):
+    """``keys`` and ``values`` are read-only: a caller who sets their WRITEABLE flag back and
+    writes into them either is refused (a view of the cache's storage must refuse the flag)
+    or writes into a copy; the cache holds what was appended either way. A view marked
+    read-only on a writable base (``view.flags.writeable = False``, which the caller can set
+    back) lets the write through."""
+    case, _ = run
+    cache = new_cache(subject, case)
+    cache.append(case.key, case.value)
+    before = cache_state(cache)
+    for name in ("keys", "values"):
+        array = getattr(cache, name)
+        try:
+            array.flags.writeable = True
+            array[...] = 7
+        except (ValueError, TypeError, AttributeError):  # refused (AttributeError: no flags)
+            continue
+        note(f"{name}: WRITEABLE set back and written")
+    assert_cache_unchanged(cache, before, "writing into keys and values")
+
+
 @pytest.mark.requires("kv_cache_bytes")
 @given(
     num_layers=st.integers(1, 96),

@@ -139,9 +139,10 @@ def test_failed_append_changes_nothing(subject, run, data):
     how, key, value = _bad_append(data.draw, cache, case.dtype)
     note(f"bad append: {how}")
     validates = SUBJECT.capabilities.validates_inputs
+    refusals = (ValueError, TypeError) if validates else Exception
     try:
         cache.append(key, value)
-    except (ValueError, TypeError) if validates else Exception as error:
+    except refusals as error:
         note(f"raised {type(error).__name__}: {error}")
     else:
         if validates:
@@ -171,9 +172,10 @@ def test_failed_cached_attention_rolls_back(subject, run, data):
     key = np.ones((B, case.key.shape[1], 1, D), case.dtype)
     value = np.ones((B, case.key.shape[1], 1, case.value.shape[3]), case.dtype)
     validates = SUBJECT.capabilities.validates_inputs
+    refusals = (ValueError, TypeError) if validates else Exception
     try:
         subject.module.cached_attention(query, key, value, cache, attn_mask=mask)
-    except (ValueError, TypeError) if validates else Exception as error:
+    except refusals as error:
         note(f"raised {type(error).__name__}: {error}")
     else:
         rule = how == "query head_dim" or SUBJECT.capabilities.fully_masked_rows == "raise"

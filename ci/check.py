@@ -17,7 +17,7 @@ with their reasons). Skipped properties are listed by reason.
 Exit code 0 when every property passes (skipped properties are listed with their count;
 a subject declares what it lacks, see :mod:`properties.subject`), 1 otherwise. Every
 distinct counterexample of every failing property is printed, with the subject's line where
-it raised. Robustness-tier properties (:data:`properties.plugin.ROBUSTNESS_REASON`) are
+it raised. Robustness-tier properties (:data:`properties.options.ROBUSTNESS_REASON`) are
 listed apart and do not fail the check unless ``--robustness gate``.
 """
 

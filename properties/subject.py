@@ -18,7 +18,10 @@ key is optional and an unknown key is an error (a typo must not silently pass):
                        (``ml_dtypes``' NumPy dtype, :mod:`oracle.rules.dtypes`), ``float32``
                        and ``float64``; default ``("float16", "float32", "float64")``:
                        bfloat16 is tested only where declared
-``validates_inputs``   raises ``ValueError``/``TypeError`` on invalid input; default True
+``validates_inputs``   raises ``ValueError``/``TypeError`` on invalid input; default True.
+                       False skips the rejection properties; a failed append or
+                       ``cached_attention`` may then raise anything (or be accepted),
+                       but when it raises the cache must still be as before
 ``fully_masked_rows``  ``"raise"`` (this project's rule) or ``"zeros"`` (PyTorch >= 2.5,
                        FlashAttention); default ``"raise"``
 ``weights``            exposes ``attention_weights``; default: whether the module has it

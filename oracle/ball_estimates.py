@@ -12,17 +12,29 @@ from attnprops.oracle.rules import AttentionProblem, alibi_bias
 __all__ = ["alibi_scores", "score_bound", "score_estimates"]
 
 
+def _scale(problem: AttentionProblem) -> float:
+    """The scale in float64: the call's, or ``1/sqrt(D)``."""
+    return 1 / np.sqrt(problem.query.shape[3]) if problem.scale is None else problem.scale
+
+
+def _dot_products(problem: AttentionProblem, of=None) -> np.ndarray:
+    """Float64 ``(B, Hq, Tq, Tk)``: ``sum_d of(q_d) of(k_jd)`` (``of`` None: the entries
+    themselves), query head ``h`` against K/V head ``h // group`` (K not repeated)."""
+    query, key = (x.astype(np.float64) for x in (problem.query, problem.key))
+    if of is not None:
+        query, key = of(query), of(key)
+    B, Hq, Tq, D = query.shape
+    grouped = query.reshape(B, key.shape[1], problem.group, Tq, D)
+    return np.matmul(grouped, key[:, :, None].swapaxes(-1, -2)).reshape(B, Hq, Tq, -1)
+
+
 def score_bound(problem: AttentionProblem) -> np.ndarray:
     """Float64 ``(B, Hq, Tq, Tk)`` upper bounds on ``|s_j|``: ``scale * sum_d |q_d| |k_jd| +
     |b_j|``, inflated by ``1 + 4 (D + 3) 2**-53`` for its own rounding (Higham 2002, eq. 3.5:
     at most ``gamma(D + 3)`` relative; inf on overflow)."""
-    B, Hq, Tq, D = problem.query.shape
-    scale = 1 / np.sqrt(D) if problem.scale is None else problem.scale
-    key = np.abs(problem.key.astype(np.float64))  # (B, Hkv, Tk, D)
-    query = np.abs(problem.query.astype(np.float64)).reshape(B, key.shape[1], problem.group, Tq, D)
+    D = problem.query.shape[3]
     with np.errstate(over="ignore", invalid="ignore"):
-        bound = np.matmul(query, key[:, :, None].swapaxes(-1, -2)).reshape(B, Hq, Tq, -1)
-        bound = bound * (scale * (1 + 4 * (D + 3) * 2.0**-53))
+        bound = _dot_products(problem, np.abs) * (_scale(problem) * (1 + 4 * (D + 3) * 2.0**-53))
         if problem.bias is not None:
             bound = bound + np.where(np.isneginf(problem.bias), 0.0, np.abs(problem.bias))
         if problem.alibi is not None:  # |slope| |p - j|, rounded up by one ulp
@@ -40,13 +52,8 @@ def score_estimates(problem: AttentionProblem) -> np.ndarray:
     """Float64 ``(B, Hq, Tq, Tk)`` estimates of the scores, ``-inf`` where hidden: only used
     to pick which visible key's score is subtracted (any choice gives the exact softmax; the
     largest keeps the exponentials at most about 1)."""
-    B, Hq, Tq, D = problem.query.shape
-    Hkv = problem.key.shape[1]
-    query = problem.query.astype(np.float64).reshape(B, Hkv, problem.group, Tq, D)
-    key = problem.key.astype(np.float64)[:, :, None]
-    scale = 1 / np.sqrt(D) if problem.scale is None else problem.scale
     with np.errstate(over="ignore", invalid="ignore"):
-        s = np.matmul(query, key.swapaxes(-1, -2)).reshape(B, Hq, Tq, -1) * scale
+        s = _dot_products(problem) * _scale(problem)
         if problem.softcap is not None:
             s = problem.softcap * np.tanh(s / problem.softcap)
         if problem.bias is not None:

@@ -18,8 +18,8 @@ from attnprops.properties.bounds import (
     _abs_alibi,
     _abs_bias,
     _four_d,
-    _grouped_matmul,
     _softcap_error,
+    abs_scores,
 )
 
 __all__ = ["RowMaxima", "agreement_bounds", "agreement_from", "row_maxima"]
@@ -84,14 +84,11 @@ class RowMaxima(NamedTuple):
 def row_maxima(case, visible: np.ndarray) -> RowMaxima:
     """``max_j A_j``, ``max_j |b_j|``, ``max_j |a_j|``, ``S`` and ``V_c`` of
     :func:`agreement_bounds`."""
-    query = _four_d(case.query).astype(np.float64)  # (B, Hq, Tq, D)
-    key = _four_d(case.key).astype(np.float64)  # (B, Hkv, Tk, D)
     value = _four_d(case.value).astype(np.float64)  # (B, Hkv, Tk, Dv)
-    B, Hq, Tq, D = query.shape
-    Hkv, Tk = key.shape[1], key.shape[2]
-    scale = 1 / np.sqrt(D) if case.scale is None else case.scale
+    Hq, D = _four_d(case.query).shape[1], case.query.shape[-1]
+    Hkv, Tk = value.shape[1], value.shape[2]
     with np.errstate(over="ignore", invalid="ignore"):
-        a = _grouped_matmul(scale * np.abs(query), np.abs(key).swapaxes(-1, -2))  # A_j
+        a = abs_scores(case)  # A_j
         bias = _abs_bias(case)
         alibi = _abs_alibi(case)
         a_max = np.where(visible, a, 0.0).max(axis=-1)  # (B, Hq, Tq)

@@ -237,7 +237,16 @@ def _with_sink_key(sinks, abs_qk, scores, weights, bias, alibi, value):
     )
 
 
-def _grouped_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def abs_scores(case) -> np.ndarray:
+    """``A_j = scale * sum_d |q_d| |k_jd|`` of item 1, float64 ``(B, Hq, Tq, Tk)`` (the scale
+    the case's, or ``1/sqrt(D)``)."""
+    query = _four_d(case.query).astype(np.float64)  # (B, Hq, Tq, D)
+    key = _four_d(case.key).astype(np.float64)  # (B, Hkv, Tk, D)
+    scale = 1 / np.sqrt(query.shape[3]) if case.scale is None else case.scale
+    return grouped_matmul(scale * np.abs(query), np.abs(key).swapaxes(-1, -2))
+
+
+def grouped_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` with ``a`` ``(B, Hq, m, k)`` and ``b`` ``(B, Hkv, k, n)``: query head ``h``
     takes K/V head ``h // (Hq // Hkv)``, without repeating ``b`` (memory at kernel sizes)."""
     B, Hq, m, k = a.shape
@@ -261,12 +270,9 @@ class _Rows(NamedTuple):
 
 def _rows(case, parts, with_sinks: bool = True) -> _Rows:
     """:class:`_Rows` of ``case``, a sink as one more key (item 5) when ``with_sinks``."""
-    query = _four_d(case.query).astype(np.float64)  # (B, Hq, Tq, D)
-    key = _four_d(case.key).astype(np.float64)  # (B, Hkv, Tk, D)
     value = None if case.value is None else _four_d(case.value).astype(np.float64)
-    D = query.shape[3]
-    scale = 1 / np.sqrt(D) if case.scale is None else case.scale
-    abs_qk = _grouped_matmul(scale * np.abs(query), np.abs(key).swapaxes(-1, -2))  # (B,Hq,Tq,Tk)
+    D = case.query.shape[-1]
+    abs_qk = abs_scores(case)  # (B, Hq, Tq, Tk)
     scores = _four_d(parts.scores.value)
     weights = _four_d(parts.weights.value)
     bias = np.broadcast_to(_abs_bias(case), scores.shape)
@@ -339,9 +345,9 @@ def attention_bounds(case, parts, arithmetic: Arithmetic | None = None) -> Bound
         out = np.abs(_four_d(parts.output.value))
         with np.errstate(invalid="ignore"):  # inf * 0 where gamma is inf: no bound
             bound_o = (
-                _grouped_matmul(bound_p, abs_v)
+                grouped_matmul(bound_p, abs_v)
                 + gamma(Tk + 2, arithmetic.weighted_sum_roundoff())
-                * _grouped_matmul(weights + bound_p, abs_v)
+                * grouped_matmul(weights + bound_p, abs_v)
                 + (us + U64) * out
                 + to
             )

@@ -17,7 +17,7 @@ from attnprops.oracle.rules import alibi_bias
 from attnprops.properties._support import attend, visibility
 from attnprops.properties.agreement_bounds import agreement_bounds, agreement_from, row_maxima
 from attnprops.properties.arithmetic import Arithmetic
-from attnprops.properties.bounds import attention_bounds, two_computations
+from attnprops.properties.bounds import attention_bounds, grouped_matmul, two_computations
 from attnprops.properties.checks import assert_within
 from attnprops.properties.kernel_cases import boundary_rows, rows_of
 
@@ -46,11 +46,9 @@ def float64_evaluation(case) -> np.ndarray:
     so :func:`~properties.agreement_bounds.agreement_bounds` at float64 bounds its error)."""
     q, k, v = (x.astype(np.float64) for x in (case.query, case.key, case.value))
     B, Hq, Tq, D = q.shape
-    Hkv, Tk = k.shape[1], k.shape[2]
+    Tk = k.shape[2]
     scale = 1 / np.sqrt(D) if case.scale is None else case.scale
-    s = np.matmul(
-        (q * scale).reshape(B, Hkv, Hq // Hkv, Tq, D), k[:, :, None].swapaxes(-1, -2)
-    ).reshape(B, Hq, Tq, -1)
+    s = grouped_matmul(q * scale, k.swapaxes(-1, -2))
     if case.softcap is not None:
         s = case.softcap * np.tanh(s / case.softcap)
     if case.attn_mask is not None and case.attn_mask.dtype != np.bool_:
@@ -65,7 +63,7 @@ def float64_evaluation(case) -> np.ndarray:
     w = np.exp(s - s.max(axis=-1, keepdims=True))
     w /= w.sum(axis=-1, keepdims=True)
     w = w[..., : k.shape[2]]
-    return np.matmul(w.reshape(B, Hkv, Hq // Hkv, Tq, -1), v[:, :, None]).reshape(B, Hq, Tq, -1)
+    return grouped_matmul(w, v)
 
 
 def matches_float64_evaluation(subject, case, what: str = "output") -> np.ndarray:

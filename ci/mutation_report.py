@@ -90,6 +90,16 @@ def _classify(run: RunResult, expected: set[str]) -> tuple[Outcome, list[Propert
     return Outcome.SURVIVED, []
 
 
+def _message(outcome: Outcome, run: RunResult, first: PropertyFailure | None) -> str:
+    """The report's message for a mutant: the first failure's; for an error, prefixed with
+    pytest's exit status (negative: the signal that killed it), and the end of its output
+    when no test failed, so that a crash that does not come back on a rerun still says what
+    it was."""
+    if outcome is not Outcome.ERROR:
+        return first.message if first else ""
+    return f"pytest exit {run.returncode}: " + (first.message if first else run.output_tail[-400:])
+
+
 def run_mutant(
     name: str,
     workdir: Path,
@@ -129,9 +139,7 @@ def run_mutant(
         outcome=outcome,
         failed_properties=sorted({f.test for f in failures}),
         falsifying_example=first.falsifying_example if first else "",
-        message=(
-            first.message if first else run.output_tail[-400:] if outcome is Outcome.ERROR else ""
-        ),
+        message=_message(outcome, run, first),
         seconds=round(time.perf_counter() - started, 2),
         examples_tried=run.examples.get(first.test) if first else None,
         profile=used,

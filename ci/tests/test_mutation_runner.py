@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from attnprops.ci.mutation_report import _classify, run_mutant, select
+from attnprops.ci.mutation_report import _classify, _message, run_mutant, select
 from attnprops.ci.mutation_results import Outcome
 from attnprops.ci.suite_runner import PropertyFailure, RunResult
 from attnprops.mutants import all_mutants
@@ -150,3 +150,17 @@ def test_a_kill_without_a_shrunk_counterexample_fails_the_run():
         None,
     )
     assert problems == ["not killed: b", "killed without a generated, shrunk counterexample: a"]
+
+
+def test_an_error_says_pytests_exit_status():
+    """An error row keeps pytest's exit status (a signal shows as negative) and, when no test
+    failed, the end of the run's output; a kill's message is the failure's own."""
+    crash = RunResult(
+        subject="mutants.x", returncode=-9, seconds=0.0, tests_run=0, output_tail="x" * 500 + "E"
+    )
+    assert _message(Outcome.ERROR, crash, None) == "pytest exit -9: " + "x" * 399 + "E"
+    failure = _failure("test_a", False)
+    assert _message(Outcome.ERROR, _run(failure, rc=3), failure) == "pytest exit 3: m"
+    violation = _failure("test_a", True)
+    assert _message(Outcome.KILLED, _run(violation), violation) == "m"
+    assert _message(Outcome.SURVIVED, _run(rc=0), None) == ""

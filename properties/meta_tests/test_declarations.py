@@ -160,7 +160,7 @@ def test_the_hf_subjects_name_their_extra_when_transformers_is_missing(monkeypat
     """``--impl attnprops.properties.subjects.hf_sdpa_attention`` (and eager) without
     transformers is one SubjectError whose hint names the ``hf`` extra."""
     monkeypatch.setitem(sys.modules, "transformers", None)
-    for name in ("hf_sdpa_attention", "hf_eager_attention", "_hf_attention"):
+    for name in ("hf_sdpa_attention", "hf_eager_attention", "_hf_attention", "_hf_masks"):
         monkeypatch.delitem(sys.modules, f"attnprops.properties.subjects.{name}", raising=False)
     for name in ("hf_sdpa_attention", "hf_eager_attention"):
         with pytest.raises(SubjectError, match=r"pip install -e \.\[hf\]"):

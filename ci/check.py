@@ -1,5 +1,5 @@
-"""``attnprops check [--impl MODULE] [--profile NAME] [-k EXPRESSION] [--shard I/N] [-x | --maxfail N]
-[--junitxml FILE] [--json FILE]``: run the property suite against a subject module (default
+"""``attnprops check [--impl MODULE] [--profile NAME] [--seed N] [-k EXPRESSION] [--shard I/N]
+[-x | --maxfail N] [--junitxml FILE] [--json FILE]``: run the property suite against a subject module (default
 ``attnprops.impl``) with ``-n auto`` and print a short summary.
 
 While it runs, each finished property is printed to standard error as it finishes (a failure
@@ -8,7 +8,8 @@ properties running now. ``-x``/``--maxfail N`` stop after the first / N-th faili
 (with several workers, properties already running then still finish, so more than N failures
 may be listed: pytest-xdist's documented behaviour).
 ``-k EXPRESSION`` runs only the matching properties (pytest's ``-k``); ``--shard I/N`` runs
-every N-th from the I-th (a CI matrix of N jobs covers the suite once).
+every N-th from the I-th (a CI matrix of N jobs covers the suite once). ``--seed N`` seeds a
+random profile (``dev``, ``thorough``), so that a nightly run can be repeated draw for draw.
 ``--junitxml FILE`` writes pytest's JUnit XML report (a run that could not start: one error
 test case with the reason); ``--json FILE`` writes the summary as
 JSON (:func:`summary`: counts, every failure with its counterexample, the skipped properties
@@ -31,6 +32,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from attnprops.ci.progress import Progress
 from attnprops.ci.suite_runner import run_suite
@@ -78,6 +80,13 @@ def add_arguments(parser) -> None:
         help="run shard I of N (1-based): every N-th property test from the "
         "I-th, the same split on every machine (a CI matrix fans out)",
     )
+    parser.add_argument(
+        "--seed",
+        type=_seed,
+        metavar="N",
+        help="Hypothesis seed of a random profile (dev, thorough): the same seed draws the "
+        "same examples again (pytest's --hypothesis-seed); refused with a derandomized one",
+    )
     parser.add_argument("--junitxml", metavar="FILE", help="write pytest's JUnit XML report")
     parser.add_argument(
         "--json",
@@ -107,6 +116,28 @@ def _positive(text: str) -> int:
 
 
 _positive.__name__ = "positive integer"  # argparse: "invalid positive integer value: '0'"
+
+
+def _seed(text: str) -> int:
+    """argparse type: a seed, an integer >= 0 (what ``--hypothesis-seed`` takes as a number)."""
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+_seed.__name__ = "seed (an integer >= 0)"
+
+
+def _check_seed(seed: int | None, profile: str) -> None:
+    """Exit with a one-line message for ``--seed`` under a derandomized profile (ci,
+    mutation), where the plugin seeds each property from its name and the seed would be
+    ignored without a word."""
+    if seed is not None and settings.get_profile(profile).derandomize:
+        raise SystemExit(
+            f"attnprops check: --seed {seed}: profile {profile!r} is derandomized (each property "
+            "is seeded from its name); a seed takes effect under dev or thorough"
+        )
 
 
 def _jobs(text: str) -> int:
@@ -158,6 +189,7 @@ def run(args) -> int:
             "module, e.g. --impl attnprops.impl"
         )
     jobs = _jobs(args.jobs)
+    _check_seed(args.seed, args.profile)
     if args.robustness not in ROBUSTNESS_MODES:  # argparse checks --robustness, not the variable
         raise SystemExit(
             f"attnprops check: {ROBUSTNESS_ENV_VAR}={args.robustness!r}: use one of "
@@ -186,6 +218,7 @@ def run(args) -> int:
                 junitxml=args.junitxml,
                 keyword=args.keyword,
                 shard=args.shard,
+                seed=args.seed,
             )
     finally:
         progress.close()
@@ -324,7 +357,8 @@ def _by_reason(skips: list[tuple[str, str]]) -> dict[str, list[str]]:
 
 
 def summary(args, result) -> dict:
-    """The ``--json`` report: ``{"schema": 1, "subject", "profile", "passed" (the exit
+    """The ``--json`` report: ``{"schema": 1, "subject", "profile", "seed" (``--seed``, or
+    null: a random profile then drew from a seed of its own), "passed" (the exit
     status is 0), "returncode" (pytest's), "seconds", "tests_run", "failed" (test ids, a
     parametrized property once per id, as pytest counts them), "skipped": [{"test",
     "reason"}], "xfailed" (expected-failures-file entries), "robustness_not_met" (robustness
@@ -337,6 +371,7 @@ def summary(args, result) -> dict:
         "schema": 1,
         "subject": args.impl,
         "profile": args.profile,
+        "seed": args.seed,
         "passed": result.returncode == 0,
         "returncode": result.returncode,
         "seconds": round(result.seconds, 3),

@@ -82,6 +82,7 @@ def _pytest_args(
     junitxml: Path | None = None,
     keyword: str | None = None,
     shard: str | None = None,
+    seed: int | None = None,
 ) -> list[str]:
     """Arguments of ``python -m pytest`` for one run (in the caller's folder: the suite's
     folder is named by its absolute path and is the rootdir, so node ids read
@@ -111,6 +112,8 @@ def _pytest_args(
         cmd += [f"-k={keyword}"]
     if shard:
         cmd += [f"--attn-shard={shard}"]
+    if seed is not None:
+        cmd += [f"--hypothesis-seed={seed}"]
     if tests:  # selected by collected function name, in this order (--maxfail=1: the first decides)
         cmd += ["--attn-tests", ",".join(tests)]
     cmd += ["-p", "no:benchmark"]  # a plugin some environments have; unused here
@@ -206,6 +209,7 @@ def run_suite(
     junitxml: Path | None = None,
     keyword: str | None = None,
     shard: str | None = None,
+    seed: int | None = None,
 ) -> RunResult:
     """Run the property suite (or ``tests``) against ``subject`` (a module name, or a file
     relative to the caller's folder) in a pytest process started in the caller's folder;
@@ -213,7 +217,7 @@ def run_suite(
     plugin's ``--attn-progress`` stream (collected, started, finished: see
     :mod:`properties.plugin`) while the run goes on. ``junitxml``: pytest's JUnit XML
     report, written there. ``keyword``: pytest's ``-k`` expression. ``shard``: ``I/N``, the
-    plugin's ``--attn-shard``."""
+    plugin's ``--attn-shard``. ``seed``: Hypothesis's ``--hypothesis-seed``."""
     if is_file_name(subject):
         subject = str(Path(subject).expanduser().resolve())
     workdir.mkdir(parents=True, exist_ok=True)
@@ -240,6 +244,7 @@ def run_suite(
         junitxml and Path(junitxml).resolve(),
         keyword,
         shard,
+        seed,
     )
     run = run_pytest(
         args, cwd=Path.cwd(), env=env, poll=_follow(events, progress) if progress else None

@@ -320,3 +320,47 @@ def test_the_suite_run_reads_only_its_own_pytest_configuration(tmp_path):
         a for k, a in enumerate(args) if not a.startswith("-") and args[k - 1] not in takes_value
     ]
     assert positional == [args[0]] and args[0].endswith("properties"), args
+
+
+RECORDS = """\
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from attnprops.impl import attention as _attention
+
+ATTNPROPS_CAPABILITIES = {"dtypes": ("float64",), "kv_cache": False, "kv_cache_bytes": False}
+
+
+def attention(query, key, value, **options):
+    with open(Path(__file__).with_name("seen.txt"), "a") as seen:
+        seen.write(hashlib.sha256(np.ascontiguousarray(query).tobytes()).hexdigest() + "\\n")
+    return _attention(query, key, value, **options)
+"""
+
+
+def test_a_seed_draws_the_same_examples_again(tmp_path, monkeypatch, capsys):
+    """``--seed N`` under a random profile: two runs with one seed give the subject the same
+    queries in the same order, another seed other queries, and the JSON names the seed;
+    a derandomized profile refuses a seed (it would be ignored)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "records.py").write_text(RECORDS, encoding="utf-8")
+    seen = tmp_path / "seen.txt"
+
+    def queries(seed: str) -> list[str]:
+        seen.unlink(missing_ok=True)
+        argv = ["--impl", "./records.py", "--profile", "dev", "--jobs", "1", "--seed", seed]
+        code = main(["check", *argv, "-k", "test_single_visible_key", "--json", "s.json"])
+        assert code == 0 and json.loads((tmp_path / "s.json").read_text())["seed"] == int(seed)
+        return seen.read_text().split()
+
+    first = queries("5")
+    assert len(first) >= 10 and queries("5") == first
+    assert queries("6") != first
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match=r"--seed 5: profile 'ci' is derandomized"):
+        main(["check", "--profile", "ci", "--seed", "5"])
+    with pytest.raises(SystemExit) as stop:
+        main(["check", "--profile", "dev", "--seed", "-1"])
+    assert stop.value.code == 2 and "invalid seed" in capsys.readouterr().err

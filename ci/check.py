@@ -1,6 +1,6 @@
 """``attnprops check [--impl MODULE] [--profile NAME] [--seed N] [-k EXPRESSION] [--shard I/N]
-[-x | --maxfail N] [--junitxml FILE] [--json FILE]``: run the property suite against a subject module (default
-``attnprops.impl``) with ``-n auto`` and print a short summary.
+[-x | --maxfail N] [--junitxml FILE] [--json FILE]``: run the property suite against a
+subject module (default ``attnprops.impl``) with ``-n auto`` and print a short summary.
 
 While it runs, each finished property is printed to standard error as it finishes (a failure
 with its first message), with ``[done/total]``; on a terminal a status line names the
@@ -37,7 +37,7 @@ from hypothesis import settings
 from attnprops.ci.progress import Progress
 from attnprops.ci.suite_runner import run_suite
 from attnprops.properties.options import ROBUSTNESS_ENV_VAR, ROBUSTNESS_MODES
-from attnprops.properties.profiles import PROFILES
+from attnprops.properties.profiles import DATABASE_ENV_VAR, PROFILES
 from attnprops.properties.selection import parse_shard
 
 
@@ -130,13 +130,22 @@ _seed.__name__ = "seed (an integer >= 0)"
 
 
 def _check_seed(seed: int | None, profile: str) -> None:
-    """Exit with a one-line message for ``--seed`` under a derandomized profile (ci,
-    mutation), where the plugin seeds each property from its name and the seed would be
-    ignored without a word."""
-    if seed is not None and settings.get_profile(profile).derandomize:
+    """Exit with a one-line message for ``--seed`` where it would be ignored without a word:
+    under a derandomized profile (ci, mutation: the plugin seeds each property from its
+    name), or with an example database (``$ATTNPROPS_DATABASE``: a run under a global seed
+    neither replays nor saves examples, Hypothesis's rule)."""
+    if seed is None:
+        return
+    if settings.get_profile(profile).derandomize:
         raise SystemExit(
             f"attnprops check: --seed {seed}: profile {profile!r} is derandomized (each property "
             "is seeded from its name); a seed takes effect under dev or thorough"
+        )
+    if os.environ.get(DATABASE_ENV_VAR):
+        raise SystemExit(
+            f"attnprops check: --seed {seed} with {DATABASE_ENV_VAR} set: a seeded run neither "
+            "replays nor saves examples (Hypothesis turns the database off under a seed); "
+            "use one or the other"
         )
 
 
@@ -227,7 +236,8 @@ def run(args) -> int:
             json.dumps(summary(args, result), indent=1) + "\n", encoding="utf-8"
         )
     examples = sum(result.examples.values())
-    print(f"attnprops check: subject {args.impl}, profile {args.profile}")
+    seed = "" if args.seed is None else f", seed {args.seed}"
+    print(f"attnprops check: subject {args.impl}, profile {args.profile}{seed}")
     robust = len({f.nodeid for f in result.robustness})
     print(
         f"  {result.tests_run} property test{'' if result.tests_run == 1 else 's'} ran "

@@ -63,6 +63,7 @@ from attnprops.ci.mutation_results import (
     markdown_report,
     verdict,
 )
+from attnprops.ci.pytest_process import SIGNAL_MARK
 from attnprops.ci.suite_runner import PropertyFailure, RunResult, run_suite
 from attnprops.properties.selection import parse_shard, shard_of
 from attnprops.properties.threads import one_thread_per_process
@@ -90,14 +91,33 @@ def _classify(run: RunResult, expected: set[str]) -> tuple[Outcome, list[Propert
     return Outcome.SURVIVED, []
 
 
+# Lines of pytest's output that say why a run could not finish, in the order shown: the
+# signal that ended the process (ci.pytest_process), a fatal Python error, an internal error,
+# an error line.
+TELLING = (SIGNAL_MARK, "Fatal Python error", "INTERNALERROR>", "E   ")
+
+
+def _telling(output: str) -> str:
+    """What ``output`` says went wrong: the last line of each :data:`TELLING` kind there is,
+    joined by `` | ``; else its last non-blank line."""
+    lines = [line.rstrip() for line in output.splitlines() if line.strip()]
+    picked = []
+    for kind in TELLING:  # each at the start of its line
+        found = [line for line in lines if line.startswith(kind)]
+        if found:
+            picked.append(" ".join(found[-1].split()))
+    return " | ".join(picked) or (lines[-1].strip() if lines else "")
+
+
 def _message(outcome: Outcome, run: RunResult, first: PropertyFailure | None) -> str:
-    """The report's message for a mutant: the first failure's; for an error, prefixed with
-    pytest's exit status (negative: the signal that killed it), and the end of its output
-    when no test failed, so that a crash that does not come back on a rerun still says what
-    it was."""
+    """The report's message for a mutant: the first failure's; for an error, pytest's exit
+    status and, when no test failed, what the end of its output says went wrong
+    (:func:`_telling`: a signal that ended the run shows as exit 3, its name on the line), so
+    that a crash that does not come back on a rerun still says what it was."""
     if outcome is not Outcome.ERROR:
         return first.message if first else ""
-    return f"pytest exit {run.returncode}: " + (first.message if first else run.output_tail[-400:])
+    why = first.message if first else _telling(run.output_tail)
+    return f"pytest exit {run.returncode}" + (f": {why}" if why else "")
 
 
 def run_mutant(

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -129,9 +130,20 @@ def run_pytest(
             Path(log).read_text(encoding="utf-8", errors="replace") if os.path.exists(log) else ""
         )
     if code is None or code < 0:  # killed by a signal: report it as pytest's internal error
-        output += f"\n[pytest process ended by signal {-(code or 0)}]"
+        output += f"\n{SIGNAL_MARK} {_signal_name(-(code or 0))}]"
         code = 3
     return PytestRun(code, output)
+
+
+SIGNAL_MARK = "[pytest process ended by signal"  # the line run_pytest adds after a signal
+
+
+def _signal_name(number: int) -> str:
+    """``11 (SIGSEGV)``, or the bare number of a signal Python does not name."""
+    try:
+        return f"{number} ({signal.Signals(number).name})"
+    except ValueError:
+        return str(number)
 
 
 def _wait(poll, wait) -> None:

@@ -342,8 +342,9 @@ def attention(query, key, value, **options):
 
 def test_a_seed_draws_the_same_examples_again(tmp_path, monkeypatch, capsys):
     """``--seed N`` under a random profile: two runs with one seed give the subject the same
-    queries in the same order, another seed other queries, and the JSON names the seed;
-    a derandomized profile refuses a seed (it would be ignored)."""
+    queries in the same order, another seed other queries, and the JSON and the summary
+    line name the seed; a derandomized profile and an example database refuse a seed (it
+    would be ignored, or turn the database off)."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "records.py").write_text(RECORDS, encoding="utf-8")
     seen = tmp_path / "seen.txt"
@@ -353,6 +354,7 @@ def test_a_seed_draws_the_same_examples_again(tmp_path, monkeypatch, capsys):
         argv = ["--impl", "./records.py", "--profile", "dev", "--jobs", "1", "--seed", seed]
         code = main(["check", *argv, "-k", "test_single_visible_key", "--json", "s.json"])
         assert code == 0 and json.loads((tmp_path / "s.json").read_text())["seed"] == int(seed)
+        assert f"profile dev, seed {seed}\n" in capsys.readouterr().out
         return seen.read_text().split()
 
     first = queries("5")
@@ -361,6 +363,9 @@ def test_a_seed_draws_the_same_examples_again(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     with pytest.raises(SystemExit, match=r"--seed 5: profile 'ci' is derandomized"):
         main(["check", "--profile", "ci", "--seed", "5"])
+    monkeypatch.setenv("ATTNPROPS_DATABASE", f"dir:{tmp_path / 'db'}")
+    with pytest.raises(SystemExit, match=r"--seed 5 with ATTNPROPS_DATABASE set: a seeded run"):
+        main(["check", "--profile", "dev", "--seed", "5"])
     with pytest.raises(SystemExit) as stop:
         main(["check", "--profile", "dev", "--seed", "-1"])
     assert stop.value.code == 2 and "invalid seed" in capsys.readouterr().err

@@ -152,15 +152,42 @@ def test_a_kill_without_a_shrunk_counterexample_fails_the_run():
     assert problems == ["not killed: b", "killed without a generated, shrunk counterexample: a"]
 
 
-def test_an_error_says_pytests_exit_status():
-    """An error row keeps pytest's exit status (a signal shows as negative) and, when no test
-    failed, the end of the run's output; a kill's message is the failure's own."""
-    crash = RunResult(
-        subject="mutants.x", returncode=-9, seconds=0.0, tests_run=0, output_tail="x" * 500 + "E"
+def test_an_error_says_pytests_exit_status_and_why():
+    """An error row keeps pytest's exit status and, when no test failed, the lines of the
+    output that say why (a signal, a fatal error, an internal error), else its last line; a
+    kill's message is the failure's own."""
+    segfault = (
+        "Fatal Python error: Segmentation fault\n\nCurrent thread:\n"
+        + '  File "x.py", line 1 in f\n' * 40
+        + "Extension modules: numpy (total: 1)\n[pytest process ended by signal 11 (SIGSEGV)]"
     )
-    assert _message(Outcome.ERROR, crash, None) == "pytest exit -9: " + "x" * 399 + "E"
+    crash = RunResult(
+        subject="mutants.x", returncode=3, seconds=0.0, tests_run=0, output_tail=segfault
+    )
+    assert _message(Outcome.ERROR, crash, None) == (
+        "pytest exit 3: [pytest process ended by signal 11 (SIGSEGV)] | "
+        "Fatal Python error: Segmentation fault"
+    )
+    internal = _run(rc=3)
+    internal.output_tail = "INTERNALERROR> Traceback\nINTERNALERROR> KeyError: 'x'\n"
+    assert _message(Outcome.ERROR, internal, None) == "pytest exit 3: INTERNALERROR> KeyError: 'x'"
+    usage = _run(rc=4)
+    usage.output_tail = "ERROR: usage\n  no such option\n\n"
+    assert _message(Outcome.ERROR, usage, None) == "pytest exit 4: no such option"
+    assert _message(Outcome.ERROR, _run(rc=4), None) == "pytest exit 4"
+    collection = _run(rc=2)
+    collection.output_tail = "ERROR collecting x.py\nE   ValueError: boom\nExtension: y\n"
+    assert _message(Outcome.ERROR, collection, None) == "pytest exit 2: E ValueError: boom"
     failure = _failure("test_a", False)
     assert _message(Outcome.ERROR, _run(failure, rc=3), failure) == "pytest exit 3: m"
     violation = _failure("test_a", True)
     assert _message(Outcome.KILLED, _run(violation), violation) == "m"
     assert _message(Outcome.SURVIVED, _run(rc=0), None) == ""
+
+
+def test_a_signal_is_named_in_the_output():
+    """run_pytest reports a child killed by a signal as exit 3 and names the signal."""
+    from attnprops.ci.pytest_process import _signal_name
+
+    assert _signal_name(9) == "9 (SIGKILL)" and _signal_name(11) == "11 (SIGSEGV)"
+    assert _signal_name(200) == "200"

@@ -49,3 +49,24 @@ def test_nightly_runs_every_subject_with_every_seed(tmp_path):
         report = json.loads((tmp_path / "out" / f"attnprops.impl-seed{seed}.json").read_text())
         assert (report["seed"], report["profile"], report["passed"]) == (seed, "dev", True)
         assert report["examples"]["test_single_visible_key_returns_its_value"] > 0
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not NIGHTLY.exists(), reason="an installed attnprops has no .ci/ folder")
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"ATTNPROPS_NIGHTLY_PROFILE": "ci"}, "profile 'ci': use a random one, dev or thorough"),
+        ({"ATTNPROPS_NIGHTLY_SEEDS": " "}, "ATTNPROPS_NIGHTLY_SEEDS is empty"),
+        ({"ATTNPROPS_NIGHTLY_SEEDS": "1 -2"}, "seed '-2': seeds are integers >= 0"),
+        ({"ATTNPROPS_NIGHTLY_PARALLEL": "0"}, "ATTNPROPS_NIGHTLY_PARALLEL='0': a positive"),
+        ({"ATTNPROPS_NIGHTLY_SUBJECTS": "a/b.py a_b.py"}, "two runs would share the reports"),
+    ],
+)
+def test_nightly_refuses_settings_it_cannot_use_before_any_run(tmp_path, settings, message):
+    env = {**os.environ, "ATTNPROPS_NIGHTLY_SEEDS": "1", **settings}
+    run = subprocess.run(
+        ["bash", str(NIGHTLY), "out"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 2 and message in run.stderr, run.stderr
+    assert not (tmp_path / "out").exists()

@@ -39,6 +39,7 @@ from attnprops.properties.sizes import (
     HEAD_DIMS,
     TILES,
     boundary_sizes,
+    capacity_sizes,
     head_dims,
     limits,
     long_sizes,
@@ -58,7 +59,8 @@ GROUPS = (1, 2, 4, 8, 3)  # query heads per K/V head (shrinks to 1: MHA)
 _BOOLEANS = st.booleans()
 _ONE_OR_TWO = st.integers(1, 2)
 _GROUPS = st.sampled_from(GROUPS)
-_MAGNITUDES = st.sampled_from(("unit", "ties", "large"))
+MAGNITUDES = ("unit", "ties", "large")
+_MAGNITUDES = st.sampled_from(MAGNITUDES)
 _SCALES = st.one_of(st.none(), st.sampled_from([0.125, 0.3, 1.0, 2.0]))
 _SEEDS = st.integers(0, 2**32 - 1)
 
@@ -191,6 +193,8 @@ def kernel_specs(
     max_decode_len: int | None = None,
     max_scores: int | None = None,
     long: bool = False,
+    at_capacity: bool = False,
+    magnitudes: tuple[str, ...] = MAGNITUDES,
     windows: str | None = None,
     sinks: bool = False,
     alibi: bool = False,
@@ -201,7 +205,10 @@ def kernel_specs(
     ``max_*`` given). ``dtypes`` shrinks towards its last entry; ``block_sizes`` also draws
     a ``block_size`` (a boundary size up to ``Tk + 1``) for subjects with a blocked path;
     ``long`` draws prefill lengths mostly from the top three quarters of ``max_len``
-    (:func:`~properties.sizes.long_sizes`: cache runs, whose point is their length).
+    (:func:`~properties.sizes.long_sizes`: cache runs, whose point is their length);
+    ``at_capacity`` draws decode lengths at the largest capacity within the decode length
+    (:func:`~properties.sizes.capacity_sizes`: 8192 or 8193 in ci). ``magnitudes``:
+    the value regimes drawn (``unit``, ``ties``, ``large``; shrinks towards the first).
     ``windows`` (``"offsets"`` or ``"sliding_window"``, a subject's convention) draws a local
     window whose sides are tile-boundary sizes, 0 or None (no key-padding masks then: a
     window past a row's padding would leave it no key; ``"sliding_window"``: causal shapes
@@ -227,7 +234,8 @@ def kernel_specs(
         Tk = draw((long_sizes if long else boundary_sizes)(max_len), label="key_len")
         Tq = Tk
     elif shape == "decode":
-        Tk = draw(long_sizes(max_decode_len), label="key_len")
+        lengths = capacity_sizes if at_capacity else long_sizes
+        Tk = draw(lengths(max_decode_len), label="key_len")
         Tq = draw(st.integers(1, min(4, Tk)), label="query_len")
         is_causal = True
     elif shape == "chunk":
@@ -271,7 +279,9 @@ def kernel_specs(
             )
         )
     dtype = draw(st.sampled_from(tuple(reversed(dtypes))), label="dtype")
-    magnitude = draw(_MAGNITUDES, label="values")
+    magnitude = draw(
+        _MAGNITUDES if magnitudes == MAGNITUDES else st.sampled_from(magnitudes), label="values"
+    )
     scale = draw(_SCALES, label="scale")
     seed = draw(_SEEDS, label="seed")
     block_size = None

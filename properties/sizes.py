@@ -197,6 +197,28 @@ def long_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int]:
     return _one_in(4, anywhere, top)
 
 
+def capacity(max_size: int) -> int | None:
+    """The largest power of two ``P >= 256`` with ``P + 1 <= max_size`` (None if there is
+    none): where a kernel's preallocated capacity ends (a workspace of ``P`` keys, at most
+    ``P / s`` splits of ``s`` keys, a buffer doubled up to ``P``)."""
+    if max_size < 257:
+        return None
+    return 1 << ((max_size - 1).bit_length() - 1)
+
+
+@cached_strategy
+def capacity_sizes(max_size: int) -> st.SearchStrategy[int]:
+    """``P`` or ``P + 1`` for ``P = capacity(max_size)`` (shrinking to ``P`` when both fail):
+    the last size within a capacity and the first past it, where a kernel that never reads
+    past its capacity goes wrong. :func:`long_sizes` of ci's decode lengths (up to 8200) go past 8192 in
+    about 1 draw in 250; these sizes are there by design. ``max_size`` below 257: a
+    :func:`boundary_sizes` instead."""
+    cap = capacity(max_size)
+    if cap is None:
+        return boundary_sizes(max_size)
+    return st.sampled_from((cap, cap + 1))
+
+
 @cached_strategy
 def head_dims(max_dim: int = 256) -> st.SearchStrategy[int]:
     """Head dims up to ``max_dim``: :data:`HEAD_DIMS` (shrinks to 64), or tiny ``[1, 8]`` one

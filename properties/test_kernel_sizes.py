@@ -135,6 +135,38 @@ def test_kernel_sized_decode_matches_reference(subject, spec):
         )
 
 
+# float64 when the subject has it: one key among 8193 moves a row by about 1e-4, inside the
+# agreement bound of float32 and below
+CAPACITY_DTYPES = ("float64",) if "float64" in SUBJECT.capabilities.dtypes else None
+
+
+@pytest.mark.kernel_sized
+@given(
+    spec=subject_kernel_specs(
+        SUBJECT,
+        shapes=("decode",),
+        at_capacity=True,
+        masks=False,
+        magnitudes=("unit", "ties"),
+        **({"dtypes": CAPACITY_DTYPES} if CAPACITY_DTYPES else {}),  # else the declared
+    )
+)
+def test_kernel_sized_decode_past_capacity_reads_every_key(subject, spec):
+    """Decode (1-4 queries) against ``P`` and ``P + 1`` keys, ``P`` the largest power of two
+    within the profile's decode length (8192 in ci, 16384 in thorough:
+    :func:`~properties.sizes.capacity`), every row against a float64 evaluation (agreement
+    bounds, as the decode property's probes): a kernel with a preallocated capacity (a
+    workspace of ``P`` keys, a fixed number of splits of a fixed size) that never reads past
+    it goes wrong at ``P + 1``, a length the other decode properties reach in about 1 draw
+    in 250. Every key counts: no mask, no ``large`` values (whose softmax is nearly one
+    key's), and float64 when the subject has it (in float32 and below one key's share of
+    8193 is inside the agreement bound: a subject without float64 is checked only for
+    faults larger than that)."""
+    case = spec.build()
+    note(f"case: {case.describe()}")
+    matches_float64_evaluation(subject, case)
+
+
 @pytest.mark.kernel_sized
 @given(spec=subject_kernel_specs(SUBJECT, shapes=("chunk",)))
 def test_kernel_sized_chunk_matches_reference(subject, spec):

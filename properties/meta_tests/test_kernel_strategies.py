@@ -12,6 +12,8 @@ from attnprops.properties.sizes import (
     LIMITS,
     TILES,
     boundary_sizes,
+    capacity,
+    capacity_sizes,
     limits,
     primes_up_to,
 )
@@ -59,6 +61,18 @@ def test_failing_size_shrinks_to_one_past_the_boundary(threshold, tile):
         settings=settings(max_examples=2000, database=None),
     )
     assert found == threshold + 1
+
+
+def test_capacity_sizes_are_the_largest_power_of_two_and_one_past_it():
+    """Each profile's decode length holds its capacity and one key past it (dev 2048/2049, ci
+    8192/8193, thorough 16384/16385); a fault past the capacity shrinks to ``P + 1``."""
+    for name, cap in (("ci", 8192), ("thorough", 16384), ("dev", 2048)):
+        assert capacity(LIMITS[name].max_decode_len) == cap, name
+    assert (capacity(256), capacity(257), capacity(8193)) == (None, 256, 8192)
+    limit = LIMITS["ci"].max_decode_len
+    found = find(capacity_sizes(limit), lambda n: n > 8192, settings=settings(database=None))
+    assert found == 8193
+    assert find(capacity_sizes(limit), lambda n: True, settings=settings(database=None)) == 8192
 
 
 def test_specs_stay_within_the_budget():

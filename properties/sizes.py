@@ -210,9 +210,9 @@ def capacity(max_size: int) -> int | None:
 def capacity_sizes(max_size: int) -> st.SearchStrategy[int]:
     """``P`` or ``P + 1`` for ``P = capacity(max_size)`` (shrinking to ``P`` when both fail):
     the last size within a capacity and the first past it, where a kernel that never reads
-    past its capacity goes wrong. :func:`long_sizes` of ci's decode lengths (up to 8200) go past 8192 in
-    about 1 draw in 250; these sizes are there by design. ``max_size`` below 257: a
-    :func:`boundary_sizes` instead."""
+    past its capacity goes wrong. :func:`long_sizes` of ci's decode lengths (up to 8200) go
+    past 8192 in about 1 draw in 250; these sizes are there by design. ``max_size`` below
+    257: a :func:`boundary_sizes` instead."""
     cap = capacity(max_size)
     if cap is None:
         return boundary_sizes(max_size)

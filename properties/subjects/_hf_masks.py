@@ -15,9 +15,11 @@ Checked against transformers 5.24.0 and torch 2.13.0+cpu (``transformers/masking
   own ``is_causal`` can be used instead: ``_ignore_causal_mask_sdpa``) or
   ``masking_utils.eager_mask`` (the same bool mask as an additive float mask in the
   embeddings' dtype: 0 = attend, ``torch.finfo(dtype).min`` = hidden; never ``-inf``).
-  :func:`model_mask` does exactly this (for :meth:`~._hf_attention.HFAttention.cached_attention`) with a ``DynamicCache``.
-- For the stateless :meth:`~._hf_attention.HFAttention.attention`, :func:`build_mask` calls the same mask function through
-  ``ALL_MASK_ATTENTION_FUNCTIONS[config._attn_implementation]`` with the arguments
+  :func:`model_mask` does exactly this with a ``DynamicCache`` (for
+  :meth:`~._hf_attention.HFAttention.cached_attention`).
+- For the stateless :meth:`~._hf_attention.HFAttention.attention`, :func:`build_mask` calls
+  the same mask function through ``ALL_MASK_ATTENTION_FUNCTIONS[config._attn_implementation]``
+  with the arguments
   ``create_causal_mask`` passes (``q_offset = query_start``, ``kv_offset = 0``, ``kv_length =
   Tk``, ``mask_function = causal_mask_function``, ``allow_is_causal_skip=True``), so an
   explicit ``query_start`` (a chunk of queries that is not the last one) reaches the builder

@@ -8,7 +8,8 @@ properties running now. ``-x``/``--maxfail N`` stop after the first / N-th faili
 (with several workers, properties already running then still finish, so more than N failures
 may be listed: pytest-xdist's documented behaviour).
 ``-k EXPRESSION`` runs only the matching properties (pytest's ``-k``); ``--shard I/N`` runs
-every N-th from the I-th (a CI matrix of N jobs covers the suite once). ``--seed N`` seeds a
+every N-th from the I-th (a CI matrix of N jobs covers the suite once; an empty shard passes,
+unless its ``-k`` selects nothing in any shard). ``--seed N`` seeds a
 random profile (``dev``, ``thorough``), so that a nightly run can be repeated draw for draw.
 ``--junitxml FILE`` writes pytest's JUnit XML report (a run that could not start: one error
 test case with the reason); ``--json FILE`` writes the summary as
@@ -162,6 +163,20 @@ def _jobs(text: str) -> int:
     return jobs
 
 
+def _selects_any(args) -> bool:
+    """Whether ``-k`` selects a property test without ``--shard`` (a collection-only run)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        found = run_suite(
+            args.impl.strip(),
+            Path(tmp),
+            profile=args.profile,
+            tag="select",
+            keyword=args.keyword,
+            collect_only=True,
+        )
+    return found.returncode == 0
+
+
 def _check_keyword(expression: str) -> None:
     """Exit with a one-line message when pytest cannot parse the ``-k`` expression (under
     pytest-xdist such an expression ends the run in an INTERNALERROR, not pytest's usage
@@ -253,9 +268,14 @@ def run(args) -> int:
             if value
         )
         print(f"  no property test was selected{' by ' + chosen if chosen else ''}: nothing ran")
-        # A shard alone may be empty (a CI matrix wider than the suite); a -k that selects
-        # nothing is a mistake to report.
-        return 0 if args.shard and not args.keyword else 1
+        # A shard may be empty (a CI matrix wider than the suite, or than a -k selection); a
+        # -k that selects nothing in any shard is a mistake to report.
+        if not args.shard:
+            return 1
+        if args.keyword and not _selects_any(args):
+            print(f"  -k {args.keyword!r} selects no property test in any shard")
+            return 1
+        return 0
     if _could_not_run(args, result):
         print(f"  the suite could not run (pytest exit {result.returncode}):")
         print(result.output_tail)

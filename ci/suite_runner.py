@@ -210,6 +210,7 @@ def run_suite(
     keyword: str | None = None,
     shard: str | None = None,
     seed: int | None = None,
+    collect_only: bool = False,
 ) -> RunResult:
     """Run the property suite (or ``tests``) against ``subject`` (a module name, or a file
     relative to the caller's folder) in a pytest process started in the caller's folder;
@@ -217,7 +218,8 @@ def run_suite(
     plugin's ``--attn-progress`` stream (collected, started, finished: see
     :mod:`properties.plugin`) while the run goes on. ``junitxml``: pytest's JUnit XML
     report, written there. ``keyword``: pytest's ``-k`` expression. ``shard``: ``I/N``, the
-    plugin's ``--attn-shard``. ``seed``: Hypothesis's ``--hypothesis-seed``."""
+    plugin's ``--attn-shard``. ``seed``: Hypothesis's ``--hypothesis-seed``. ``collect_only``:
+    pytest's ``--collect-only`` (exit status 0 when a test is selected, 5 when none is)."""
     if is_file_name(subject):
         subject = str(Path(subject).expanduser().resolve())
     workdir.mkdir(parents=True, exist_ok=True)
@@ -245,7 +247,7 @@ def run_suite(
         keyword,
         shard,
         seed,
-    )
+    ) + (["--collect-only"] if collect_only else [])
     run = run_pytest(
         args, cwd=Path.cwd(), env=env, poll=_follow(events, progress) if progress else None
     )

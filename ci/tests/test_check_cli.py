@@ -256,14 +256,22 @@ def test_a_parametrized_property_counts_once_per_id(stopped_run, capsys, monkeyp
 
 
 def test_an_empty_shard_alone_passes_and_says_so(stopped_run, capsys, monkeypatch):
-    """A CI matrix wider than the selection has empty shards: they pass (a -k that selects
-    nothing still fails, see above)."""
+    """A CI matrix wider than the selection has empty shards: they pass, also when the
+    selection is a -k one; a -k that selects nothing in any shard still fails."""
     monkeypatch.chdir(stopped_run)
     code = _check_raises("--shard", "999/1000", profile="ci")
     assert code == 0
     assert (
         "no property test was selected by --shard '999/1000': nothing ran"
         in capsys.readouterr().out
+    )
+    assert _check_raises("-k", "test_kv_cache", "--shard", "999/1000", profile="ci") == 0
+    out = capsys.readouterr().out
+    assert "selected by -k 'test_kv_cache' and --shard '999/1000': nothing ran" in out
+    assert "in any shard" not in out
+    assert _check_raises("-k", "no_such_property_zzz", "--shard", "1/2", profile="ci") == 1
+    assert "-k 'no_such_property_zzz' selects no property test in any shard" in (
+        capsys.readouterr().out
     )
 
 

@@ -37,6 +37,10 @@ from attnprops.properties.plugin import current_subject
 from attnprops.properties.strategies import dims, values
 
 SUBJECT = current_subject()
+# What a failed append or cached_attention may raise: the rule's ValueError/TypeError, or
+# anything from a subject that declares validates_inputs=False.
+VALIDATES = SUBJECT.capabilities.validates_inputs
+REFUSALS = (ValueError, TypeError) if VALIDATES else Exception
 
 
 @st.composite
@@ -138,14 +142,12 @@ def test_failed_append_changes_nothing(subject, run, data):
     before = cache_state(cache)
     how, key, value = _bad_append(data.draw, cache, case.dtype)
     note(f"bad append: {how}")
-    validates = SUBJECT.capabilities.validates_inputs
-    refusals = (ValueError, TypeError) if validates else Exception
     try:
         cache.append(key, value)
-    except refusals as error:
+    except REFUSALS as error:
         note(f"raised {type(error).__name__}: {error}")
     else:
-        if validates:
+        if VALIDATES:
             fail(f"append with {how} was accepted")
         return
     assert_cache_unchanged(cache, before, f"a failed append ({how})")
@@ -171,15 +173,13 @@ def test_failed_cached_attention_rolls_back(subject, run, data):
         query = np.ones((B, Hq, 1, D + 1), case.dtype)
     key = np.ones((B, case.key.shape[1], 1, D), case.dtype)
     value = np.ones((B, case.key.shape[1], 1, case.value.shape[3]), case.dtype)
-    validates = SUBJECT.capabilities.validates_inputs
-    refusals = (ValueError, TypeError) if validates else Exception
     try:
         subject.module.cached_attention(query, key, value, cache, attn_mask=mask)
-    except refusals as error:
+    except REFUSALS as error:
         note(f"raised {type(error).__name__}: {error}")
     else:
         rule = how == "query head_dim" or SUBJECT.capabilities.fully_masked_rows == "raise"
-        if validates and rule:
+        if VALIDATES and rule:
             fail(f"cached_attention with a {how} was accepted")
         return
     assert_cache_unchanged(cache, before, f"a failed cached_attention ({how})")

@@ -33,12 +33,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
 
 from attnprops.ci.progress import Progress
 from attnprops.ci.suite_runner import run_suite
 from attnprops.properties.options import ROBUSTNESS_ENV_VAR, ROBUSTNESS_MODES
-from attnprops.properties.profiles import DATABASE_ENV_VAR, PROFILES
+from attnprops.properties.profiles import DATABASE_ENV_VAR, PROFILES, random_profiles
 from attnprops.properties.selection import parse_shard
 
 
@@ -137,10 +136,10 @@ def _check_seed(seed: int | None, profile: str) -> None:
     neither replays nor saves examples, Hypothesis's rule)."""
     if seed is None:
         return
-    if settings.get_profile(profile).derandomize:
+    if profile not in random_profiles():
         raise SystemExit(
             f"attnprops check: --seed {seed}: profile {profile!r} is derandomized (each property "
-            "is seeded from its name); a seed takes effect under dev or thorough"
+            f"is seeded from its name); a seed takes effect under {' or '.join(random_profiles())}"
         )
     if os.environ.get(DATABASE_ENV_VAR):
         raise SystemExit(

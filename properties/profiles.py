@@ -83,6 +83,13 @@ settings.register_profile(
 settings.register_profile("thorough", max_examples=300, database=None, **_common)
 
 
+def random_profiles() -> tuple[str, ...]:
+    """The profiles that draw from a random seed (not derandomized): ``dev`` and
+    ``thorough``, the ones where ``--hypothesis-seed`` (``attnprops check --seed``) takes
+    effect."""
+    return tuple(p for p in PROFILES if not settings.get_profile(p).derandomize)
+
+
 def load_profile(name: str | None = None) -> str:
     """Load ``name`` (default ``$HYPOTHESIS_PROFILE`` or ``ci``), with the example database
     of ``$ATTNPROPS_DATABASE`` when set (:func:`database_from`), and return the name.

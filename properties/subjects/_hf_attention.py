@@ -212,7 +212,6 @@ class HFAttention:
             start=start,
             held=held,
             new=Tnew,
-            sliding_window=config.sliding_window,
         )
         with cache.updated(k, v) as (keys, values):
             out, _ = self._call(q, keys, values, mask, scale=scale, is_causal=True, config=config)

@@ -227,11 +227,10 @@ def model_mask(
     start: int,
     held: int,
     new: int,
-    sliding_window=None,
 ):
     """The ``attention_mask`` ``LlamaModel.forward`` builds for one step through ``cache``
-    (module docstring): ``create_causal_mask`` (``create_sliding_window_causal_mask`` with
-    ``sliding_window``) over the cache as it is, before ``cache.update``, the caller's mask
+    (module docstring): ``create_causal_mask`` (``create_sliding_window_causal_mask`` when
+    ``config.sliding_window`` is set) over the cache as it is, before ``cache.update``, the caller's mask
     joined to it as :func:`build_mask` joins it.
 
     Args:
@@ -246,7 +245,6 @@ def model_mask(
         cache: the ``DynamicCache`` before the append.
         batch: ``B``; start: the positions seen before the step; held: the ones the cache
             holds (``start`` but for a rolling cache); new: the step's positions.
-        sliding_window: Hugging Face's ``W`` (already in ``config``) or None.
 
     Returns:
         As :func:`build_mask`. Raises nothing of its own.
@@ -258,7 +256,8 @@ def model_mask(
     joined = user is not None and padding is None
     if joined and not (user.dtype == torch.bool or user.is_floating_point()):
         return user  # an integer mask, handed over as it is (see build_mask)
-    builder = create_causal_mask if sliding_window is None else create_sliding_window_causal_mask
+    sliding = config.sliding_window is not None
+    builder = create_sliding_window_causal_mask if sliding else create_causal_mask
     positions = builder(
         config=config,
         inputs_embeds=torch.zeros((batch, new, config.hidden_size), dtype=dtype),

@@ -39,6 +39,7 @@ from attnprops.properties.sizes import (
     HEAD_DIMS,
     TILES,
     boundary_sizes,
+    cached_strategy,
     capacity_sizes,
     head_dims,
     limits,
@@ -60,7 +61,7 @@ _BOOLEANS = st.booleans()
 _ONE_OR_TWO = st.integers(1, 2)
 _GROUPS = st.sampled_from(GROUPS)
 MAGNITUDES = ("unit", "ties", "large")
-_MAGNITUDES = st.sampled_from(MAGNITUDES)
+_REGIMES = cached_strategy(st.sampled_from)  # value regimes, one strategy per tuple
 _SCALES = st.one_of(st.none(), st.sampled_from([0.125, 0.3, 1.0, 2.0]))
 _SEEDS = st.integers(0, 2**32 - 1)
 
@@ -279,9 +280,7 @@ def kernel_specs(
             )
         )
     dtype = draw(st.sampled_from(tuple(reversed(dtypes))), label="dtype")
-    magnitude = draw(
-        _MAGNITUDES if magnitudes == MAGNITUDES else st.sampled_from(magnitudes), label="values"
-    )
+    magnitude = draw(_REGIMES(magnitudes), label="values")
     scale = draw(_SCALES, label="scale")
     seed = draw(_SEEDS, label="seed")
     block_size = None

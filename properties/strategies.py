@@ -63,6 +63,12 @@ class AttentionCase(NamedTuple):
     softcap: float | None = None  # c: scores become c tanh(s / c)
     sinks: np.ndarray | None = None  # one logit per query head, (Hq,), in the case's dtype
 
+    @classmethod
+    def plain(cls, query, key, value, magnitude: str) -> AttentionCase:
+        """The plain call on these arrays: no mask, not causal, the default scale and
+        ``query_start``; ``magnitude`` one of :data:`MAGNITUDES` (what the values are)."""
+        return cls(query, key, value, None, False, None, None, "none", magnitude)
+
     def kwargs(self) -> dict:
         """The call's keyword arguments in the shared API (what the oracle takes too);
         ``window``, ``segment_ids``, ``chunk_size``, ``alibi_slopes``, ``softcap`` and

@@ -86,17 +86,7 @@ def _scale_showing_cases(draw):
     value = np.zeros((1, hkv, tk, dv))
     value[..., 0] = np.arange(tk)
     value[..., 1:] = draw(hnp.arrays(np.float64, (hkv, tk, dv - 1), elements=eighths))
-    return AttentionCase(
-        query=query.astype(dtype),
-        key=key.astype(dtype),
-        value=value.astype(dtype),
-        attn_mask=None,
-        is_causal=False,
-        query_start=None,
-        scale=None,
-        mask_layout="none",
-        magnitude="unit",
-    )
+    return AttentionCase.plain(query.astype(dtype), key.astype(dtype), value.astype(dtype), "unit")
 
 
 @pytest.mark.oracle_backed
@@ -217,16 +207,8 @@ def _near_max_draws(draw):
 # queries and keys, D = 1) whose values are all the maximum; the drawn cases reach it only
 # by chance.
 _THREE_KEYS_AT_THE_MAXIMUM = (
-    AttentionCase(
-        query=np.zeros((1, 1, 1, 1)),
-        key=np.zeros((1, 1, 3, 1)),
-        value=np.zeros((1, 1, 3, 1)),
-        attn_mask=None,
-        is_causal=False,
-        query_start=None,
-        scale=None,
-        mask_layout="none",
-        magnitude="large",
+    AttentionCase.plain(
+        np.zeros((1, 1, 1, 1)), np.zeros((1, 1, 3, 1)), np.zeros((1, 1, 3, 1)), "large"
     ),
     np.ones((1, 1, 3, 1)),
 )

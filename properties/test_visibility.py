@@ -143,26 +143,31 @@ def test_query_chunk_equals_rows_of_full_causal(subject, case, data):
     n = data.draw(st.integers(1, Tk - s), label="chunk length")
     rows = slice(s, s + n)
     tolerance = two_computations(bounds.output[:, :, rows])
-    with_all_keys = case._replace(query=full_q[:, :, rows], query_start=s)
-    got = _attend(subject, with_all_keys, what="chunk, all keys, explicit query_start")
-    assert_within(
-        out=got,
-        expected=expected[:, :, rows],
-        bound=tolerance,
-        what=f"chunk at query_start={s} vs rows [{s}, {s + n}) of full causal",
-        case=with_all_keys,
+    chunks = (  # (call, how it is called, what its output is compared with)
+        (
+            case._replace(query=full_q[:, :, rows], query_start=s),
+            "chunk, all keys, explicit query_start",
+            f"chunk at query_start={s}",
+        ),
+        (
+            case._replace(
+                query=full_q[:, :, rows],
+                key=k[:, :, : s + n],
+                value=v[:, :, : s + n],
+                query_start=None,
+            ),
+            "chunk over a key prefix, query_start=None",
+            f"chunk over keys [0, {s + n})",
+        ),
     )
-    prefix = case._replace(
-        query=full_q[:, :, rows], key=k[:, :, : s + n], value=v[:, :, : s + n], query_start=None
-    )
-    got = _attend(subject, prefix, what="chunk over a key prefix, query_start=None")
-    assert_within(
-        out=got,
-        expected=expected[:, :, rows],
-        bound=tolerance,
-        what=f"chunk over keys [0, {s + n}) vs rows [{s}, {s + n}) of full causal",
-        case=prefix,
-    )
+    for chunk, how, what in chunks:
+        assert_within(
+            out=_attend(subject, chunk, what=how),
+            expected=expected[:, :, rows],
+            bound=tolerance,
+            what=f"{what} vs rows [{s}, {s + n}) of full causal",
+            case=chunk,
+        )
 
 
 @pytest.mark.oracle_backed

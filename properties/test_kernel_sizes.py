@@ -4,8 +4,11 @@ Sizes come from :mod:`properties.sizes` (mostly at and around multiples of 16-25
 head dims 59-256, GQA groups up to 8) and values from a seed (:mod:`properties.kernel_cases`).
 Values are judged by the ball-arithmetic reference (:mod:`oracle.ball`) on the query rows at
 tile boundaries (:func:`~properties.kernel_cases.boundary_rows`) with the per-element bounds of
-:func:`properties.bounds.attention_bounds`; structural laws compare two calls of the subject
-on every row, within twice :func:`properties.agreement_bounds.agreement_bounds` (no reference needed).
+:func:`properties.bounds.attention_bounds`, or against a float64 evaluation within the
+agreement bounds (:mod:`properties.kernel_checks`); structural laws compare two calls of the
+subject on every row, within twice :func:`properties.agreement_bounds.agreement_bounds` (no
+reference needed). One file: the derandomized profiles seed each property from its file and
+function name (:func:`properties.draws.pin_seeds`), so moving a property draws other examples.
 
 Shape legend: query (B, Hq, Tq, D), key (B, Hkv, Tk, D), value (B, Hkv, Tk, Dv),
 output (B, Hq, Tq, Dv).
@@ -19,23 +22,16 @@ from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
 from attnprops.properties._support import attend, decode_in_chunks, one_head, repeat_kv, visibility
-from attnprops.properties.checks import (
-    assert_equal,
-    assert_shape_dtype,
-    call_subject,
-    fail,
-)
+from attnprops.properties.checks import assert_equal, assert_shape_dtype, call_subject, fail
 from attnprops.properties.kernel_cache_cases import cache_runs, chunks_of, paged_layouts
 from attnprops.properties.kernel_cases import subject_kernel_specs
-from attnprops.properties.kernel_checks import (
-    agree,
-    matches_float64_evaluation,
-    matches_reference,
-)
+from attnprops.properties.kernel_checks import agree, matches_float64_evaluation, matches_reference
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.sizes import TILES, boundary_sizes
 
 SUBJECT = current_subject()
+CAPS = SUBJECT.capabilities
+CAUSAL = ("prefill", "chunk", "decode")  # the kinds whose queries sit among the keys (not cross)
 
 
 # One test per shape kind, so that each kernel regime gets its own examples (and a mutant can
@@ -49,7 +45,7 @@ def test_kernel_sized_prefill_matches_reference(subject, spec):
 
 @pytest.mark.requires("window")
 @pytest.mark.kernel_sized
-@given(spec=subject_kernel_specs(SUBJECT, shapes=("prefill", "chunk", "decode"), windows=True))
+@given(spec=subject_kernel_specs(SUBJECT, shapes=CAUSAL, windows=True))
 def test_kernel_sized_window_matches_reference(subject, spec):
     """Local windows at kernel sizes, their sides at and around tile multiples (a tile's first
     key block is where a window starts mid-block): see matches_reference."""
@@ -68,14 +64,7 @@ def test_kernel_sized_sinks_match_reference(subject, spec):
 
 @pytest.mark.requires("alibi")
 @pytest.mark.kernel_sized
-@given(
-    spec=subject_kernel_specs(
-        SUBJECT,
-        shapes=("prefill", "chunk", "decode"),
-        alibi=True,
-        softcap=SUBJECT.capabilities.softcap,
-    )
-)
+@given(spec=subject_kernel_specs(SUBJECT, shapes=CAUSAL, alibi=True, softcap=CAPS.softcap))
 def test_kernel_sized_alibi_and_softcap_match_reference(subject, spec):
     """ALiBi's slopes and, for a subject that declares it, soft caps at kernel sizes (each
     drawn or not; the bias by distance across every tile, the cap before the mask): see
@@ -85,14 +74,7 @@ def test_kernel_sized_alibi_and_softcap_match_reference(subject, spec):
 
 @pytest.mark.requires("segment_ids")
 @pytest.mark.kernel_sized
-@given(
-    spec=subject_kernel_specs(
-        SUBJECT,
-        shapes=("prefill", "chunk", "decode"),
-        documents=True,
-        alibi=SUBJECT.capabilities.alibi,
-    )
-)
+@given(spec=subject_kernel_specs(SUBJECT, shapes=CAUSAL, documents=True, alibi=CAPS.alibi))
 def test_kernel_sized_documents_match_reference(subject, spec):
     """Packed documents at kernel sizes give each query the keys of its own document only.
     One packed row (FlashAttention's ``cu_seqlens``), each boundary at or next to a tile
@@ -137,7 +119,7 @@ def test_kernel_sized_decode_matches_reference(subject, spec):
 
 # float64 when the subject has it: one key among 8193 moves a row by about 1e-4, inside the
 # agreement bound of float32 and below
-CAPACITY_DTYPES = ("float64",) if "float64" in SUBJECT.capabilities.dtypes else None
+CAPACITY_DTYPES = ("float64",) if "float64" in CAPS.dtypes else None
 
 
 @pytest.mark.kernel_sized

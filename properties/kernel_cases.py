@@ -12,9 +12,11 @@ Shrinking then acts on the sizes (towards the smallest tile boundary that still 
 Shape kinds drawn (shape legend as in :mod:`properties.strategies`):
 
 ``prefill``  ``Tq = Tk`` (self-attention), causal or not.
-``decode``   ``Tq`` in 1..4 (speculative decoding drafts) against ``Tk`` up to the profile's
-             decode length, mostly in its top three quarters (flash-decoding's split-KV
-             regime; :func:`~properties.sizes.long_sizes`), causal at ``Tk - Tq``.
+``decode``   ``Tq`` in 1..4 (a token, a short speculative-decoding draft) or, one draw in
+             two, 1..16 (a longer draft verified in one call, as vLLM's and EAGLE's do)
+             against ``Tk`` up to the profile's decode length, mostly in its top three
+             quarters (flash-decoding's split-KV regime; :func:`~properties.sizes.long_sizes`),
+             causal at ``Tk - Tq``: the drafts are causal among themselves.
 ``chunk``    chunked prefill: ``Tq < Tk``, causal with the default ``Tk - Tq``, 0 or a drawn
              ``query_start`` (a boundary size: at, one past or one short of a tile multiple,
              or anywhere).
@@ -31,9 +33,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
 
+from attnprops.oracle.rules import sinks_within
 from attnprops.properties import DEFAULT_DTYPES
 from attnprops.properties.sizes import (
     HEAD_DIMS,
@@ -56,6 +60,7 @@ from attnprops.properties.variant_draws import anchor_in_window, fit_window
 SHAPE_KINDS = ("prefill", "decode", "chunk", "cross")
 MASK_KINDS = ("none", "key padding", "random bool", "alibi")
 GROUPS = (1, 2, 4, 8, 3)  # query heads per K/V head (shrinks to 1: MHA)
+MAX_DECODE_QUERIES = 16  # decode's longest speculative draft (Tq)
 # Strategies drawn in every spec, built once (see properties.sizes.cached_strategy).
 _BOOLEANS = st.booleans()
 _ONE_OR_TWO = st.integers(1, 2)
@@ -110,9 +115,12 @@ class KernelSpec(NamedTuple):
 
     def build(self) -> AttentionCase:
         """The call as an AttentionCase (arrays from ``default_rng(seed)``; the sinks, when
-        drawn, from ``default_rng(seed + 2)``: a quarter ``-inf``, the rest normal times 4,
-        about the scores' size; ``alibi``: Press et al.'s slopes ``2**(-8 k / Hq)`` as
-        ``alibi_slopes``)."""
+        drawn, from ``default_rng(seed + 2)``: a quarter ``-inf`` but never head 0's, the
+        rest the log-sum-exp of the head's scores on the last query row plus 2 N(0, 1), so
+        the sink takes between 2% and 98% of that row's weight (19 draws in 20) whatever the
+        regime or the length: a sink of a few units weighs nothing against thousands of keys
+        or the ``large`` regime's scores, and hides every sink fault there; ``alibi``: Press
+        et al.'s slopes ``2**(-8 k / Hq)`` as ``alibi_slopes``)."""
         rng = np.random.default_rng(self.seed)
         B, Hq, Hkv = self.batch, self.num_heads, self.num_kv_heads
         Tq, Tk, D, Dv = self.query_len, self.key_len, self.head_dim, self.value_dim
@@ -142,7 +150,10 @@ class KernelSpec(NamedTuple):
         if not self.sinks:
             return case
         draws = np.random.default_rng(self.seed + 2)
-        logits = np.where(draws.random(Hq) < 0.25, -np.inf, 4 * draws.standard_normal(Hq))
+        hidden = draws.random(Hq) < 0.25
+        hidden[0] = False  # one sink at least: a call whose sinks are all -inf has none
+        logits = np.where(hidden, -np.inf, _last_row_lse(case) + 2 * draws.standard_normal(Hq))
+        logits = sinks_within(logits, float(ml_dtypes.finfo(self.dtype).max))
         return case._replace(sinks=logits.astype(self.dtype))
 
     def attn_mask(self, rng: np.random.Generator | None = None) -> np.ndarray | None:
@@ -165,6 +176,19 @@ class KernelSpec(NamedTuple):
             distance = np.abs(start + np.arange(Tq)[:, None] - np.arange(Tk)[None, :])
             return (-slopes[:, None, None] * distance)[None]  # (1, Hq, Tq, Tk)
         raise ValueError(f"mask: unknown kind {self.mask!r}; known: {MASK_KINDS}")
+
+
+def _last_row_lse(case: AttentionCase) -> np.ndarray:
+    """``(Hq,)``: each query head's log-sum-exp of its scores (soft-capped; no mask or bias)
+    on the last query row of batch 0 over every key, in float64."""
+    query, key = case.query[0, :, -1].astype(np.float64), case.key[0].astype(np.float64)
+    group = query.shape[0] // key.shape[0]
+    scale = 1 / np.sqrt(query.shape[-1]) if case.scale is None else case.scale
+    scores = scale * np.einsum("hd,htd->ht", query, np.repeat(key, group, axis=0))
+    if case.softcap is not None:
+        scores = case.softcap * np.tanh(scores / case.softcap)
+    top = scores.max(axis=1)
+    return top + np.log(np.exp(scores - top[:, None]).sum(axis=1))
 
 
 def _values(rng: np.random.Generator, shape, dtype: str, magnitude: str) -> np.ndarray:
@@ -237,7 +261,7 @@ def kernel_specs(
     elif shape == "decode":
         lengths = capacity_sizes if at_capacity else long_sizes
         Tk = draw(lengths(max_decode_len), label="key_len")
-        Tq = draw(st.integers(1, min(4, Tk)), label="query_len")
+        Tq = draw(_decode_queries(min(MAX_DECODE_QUERIES, Tk)), label="query_len")
         is_causal = True
     elif shape == "chunk":
         Tk = draw(boundary_sizes(max_len, min_size=2), label="key_len")
@@ -323,6 +347,12 @@ def kernel_specs(
         draw(st.sampled_from([None, 50.0, 30.0, 5.0]), label="softcap") if softcap else None,
         draw(document_starts(Tk), label="document starts") if documents else (),
     )
+
+
+@cached_strategy
+def _decode_queries(most: int) -> st.SearchStrategy[int]:
+    """A decode call's ``Tq``: ``1..4`` or, one draw in two, ``1..most`` (shrinks to 1)."""
+    return st.one_of(st.integers(1, min(4, most)), st.integers(1, most))
 
 
 @st.composite

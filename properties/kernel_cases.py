@@ -23,10 +23,14 @@ Shape kinds drawn (shape legend as in :mod:`properties.strategies`):
 ``cross``    ``Tq != Tk`` either way, not causal.
 
 Masks: ``none``; ``key padding`` ``(B, 1, 1, Tk)`` bool, the first ``L_b`` keys of batch ``b``
-visible with ``L_b`` itself a boundary size; ``random bool`` ``(Tq, Tk)`` at density 1/2 with
-key 0 always visible; ``alibi`` a float ``(1, Hq, Tq, Tk)`` bias ``-slope_h |i + start - j|``
-(Press et al. 2022), for subjects that take float masks. Key 0 is visible to every query in
-every kind (causally too, since ``query_start >= 0``), so no row is fully masked.
+visible with ``L_b`` itself a boundary size (padding on the right); ``random bool`` ``(Tq, Tk)``
+at density 1/2 with key 0 always visible; ``alibi`` a float ``(1, Hq, Tq, Tk)`` bias
+``-slope_h |i + start - j|`` (Press et al. 2022), for subjects that take float masks; ``left
+padding`` ``(B, 1, 1, Tk)`` bool, the last ``L_b`` keys visible (Hugging Face pads a batch on
+the left for generation; a kernel that turns a padding mask into lengths, FlashAttention's
+varlen ``seqlens_k``, assumes the right), with ``L_b >= Tk - start`` in a causal call. Every
+query sees a key in every kind (key 0 but under left padding, where it sees the last key
+ahead of its own position), so no row is fully masked.
 """
 
 from __future__ import annotations
@@ -58,7 +62,8 @@ from attnprops.properties.strategies import (
 from attnprops.properties.variant_draws import anchor_in_window, fit_window
 
 SHAPE_KINDS = ("prefill", "decode", "chunk", "cross")
-MASK_KINDS = ("none", "key padding", "random bool", "alibi")
+MASK_KINDS = ("none", "key padding", "random bool", "alibi", "left padding")
+PADDING_KINDS = ("key padding", "left padding")  # (B, 1, 1, Tk) masks of padding lengths
 GROUPS = (1, 2, 4, 8, 3)  # query heads per K/V head (shrinks to 1: MHA)
 MAX_DECODE_QUERIES = 16  # decode's longest speculative draft (Tq)
 # Strategies drawn in every spec, built once (see properties.sizes.cached_strategy).
@@ -89,7 +94,7 @@ class KernelSpec(NamedTuple):
     magnitude: str
     scale: float | None
     seed: int
-    padding: tuple[int, ...] = ()  # key padding: visible keys per batch element
+    padding: tuple[int, ...] = ()  # key or left padding: visible keys per batch element
     block_size: int | None = None
     window: tuple[int | None, int | None] | None = None  # local window (left, right)
     sinks: bool = False  # one sink logit per query head (from default_rng(seed + 2))
@@ -161,8 +166,10 @@ class KernelSpec(NamedTuple):
         Hq, Tq, Tk = self.num_heads, self.query_len, self.key_len
         if self.mask == "none":
             return None
-        if self.mask == "key padding":
+        if self.mask == "key padding":  # the first L_b keys
             return (np.arange(Tk) < np.array(self.padding)[:, None])[:, None, None, :]
+        if self.mask == "left padding":  # the last L_b keys
+            return (np.arange(Tk) >= Tk - np.array(self.padding)[:, None])[:, None, None, :]
         if self.mask == "random bool":
             rng = np.random.default_rng(self.seed + 1) if rng is None else rng
             mask = rng.random((Tq, Tk)) < 0.5
@@ -291,18 +298,21 @@ def kernel_specs(
     )
     kinds = [m for m in MASK_KINDS if masks and (float_masks or m != "alibi")] or ["none"]
     if windows is not None:
-        kinds = [m for m in kinds if m != "key padding"]
+        kinds = [m for m in kinds if m not in PADDING_KINDS]
     if documents:
         kinds = [m for m in kinds if m in ("none", "alibi")]
     mask = draw(st.sampled_from(kinds), label="mask")
     padding = ()
-    if mask == "key padding":
+    if mask in PADDING_KINDS:
         padding = tuple(
             draw(
                 st.lists(boundary_sizes(Tk), min_size=batch, max_size=batch),
                 label="key padding lengths",
             )
         )
+        if mask == "left padding" and is_causal:  # the first query sees key Tk - L_b
+            start = Tk - Tq if query_start is None else query_start
+            padding = tuple(max(n, Tk - start) for n in padding)
     dtype = draw(st.sampled_from(tuple(reversed(dtypes))), label="dtype")
     magnitude = draw(_REGIMES(magnitudes), label="values")
     scale = draw(_SCALES, label="scale")

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from attnprops.properties._support import attend, decode_in_chunks, one_head, repeat_kv, visibility
 from attnprops.properties.checks import assert_equal, assert_shape_dtype, call_subject, fail
 from attnprops.properties.kernel_cache_cases import cache_runs, chunks_of, paged_layouts
-from attnprops.properties.kernel_cases import subject_kernel_specs
+from attnprops.properties.kernel_cases import PADDING_KINDS, subject_kernel_specs
 from attnprops.properties.kernel_checks import agree, matches_float64_evaluation, matches_reference
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.sizes import TILES, boundary_sizes
@@ -100,12 +100,12 @@ def test_kernel_sized_decode_matches_reference(subject, spec):
     for t in TILES:
         m = (spec.key_len - 1) // t
         lengths |= {m * t - 1, m * t, m * t + 1}
-    # These calls ask which keys the kernel reads, so every key must matter: no key padding
-    # (it hides the tail, where the remainders are) and no "large" values (a one-hot
+    # These calls ask which keys the kernel reads, so every key must matter: no padding
+    # (it hides the tail, where the remainders are, or moves with the length) and no "large" values (a one-hot
     # softmax ignores every key but one); one batch element (the keys are split the same
     # way for each).
     probe = spec._replace(
-        mask="none" if spec.mask == "key padding" else spec.mask,
+        mask="none" if spec.mask in PADDING_KINDS else spec.mask,
         padding=(),
         magnitude="unit" if spec.magnitude == "large" else spec.magnitude,
         batch=1,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import find, given, settings
 
-from attnprops.properties.kernel_cases import KernelSpec, boundary_rows, kernel_specs
+from attnprops.properties.kernel_cases import MASK_KINDS, KernelSpec, boundary_rows, kernel_specs
 from attnprops.properties.sizes import (
     LEN_ENV_VAR,
     LIMITS,
@@ -77,14 +77,16 @@ def test_capacity_sizes_are_the_largest_power_of_two_and_one_past_it():
 
 def test_specs_stay_within_the_budget():
     """Every drawn spec keeps B*Hq*Tq*Tk and B*Hkv*Tk*(D+Dv) within the profile's limits,
-    builds arrays of its sizes, and leaves every query row a visible key."""
+    builds arrays of its sizes, and leaves every query row a visible key; every shape and
+    mask kind is drawn."""
     lim = limits("ci")
-    kinds = set()
+    kinds, masks = set(), set()
 
     @settings(max_examples=80, derandomize=True, database=None)
     @given(spec=kernel_specs())
     def check(spec):
         kinds.add(spec.shape)
+        masks.add(spec.mask)
         assert spec.batch * spec.num_heads * spec.query_len * spec.key_len <= max(
             lim.max_scores, spec.query_len * spec.key_len
         )
@@ -95,12 +97,15 @@ def test_specs_stay_within_the_budget():
         assert case.query.shape == (spec.batch, spec.num_heads, spec.query_len, spec.head_dim)
         assert case.value.shape[-1] == spec.value_dim and case.dtype == np.dtype(spec.dtype)
         if case.attn_mask is not None and case.attn_mask.dtype == np.bool_:
-            assert np.broadcast_to(case.attn_mask, case.query.shape[:3] + (spec.key_len,))[
-                ..., 0
-            ].all()
+            seen = np.broadcast_to(case.attn_mask, case.query.shape[:3] + (spec.key_len,))
+            if spec.is_causal:
+                rows = spec.start + np.arange(spec.query_len)[:, None]
+                seen = seen & (np.arange(spec.key_len) <= rows)
+            assert seen.any(axis=-1).all(), spec
 
     check()
     assert kinds == {"prefill", "decode", "chunk", "cross"}
+    assert masks == set(MASK_KINDS), masks
 
 
 def test_env_var_raises_the_limits(monkeypatch):

@@ -70,6 +70,7 @@ MAX_DECODE_QUERIES = 16  # decode's longest speculative draft (Tq)
 _BOOLEANS = st.booleans()
 _ONE_OR_TWO = st.integers(1, 2)
 _GROUPS = st.sampled_from(GROUPS)
+_GROUPED = st.sampled_from(GROUPS[1:])
 MAGNITUDES = ("unit", "ties", "large")
 _REGIMES = cached_strategy(st.sampled_from)  # value regimes, one strategy per tuple
 _SCALES = st.one_of(st.none(), st.sampled_from([0.125, 0.3, 1.0, 2.0]))
@@ -232,6 +233,7 @@ def kernel_specs(
     alibi: bool = False,
     softcap: bool = False,
     documents: bool = False,
+    grouped: bool = False,
 ) -> KernelSpec:
     """A :class:`KernelSpec` within the profile's :func:`~properties.sizes.limits` (or the
     ``max_*`` given). ``dtypes`` shrinks towards its last entry; ``block_sizes`` also draws
@@ -250,7 +252,9 @@ def kernel_specs(
     ``documents``: packed documents (:meth:`KernelSpec.segment_ids`) starting at up to four
     tile-boundary key positions, one of them drawn twice now and then (a document of length
     zero); no key-padding or random masks then (they could hide a document's every key from
-    a query), and causal or not.
+    a query), and causal or not. ``grouped``: two K/V heads (as the budget allows) and a
+    group of 2, 4, 8 or 3 query heads each (shrinking to 2), for a law about which K/V head
+    a query head reads (with one K/V head, any mapping that stays in range reads it).
     Shrinks towards ``prefill``, ``B = Hkv = G = 1``, tiny or tile-boundary lengths, a tiny
     head dim or 64, no mask, float64, ``unit`` values, seed 0."""
     lim = limits()
@@ -286,8 +290,9 @@ def kernel_specs(
     # shrink: Hypothesis then shrinks the counts and the lengths independently.
     room = max(1, max_scores // (Tq * Tk))  # B * Hq allowed by the score budget
     batch = min(draw(_ONE_OR_TWO, label="batch"), room)
-    num_kv_heads = min(draw(_ONE_OR_TWO, label="num_kv_heads"), max(1, room // batch))
-    group = draw(_GROUPS, label="group")
+    kv_heads = st.just(2) if grouped else _ONE_OR_TWO
+    num_kv_heads = min(draw(kv_heads, label="num_kv_heads"), max(1, room // batch))
+    group = draw(_GROUPED if grouped else _GROUPS, label="group")
     if batch * num_kv_heads * group > room:
         group = max([g for g in GROUPS if batch * num_kv_heads * g <= room] or [1])
     # The reference reads every key and value of each (batch, K/V head): keep that in budget.

@@ -203,10 +203,11 @@ def test_kernel_sized_chunk_equals_rows_of_full_causal(subject, spec, data):
 
 
 @pytest.mark.kernel_sized
-@given(spec=subject_kernel_specs(SUBJECT))
+@given(spec=subject_kernel_specs(SUBJECT, grouped=True))
 def test_kernel_sized_gqa_equals_repeated_kv(subject, spec):
-    """Grouped K/V (up to 8 query heads per K/V head) equals K/V repeated to the query heads,
-    query head ``h`` reading K/V head ``h // G`` (Ainslie et al. 2023), at kernel sizes."""
+    """Grouped K/V (two K/V heads, 2 to 8 query heads each, 3 among them) equals K/V repeated
+    to the query heads, query head ``h`` reading K/V head ``h // G`` (Ainslie et al. 2023),
+    at kernel sizes."""
     case = spec.build()
     group = case.query.shape[1] // case.key.shape[1]
     assume(group > 1)
@@ -246,8 +247,9 @@ def test_kernel_sized_batch_and_heads_independent(subject, spec):
 @pytest.mark.kernel_sized
 @given(spec=subject_kernel_specs(SUBJECT))
 def test_kernel_sized_bool_mask_equals_additive_mask(subject, spec):
-    """A bool mask (key padding, random) equals the additive mask ``0`` / ``-inf``: a kernel
-    with one code path per mask kind must read both the same way at every tile."""
+    """A bool mask (key padding on either side, random) equals the additive mask ``0`` /
+    ``-inf``: a kernel with one code path per mask kind must read both the same way at every
+    tile."""
     case = spec.build()
     assume(case.attn_mask is not None and case.attn_mask.dtype == np.bool_)
     additive = np.where(case.attn_mask, 0.0, -np.inf).astype(case.dtype)

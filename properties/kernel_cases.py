@@ -29,8 +29,8 @@ at density 1/2 with key 0 always visible; ``alibi`` a float ``(1, Hq, Tq, Tk)`` 
 padding`` ``(B, 1, 1, Tk)`` bool, the last ``L_b`` keys visible (Hugging Face pads a batch on
 the left for generation; a kernel that turns a padding mask into lengths, FlashAttention's
 varlen ``seqlens_k``, assumes the right), with ``L_b >= Tk - start`` in a causal call. Every
-query sees a key in every kind (key 0 but under left padding, where it sees the last key
-ahead of its own position), so no row is fully masked.
+query sees a key in every kind: key 0, or under left padding key ``Tk - L_b`` (at or before
+the first query's position ``start`` in a causal call), so no row is fully masked.
 """
 
 from __future__ import annotations

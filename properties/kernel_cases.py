@@ -43,6 +43,7 @@ from hypothesis import strategies as st
 
 from attnprops.oracle.rules import sinks_within
 from attnprops.properties import DEFAULT_DTYPES
+from attnprops.properties.bounds import grouped_matmul
 from attnprops.properties.sizes import (
     HEAD_DIMS,
     TILES,
@@ -69,6 +70,7 @@ MAX_DECODE_QUERIES = 16  # decode's longest speculative draft (Tq)
 # Strategies drawn in every spec, built once (see properties.sizes.cached_strategy).
 _BOOLEANS = st.booleans()
 _ONE_OR_TWO = st.integers(1, 2)
+_TWO = st.just(2)
 _GROUPS = st.sampled_from(GROUPS)
 _GROUPED = st.sampled_from(GROUPS[1:])
 MAGNITUDES = ("unit", "ties", "large")
@@ -189,10 +191,10 @@ class KernelSpec(NamedTuple):
 def _last_row_lse(case: AttentionCase) -> np.ndarray:
     """``(Hq,)``: each query head's log-sum-exp of its scores (soft-capped; no mask or bias)
     on the last query row of batch 0 over every key, in float64."""
-    query, key = case.query[0, :, -1].astype(np.float64), case.key[0].astype(np.float64)
-    group = query.shape[0] // key.shape[0]
+    query = case.query[:1, :, -1:].astype(np.float64)  # (1, Hq, 1, D)
+    key = case.key[:1].astype(np.float64)  # (1, Hkv, Tk, D)
     scale = 1 / np.sqrt(query.shape[-1]) if case.scale is None else case.scale
-    scores = scale * np.einsum("hd,htd->ht", query, np.repeat(key, group, axis=0))
+    scores = scale * grouped_matmul(query, key.swapaxes(-1, -2))[0, :, 0]  # (Hq, Tk)
     if case.softcap is not None:
         scores = case.softcap * np.tanh(scores / case.softcap)
     top = scores.max(axis=1)
@@ -285,12 +287,13 @@ def kernel_specs(
         Tq = draw(boundary_sizes(max_len), label="query_len")
         Tk = draw(boundary_sizes(max_len), label="key_len")
         is_causal = False
+    start = Tk - Tq if query_start is None else query_start  # the first query's position
     # Each count is drawn from a fixed range and then cut to the budget (not drawn from a
     # range that depends on the lengths), so every draw keeps its meaning while the lengths
     # shrink: Hypothesis then shrinks the counts and the lengths independently.
     room = max(1, max_scores // (Tq * Tk))  # B * Hq allowed by the score budget
     batch = min(draw(_ONE_OR_TWO, label="batch"), room)
-    kv_heads = st.just(2) if grouped else _ONE_OR_TWO
+    kv_heads = _TWO if grouped else _ONE_OR_TWO
     num_kv_heads = min(draw(kv_heads, label="num_kv_heads"), max(1, room // batch))
     group = draw(_GROUPED if grouped else _GROUPS, label="group")
     if batch * num_kv_heads * group > room:
@@ -316,7 +319,6 @@ def kernel_specs(
             )
         )
         if mask == "left padding" and is_causal:  # the first query sees key Tk - L_b
-            start = Tk - Tq if query_start is None else query_start
             padding = tuple(max(n, Tk - start) for n in padding)
     dtype = draw(st.sampled_from(tuple(reversed(dtypes))), label="dtype")
     magnitude = draw(_REGIMES(magnitudes), label="values")
@@ -336,7 +338,6 @@ def kernel_specs(
         count = st.one_of(boundary_sizes(max(Tq, Tk) + 1), st.just(0))  # Hugging Face's W - 1
         left = draw(count if windows == "sliding_window" else side, label="window left")
         right = None if windows == "sliding_window" else draw(side, label="window right")
-        start = Tk - Tq if query_start is None else query_start
         window = fit_window((left, right), start)
     return KernelSpec(
         shape,

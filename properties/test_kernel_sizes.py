@@ -101,9 +101,9 @@ def test_kernel_sized_decode_matches_reference(subject, spec):
         m = (spec.key_len - 1) // t
         lengths |= {m * t - 1, m * t, m * t + 1}
     # These calls ask which keys the kernel reads, so every key must matter: no padding
-    # (it hides the tail, where the remainders are, or moves with the length) and no "large" values (a one-hot
-    # softmax ignores every key but one); one batch element (the keys are split the same
-    # way for each).
+    # (it hides the tail, where the remainders are, or moves with the length) and no
+    # "large" values (a one-hot softmax ignores every key but one); one batch element (the
+    # keys are split the same way for each).
     probe = spec._replace(
         mask="none" if spec.mask in PADDING_KINDS else spec.mask,
         padding=(),

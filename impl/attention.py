@@ -37,6 +37,7 @@ checks that both paths raise what the rulebook raises).
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from attnprops.impl.blocked import BlockedPath
@@ -168,7 +169,7 @@ class Attention(Scores, DensePath, BlockedPath, CachedAttention, ServingAttentio
         # vmax == 0 (every value 0): nothing overflows, but a variant whose weights are not
         # finite (a mutant) gets here too; any k then keeps the non-finite elements as they are
         top = int(np.ceil(np.log2(float(vmax)))) if vmax > 0 else 0
-        k = max(1, top + int(np.ceil(np.log2(Tk + 1))) + 1 - int(np.finfo(compute).maxexp))
+        k = max(1, top + int(np.ceil(np.log2(Tk + 1))) + 1 - int(ml_dtypes.finfo(compute).maxexp))
         scaled = call._replace(value=np.ldexp(value, -k).astype(compute, copy=False))
         output = self.output(scaled, compute, block_size)
         with np.errstate(over="ignore"):

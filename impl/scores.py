@@ -14,6 +14,7 @@ masked row" rule is checked the same way (:meth:`Scores.check_rows`). Shape lege
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from attnprops.oracle.rules import (
@@ -81,7 +82,7 @@ class Scores:
             if call.alibi is not None:  # |slope| times a bound on every |p - j|
                 distance = abs(call.query_start) + call.shape[2] + call.shape[3]
                 bound += float(np.abs(call.alibi).max()) * distance
-        return bool(bound < 0.5 * float(np.finfo(compute).max))  # NaN compares False
+        return bool(bound < 0.5 * float(ml_dtypes.finfo(compute).max))  # NaN compares False
 
     def alibi_block(
         self, call: AttentionCall, rows: slice, keys: slice, compute: np.dtype
@@ -100,7 +101,7 @@ class Scores:
         the mask and the biases (:mod:`oracle.rules.softcap`; Gemma 2, FlashAttention's
         ``softcap``); in float64, rounded once to the compute dtype, when ``c`` is outside its
         normal range (``1e39`` in float32 would be ``inf``, and ``s / inf * inf`` NaN)."""
-        info = np.finfo(compute)
+        info = ml_dtypes.finfo(compute)
         if not info.tiny <= call.softcap <= info.max:  # a cap the compute dtype cannot hold
             capped = call.softcap * np.tanh(scores.astype(np.float64) / call.softcap)
             np.copyto(scores, capped.astype(compute))  # in float64, rounded once
@@ -113,7 +114,7 @@ class Scores:
     def sink_logits(self, call: AttentionCall, compute: np.dtype) -> np.ndarray:
         """Each query head's sink ``(Hq,)`` in the compute dtype (:mod:`oracle.rules.sinks`),
         clipped to its finite range first (:func:`oracle.rules.sinks_within`)."""
-        return sinks_within(call.sinks, float(np.finfo(compute).max)).astype(compute)
+        return sinks_within(call.sinks, float(ml_dtypes.finfo(compute).max)).astype(compute)
 
     # -- visibility -----------------------------------------------------------------------
     def mask_block(self, call: AttentionCall, rows: slice, keys: slice) -> np.ndarray | None:

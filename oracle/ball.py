@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import ml_dtypes
 import numpy as np
 from flint import arb, arb_mat, ctx
 
@@ -319,7 +320,7 @@ def attention_parts(
     wanted = _rows(rows, problem.query.shape[2])
     # The overflow rule is checked on every row whose float64 bound reaches half the
     # dtype's maximum: those rows are computed too (exactly), even when not asked for.
-    limit = float(np.finfo(compute_dtype(problem.dtype)).max)
+    limit = float(ml_dtypes.finfo(compute_dtype(problem.dtype)).max)
     risky = (~(score_bound(problem) <= 0.5 * limit) & problem.visible).any(axis=-1)
     computed = tuple(sorted(set(wanted) | set(np.flatnonzero(risky.any(axis=(0, 1))).tolist())))
     estimates = score_estimates(problem)

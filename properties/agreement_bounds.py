@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import ml_dtypes
 import numpy as np
 
 from attnprops.properties.arithmetic import U64, Arithmetic, gamma
@@ -109,7 +110,7 @@ def agreement_from(maxima: RowMaxima, arithmetic: Arithmetic, *, query_ndim: int
     bound of a 2-D call, ``(Tq, Dv)``)."""
     D, Tk = maxima.head_dim, maxima.key_len
     u, us, rho, tw, tp, to, tn = arithmetic.terms(Tk)
-    tiny = float(np.finfo(arithmetic.compute).smallest_subnormal)
+    tiny = float(ml_dtypes.finfo(arithmetic.compute).smallest_subnormal)
     with np.errstate(over="ignore", invalid="ignore"):
         e = (
             (gamma(D + 5, u) + arithmetic.scale_error()) * maxima.a_max

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import ml_dtypes
 import numpy as np
 
 __all__ = ["U64", "Arithmetic", "gamma", "unit_roundoff"]
@@ -18,7 +19,7 @@ U64 = 2.0**-53  # float64's unit roundoff: the oracle's one rounding of each res
 def unit_roundoff(dtype) -> float:
     """``u = eps / 2`` of ``dtype`` under round to nearest: ``2**-53`` float64, ``2**-24``
     float32, ``2**-11`` float16, ``2**-8`` bfloat16 (Higham, eq. 2.4)."""
-    return float(np.finfo(dtype).eps) / 2
+    return float(ml_dtypes.finfo(dtype).eps) / 2
 
 
 class Arithmetic(NamedTuple):
@@ -49,9 +50,9 @@ class Arithmetic(NamedTuple):
         """``(u, us, rho, tw, tp, to, tn)`` of the bounds' docstring for ``Tk`` keys (``tn``:
         the normaliser's relative flush term ``Tk tinys'``)."""
         u, us = unit_roundoff(self.compute), unit_roundoff(self.storage)
-        tiny = float(np.finfo(self.compute).smallest_subnormal)
-        tinys = float(np.finfo(self.storage).smallest_subnormal)
-        tinya = max(tiny, float(np.finfo(self.accumulation).smallest_subnormal))
+        tiny = float(ml_dtypes.finfo(self.compute).smallest_subnormal)
+        tinys = float(ml_dtypes.finfo(self.storage).smallest_subnormal)
+        tinya = max(tiny, float(ml_dtypes.finfo(self.accumulation).smallest_subnormal))
         mixed = tinys if self.compute != self.storage else 0.0
         flush = tinys if self.rounds_weights else 0.0
         rho = us / (1 - us) if self.rounds_weights else 0.0

@@ -156,6 +156,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import ml_dtypes
 import numpy as np
 
 from attnprops.oracle.rules import alibi_bias, check_alibi_slopes
@@ -291,7 +292,7 @@ def _exponent_errors(case, rows: _Rows, arithmetic: Arithmetic) -> np.ndarray:
     u, us, rho = arithmetic.terms(Tk)[:3]
     visible = np.isfinite(rows.scores)
     mask_term = gamma(2, us) if getattr(case, "alibi_slopes", None) is not None else us
-    tiny = float(np.finfo(arithmetic.compute).smallest_subnormal)
+    tiny = float(ml_dtypes.finfo(arithmetic.compute).smallest_subnormal)
     with np.errstate(invalid="ignore", over="ignore"):
         finite_scores = np.where(visible, rows.scores, 0.0)
         row_max = np.where(visible, rows.scores, -np.inf).max(axis=-1, keepdims=True)

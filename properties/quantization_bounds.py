@@ -52,11 +52,11 @@ def quantization_bounds(x, codes, scales, storage, dtype) -> QuantizationBounds:
     on ``|x~ - x|`` from ``x`` alone, ``dequantized`` on ``|x~ - c s|`` from the codes."""
     dtype = np.dtype(dtype)
     compute = compute_dtype(dtype)
-    uc, etac = unit_roundoff(compute), float(np.finfo(compute).smallest_subnormal)
+    uc, etac = unit_roundoff(compute), float(ml_dtypes.finfo(compute).smallest_subnormal)
     if compute == dtype:
         ud, etad = 0.0, 0.0
     else:
-        ud, etad = unit_roundoff(dtype), float(np.finfo(dtype).smallest_subnormal)
+        ud, etad = unit_roundoff(dtype), float(ml_dtypes.finfo(dtype).smallest_subnormal)
     u8, eta8 = _fp8_terms(storage)
     s = scales.astype(np.float64)[None, :, None, None]
     magnitude = np.abs(x.astype(np.float64))

@@ -6,6 +6,7 @@ weights (B, Hq, Tq, Tk), output (B, Hq, Tq, Dv); 2-D inputs are one head of one 
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import example, given
@@ -230,7 +231,7 @@ def test_values_near_the_dtype_maximum_give_a_finite_output(subject, drawn):
     ch. 3, plus the final rounding)."""
     case, fractions = drawn  # the values: fractions of the dtype's maximum
     case = fit_to_subject(case, subject)
-    big = float(np.finfo(case.dtype).max)
+    big = float(ml_dtypes.finfo(case.dtype).max)
     value = (fractions * big).astype(case.dtype)
     case = case._replace(value=value)
     out = call_subject(
@@ -250,7 +251,7 @@ def test_values_near_the_dtype_maximum_give_a_finite_output(subject, drawn):
         )
     low, high = _visible_value_range(case, visibility(case), value)
     Tk = four_d(case.key).shape[2]
-    slack = np.full(out.shape, (Tk + 2) * float(np.finfo(case.dtype).eps) * big)
+    slack = np.full(out.shape, (Tk + 2) * float(ml_dtypes.finfo(case.dtype).eps) * big)
     assert_within(
         out=out,
         expected=np.clip(out, low, high),

@@ -7,6 +7,7 @@ scores; with ``is_causal`` key ``j`` is visible to local query ``i`` iff
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import assume, given, note
@@ -111,7 +112,9 @@ def test_hidden_keys_whose_scores_overflow_change_nothing(subject, case, data):
     seen_by_any = visible.reshape(B, Hkv, -1, Tk).any(axis=2)  # (B, Hkv, Tk)
     assume(not seen_by_any.all())
     hidden = ~seen_by_any[..., None]  # (B, Hkv, Tk, 1)
-    near_max = np.finfo(case.dtype).max / data.draw(st.sampled_from([1, 2, 16]), label="max / n")
+    near_max = ml_dtypes.finfo(case.dtype).max / data.draw(
+        st.sampled_from([1, 2, 16]), label="max / n"
+    )
     signs = data.draw(
         hnp.arrays(np.int8, four_d(case.key).shape, elements=st.sampled_from([-1, 1])),
         label="signs of the new K",

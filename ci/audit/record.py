@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 ULPS = 4  # float64 vs the 50-digit oracle: 4 units in the last place of the largest magnitude
@@ -97,7 +98,7 @@ def ulp_tolerance(*arrays) -> float:
         ),
         default=0.0,
     )
-    return float(ULPS * np.spacing(max(top, np.finfo(np.float64).tiny)))
+    return float(ULPS * np.spacing(max(top, ml_dtypes.finfo(np.float64).tiny)))
 
 
 def max_abs_error(values, exact) -> float:

@@ -7,6 +7,7 @@ grouped by a reshape. Not a subject of the suite: a test helper.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from attnprops.oracle.rules import (
@@ -28,7 +29,7 @@ def _weights(problem, compute):
         if problem.softcap is not None:  # c tanh(s / c) before the biases
             if not np.isfinite(scores[problem.visible]).all():
                 raise_score_overflow(problem)
-            info = np.finfo(compute)
+            info = ml_dtypes.finfo(compute)
             if info.tiny <= problem.softcap <= info.max:
                 cap = compute.type(problem.softcap)
                 scores = np.tanh(scores / cap) * cap

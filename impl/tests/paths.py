@@ -3,6 +3,7 @@ result or its error) and whether two paths' results agree within rounding."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from attnprops.oracle.rules import AttentionInputError, compute_dtype
@@ -21,9 +22,9 @@ def outcome(fn):
 def close(blocked, dense, value, dtype):
     """|blocked - dense| <= a few dozen roundings of the compute dtype times max |v|, plus one
     rounding of the output dtype (the two paths round differently)."""
-    eps_c = np.finfo(compute_dtype(dtype)).eps
-    eps_o = np.finfo(dtype).eps
+    eps_c = ml_dtypes.finfo(compute_dtype(dtype)).eps
+    eps_o = ml_dtypes.finfo(dtype).eps
     vmax = float(np.abs(value.astype(np.float64)).max())
     got, want = blocked.astype(np.float64), dense.astype(np.float64)
-    bound = 64 * eps_c * vmax + eps_o * np.abs(want) + np.finfo(dtype).smallest_subnormal
+    bound = 64 * eps_c * vmax + eps_o * np.abs(want) + ml_dtypes.finfo(dtype).smallest_subnormal
     assert np.all(np.abs(got - want) <= bound), np.max(np.abs(got - want) - bound)

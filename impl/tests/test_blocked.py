@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import tracemalloc
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -247,9 +248,9 @@ def test_larger_problems_take_the_fast_paths_unchanged(dtype):
         for block_size in (16, 33, 128):
             close(impl.attention(q, k, v, block_size=block_size, **kw), dense, v, dtype)
     big = k.copy()
-    big[0, 1, 40] = np.finfo(dtype).max / 2
+    big[0, 1, 40] = ml_dtypes.finfo(dtype).max / 2
     q_big = q.copy()
-    q_big[0, 3, 50] = np.finfo(dtype).max / 4
+    q_big[0, 3, 50] = ml_dtypes.finfo(dtype).max / 4
     # float16 is computed in float32, where float16 products cannot overflow: scale them up
     scale = 1e36 if dtype == np.float16 else None
     for block_size in (None, "dense", 16):
@@ -264,7 +265,7 @@ def test_values_near_the_dtype_maximum_give_the_finite_oracle_output(dtype, bloc
     maximum used to overflow on the way (blocked: the running sum before dividing gave inf,
     and inf - inf gave NaN; dense: weights summing to 1 + ulp times max gave inf). Found by a
     newcomer's attack; now the output is recomputed with scaled values (Attention.rescaled_output)."""
-    big = float(np.finfo(dtype).max)
+    big = float(ml_dtypes.finfo(dtype).max)
     q = np.zeros((1, 1, 2, 1), dtype)
     cases = [
         np.array([0.95, 0.95]) * big,
@@ -279,7 +280,10 @@ def test_values_near_the_dtype_maximum_give_the_finite_oracle_output(dtype, bloc
         wanted = oracle.attention(q, k, v).value.astype(dtype)
         assert np.isfinite(out).all(), (values, out)
         np.testing.assert_allclose(
-            out, wanted, rtol=4 * np.finfo(dtype).eps, atol=4 * np.finfo(dtype).eps * big
+            out,
+            wanted,
+            rtol=4 * ml_dtypes.finfo(dtype).eps,
+            atol=4 * ml_dtypes.finfo(dtype).eps * big,
         )
 
 
@@ -289,14 +293,14 @@ def test_overflow_rescaling_leaves_elements_that_did_not_overflow_alone(block_si
     call overflow and are recomputed with scaled values (found by an attack: scaling the
     whole call turned a row's only visible value 5e-324 into 0, and broke the error bound of
     a float32 row of tiny values next to rows at float32 max)."""
-    big = np.finfo(np.float64).max
+    big = ml_dtypes.finfo(np.float64).max
     q, k = np.zeros((2, 1)), np.zeros((3, 1))
     v = np.array([[5e-324], [big], [big]])
     mask = np.array([[True, False, False], [False, True, True]])
     out = impl.attention(q, k, v, attn_mask=mask, block_size=block_size)
     assert out[0, 0] == 5e-324 and out[1, 0] == big  # one visible key: exactly its value
 
-    tiny32, max32 = np.finfo(np.float32).tiny, np.finfo(np.float32).max
+    tiny32, max32 = ml_dtypes.finfo(np.float32).tiny, ml_dtypes.finfo(np.float32).max
     q, k = np.zeros((2, 1), np.float32), np.zeros((64, 1), np.float32)
     v = np.zeros((64, 1), np.float32)
     v[0], v[-2:] = 1.7 * tiny32, max32
@@ -305,7 +309,7 @@ def test_overflow_rescaling_leaves_elements_that_did_not_overflow_alone(block_si
     out = impl.attention(q, k, v, attn_mask=mask, block_size=block_size)
     wanted = oracle.attention(q, k, v, attn_mask=mask).value
     np.testing.assert_allclose(
-        out, wanted.astype(np.float32), rtol=4 * np.finfo(np.float32).eps, atol=0
+        out, wanted.astype(np.float32), rtol=4 * ml_dtypes.finfo(np.float32).eps, atol=0
     )
 
 

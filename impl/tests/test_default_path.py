@@ -12,6 +12,7 @@ keeps the dense path reachable at every size. Speed is measured by ``python -m a
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -114,7 +115,7 @@ def test_large_calls_are_bitwise_the_blocked_path(dtype, dims, causal):
         default = impl.attention(q, k, v, **kw)
         np.testing.assert_array_equal(default, impl.attention(q, k, v, block_size=128, **kw))
         dense = impl.attention(q, k, v, block_size="dense", **kw)
-        eps = np.finfo(dtype).eps
+        eps = ml_dtypes.finfo(dtype).eps
         assert np.all(np.abs(default - dense) <= 64 * eps * np.abs(v).max()), extra
 
 

@@ -214,7 +214,7 @@ def quantize(x: np.ndarray, scales: np.ndarray, storage, name: str) -> np.ndarra
     if not finite:
         raise QuantizationError(
             f"{name}: a code times its scale passes the largest {x.dtype} value, "
-            f"{float(np.finfo(x.dtype).max):g}; lower the scale or widen the dtype"
+            f"{float(ml_dtypes.finfo(x.dtype).max):g}; lower the scale or widen the dtype"
         )
     return codes
 

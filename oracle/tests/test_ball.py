@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import ml_dtypes
 import mpmath
 import numpy as np
 import pytest
@@ -184,8 +185,8 @@ def test_scores_and_weights_is_a_bool_and_needs_a_value_to_be_false():
 def test_overflow_rule_agrees_with_the_50_digit_oracle(dtype, factor):
     """Scores just below, at and past the compute dtype's maximum raise (or not) as in the
     50-digit oracle, with the same error and message."""
-    limit = float(np.finfo(compute_dtype(np.dtype(dtype))).max)
-    big = min(np.sqrt(limit) * factor, float(np.finfo(dtype).max))
+    limit = float(ml_dtypes.finfo(compute_dtype(np.dtype(dtype))).max)
+    big = min(np.sqrt(limit) * factor, float(ml_dtypes.finfo(dtype).max))
     q = np.array([[big, 1.0], [1.0, -big]], dtype=dtype)
     k = np.array([[big, 2.0], [0.5, big]], dtype=dtype)
     with np.errstate(over="ignore"):

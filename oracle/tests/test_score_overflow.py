@@ -6,6 +6,7 @@ no overflow."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -27,7 +28,7 @@ def test_thresholds_are_the_rounding_to_infinity_points():
     assert overflow_threshold("bfloat16") == 2**128 - 2**119
     below = float(overflow_threshold(np.float32) - 2**80)  # exact in float64
     with np.errstate(over="ignore"):
-        assert np.float32(below) == np.finfo(np.float32).max
+        assert np.float32(below) == ml_dtypes.finfo(np.float32).max
         assert np.isinf(np.float32(float(overflow_threshold(np.float32))))
 
 
@@ -39,7 +40,7 @@ def test_a_finfo_min_mask_is_no_overflow(name, dtype):
     q = np.array([[1.0, 0.0], [0.5, 0.0]], dtype)
     k = np.array([[-1.0, 0.0], [1.0, 0.0]], dtype)
     v = np.array([[1.0, 2.0], [3.0, 4.0]], dtype)
-    mask = np.array([[np.finfo(dtype).min, 0.0], [0.0, 0.0]], dtype)
+    mask = np.array([[ml_dtypes.finfo(dtype).min, 0.0], [0.0, 0.0]], dtype)
     out = ATTENTIONS[name](q, k, v, attn_mask=mask)
     assert np.array_equal(out[0], v[1])  # row 0 sees key 1 only
 
@@ -50,7 +51,7 @@ def test_the_line_is_the_tie_at_max_plus_half_an_ulp(name):
     ``-(max + ulp / 2)``, a tie that rounds to ``-inf``: overflow; the score ``-2**102`` plus
     ``-max`` rounds to ``-max``: none."""
     f32 = np.float32
-    mask = np.array([[-np.finfo(f32).max, 0.0]], f32)
+    mask = np.array([[-ml_dtypes.finfo(f32).max, 0.0]], f32)
     v = np.array([[1.0], [2.0]], f32)
     q = np.array([[2.0**60]], f32)
     over = np.array([[-(2.0**43)], [0.0]], f32)  # scores -2**103 and 0

@@ -4,11 +4,13 @@ the fixed cases of the source documents, and small array helpers."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import note
 
 from attnprops import oracle
 from attnprops.oracle import lab
 from attnprops.oracle.rules import check_attention_inputs, takes_options
+from attnprops.properties.arithmetic import unit_roundoff
 from attnprops.properties.bounds import attention_bounds
 from attnprops.properties.checks import (
     assert_equal,
@@ -23,6 +25,27 @@ from attnprops.properties.strategies import AttentionCase
 def widest_dtype(subject) -> np.dtype:
     """The widest dtype the subject declares (float64 when it does)."""
     return max((np.dtype(d) for d in subject.capabilities.dtypes), key=lambda d: d.itemsize)
+
+
+def lab_dtype(subject, *figures: lab.Printed) -> np.dtype:
+    """The dtype in which a subject computes the source lab's examples: its most precise
+    (its widest; float16 before bfloat16).
+
+    The lab's figures are printed to a few decimals and compared within half a unit of the
+    last (:attr:`oracle.lab.Printed.tolerance`); a dtype whose unit roundoff is not below
+    the tightest of ``figures``' tolerances moves the result past it by rounding the inputs
+    alone (float16 at 4.9e-4, bfloat16 at 3.9e-3 against 6 decimals' 5e-7), so the test is
+    skipped then (``pytest.skip``, reported with this reason), never compared with a wider
+    bound. Raises nothing else."""
+    dtype = min((np.dtype(d) for d in subject.capabilities.dtypes), key=unit_roundoff)
+    tolerance = min(figure.tolerance for figure in figures)
+    if unit_roundoff(dtype) >= tolerance:
+        pytest.skip(
+            f"the subject's most precise dtype {dtype.name} rounds at u = {unit_roundoff(dtype):.2g}, "
+            f"not below the lab figures' tolerance {tolerance:.2g} (half their last printed "
+            f"decimal): its inputs alone move the result past them"
+        )
+    return dtype
 
 
 def fit_to_subject(case, subject):

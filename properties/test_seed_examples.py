@@ -17,14 +17,15 @@ from attnprops.properties._support import (
     LAB_VALUE,
     QUICK_QUERY,
     QUICK_VALUE,
-    widest_dtype,
+    lab_dtype,
 )
 from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject
 
 
-def _widest(subject, *arrays):
-    """The seed arrays in the widest dtype the subject declares."""
-    return [a.astype(widest_dtype(subject)) for a in arrays]
+def _widest(subject, *arrays, figures=(lab.CONTEXT, lab.DECODE, lab.QUICK_OUTPUT)):
+    """The seed arrays in the most precise dtype the subject declares (:func:`_support.lab_dtype`:
+    the test is skipped when that dtype cannot resolve ``figures``)."""
+    return [a.astype(lab_dtype(subject, *figures)) for a in arrays]
 
 
 def _within(subject, out, printed: lab.Printed, what: str, one_row: bool = False) -> None:
@@ -33,7 +34,7 @@ def _within(subject, out, printed: lab.Printed, what: str, one_row: bool = False
     __tracebackhide__ = True
     expected = printed.array()[None] if one_row else printed.array()
     out = assert_shape_dtype(
-        out=out, shape=(1, 1) + expected.shape, dtype=widest_dtype(subject), what=what
+        out=out, shape=(1, 1) + expected.shape, dtype=lab_dtype(subject, printed), what=what
     )
     assert_within(
         out=out[0, 0],
@@ -72,7 +73,8 @@ def test_seed_examples(subject):
 def test_seed_example_weights(subject):
     """Seed 000's causal weights (:data:`oracle.lab.WEIGHTS`) and seed 003's
     (:data:`oracle.lab.QUICK_WEIGHTS`)."""
-    q, k, quick_q = _widest(subject, LAB_QUERY, LAB_KEY, QUICK_QUERY)
+    figures = (lab.WEIGHTS, lab.QUICK_WEIGHTS)
+    q, k, quick_q = _widest(subject, LAB_QUERY, LAB_KEY, QUICK_QUERY, figures=figures)
     w = call_subject(subject.attention_weights, q, k, is_causal=True, what="3-token causal weights")
     _within(subject, w, lab.WEIGHTS, "seed 000 weights")
     w = call_subject(

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from attnprops import oracle
-from attnprops.properties._support import LAB_CAUSAL, case_from
+from attnprops.oracle import lab
+from attnprops.properties._support import LAB_CAUSAL, case_from, lab_dtype
 from attnprops.properties.bounds import attention_bounds
 from attnprops.properties.checks import (
     PropertyViolation,
@@ -169,3 +170,18 @@ def test_a_warning_made_an_error_is_reported_as_a_warning():
         warnings.simplefilter("error", RuntimeWarning)
         with pytest.raises(PropertyViolation, match="the subject warned RuntimeWarning: divide"):
             call_subject(warns, what="attention")
+
+
+def test_lab_dtype_skips_subjects_that_cannot_resolve_the_printed_figures():
+    """The lab's 6-decimal figures are checked in a subject's widest dtype; a subject with
+    only 16-bit dtypes is skipped with the reason (u = 2**-11 >= 5e-7), not compared with a
+    wider bound; one with float32 computes them in float32."""
+    only_16_bit = types.SimpleNamespace(
+        capabilities=types.SimpleNamespace(dtypes=("bfloat16", "float16"))
+    )
+    with pytest.raises(pytest.skip.Exception, match=r"float16 rounds at u = 0.00049, not below"):
+        lab_dtype(only_16_bit, lab.CONTEXT, lab.QUICK_OUTPUT)
+    with_32 = types.SimpleNamespace(
+        capabilities=types.SimpleNamespace(dtypes=("float16", "float32"))
+    )
+    assert lab_dtype(with_32, lab.CONTEXT) == np.float32

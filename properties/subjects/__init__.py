@@ -12,6 +12,9 @@ properties.subjects.NAME``.
 ``torch_sdpa``               ``torch.nn.functional.scaled_dot_product_attention`` (extra ``torch``)
 ``torch_sdpa_naive_causal``  the same with ``is_causal`` passed straight through: a known-wrong
                              decode loop the suite must kill
+``torch_sdpa_cuda_flash``    SDPA's FlashAttention-2 CUDA kernel (memory-efficient where flash
+                             cannot take a call); needs a CUDA device
+``torch_sdpa_cuda_efficient`` SDPA's memory-efficient CUDA kernel alone; needs a CUDA device
 ``jax_dot_product_attention`` ``jax.nn.dot_product_attention`` (extra ``jax``)
 ``hf_sdpa_attention``        Hugging Face transformers' ``sdpa_attention_forward``, called as a
                              Llama layer calls it (extra ``hf``)

@@ -98,6 +98,38 @@ ATTNPROPS_CAPABILITIES = {
 }
 
 
+def options_mask(query: torch.Tensor, key: torch.Tensor, options) -> torch.Tensor | None:
+    """The SDPA ``attn_mask`` (CPU, bool or float) that holds every option of a call but the
+    scale and the sinks: the caller's mask, causality at ``query_start``, the window,
+    documents, chunks and ALiBi (:func:`_torch_masks.sdpa_mask`); ``None`` when none is given.
+    ``options`` is the complete dict :func:`takes_options` passes."""
+    return sdpa_mask(
+        options["attn_mask"],
+        query.dtype,
+        is_causal=options["is_causal"],
+        query_start=options["query_start"],
+        query_len=query.shape[-2],
+        key_len=key.shape[-2],
+        window=options["window"],
+        segment_ids=options["segment_ids"],
+        chunk_size=options["chunk_size"],
+        alibi_slopes=options["alibi_slopes"],
+        two_d=query.ndim == 2,
+    )
+
+
+def sdpa_operands(query, key, value, mask, options) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """``(key, value, keywords)`` for ``F.scaled_dot_product_attention(query, key, value,
+    **keywords)``: the sinks become one more key (:func:`with_sink_key`), GQA is
+    ``enable_gqa`` when ``Hq != Hkv``, ``mask`` (:func:`options_mask`) is ``attn_mask``."""
+    scale, sinks = options["scale"], options["sinks"]
+    if sinks is not None:
+        mask, key, value = with_sink_key(mask, key, value, sinks, query.shape[-2])
+    gqa = query.ndim == 4 and key.ndim == 4 and query.shape[1] != key.shape[1]
+    scale = None if scale is None else float(scale)
+    return key, value, {"attn_mask": mask, "scale": scale, "enable_gqa": gqa}
+
+
 @takes_options(without=("softcap",))
 def sdpa(
     query: torch.Tensor,
@@ -114,33 +146,10 @@ def sdpa(
     (:func:`cpu_lse`). Whatever SDPA raises is passed on (``RuntimeError`` for most shape
     errors).
     """
-    mask = sdpa_mask(
-        options["attn_mask"],
-        query.dtype,
-        is_causal=options["is_causal"],
-        query_start=options["query_start"],
-        query_len=query.shape[-2],
-        key_len=key.shape[-2],
-        window=options["window"],
-        segment_ids=options["segment_ids"],
-        chunk_size=options["chunk_size"],
-        alibi_slopes=options["alibi_slopes"],
-        two_d=query.ndim == 2,
-    )
-    scale, sinks = options["scale"], options["sinks"]
-    lse = cpu_lse(query, key, value, mask, scale) if return_lse else None
-    if sinks is not None:
-        mask, key, value = with_sink_key(mask, key, value, sinks, query.shape[-2])
-    gqa = query.ndim == 4 and key.ndim == 4 and query.shape[1] != key.shape[1]
-    out = F.scaled_dot_product_attention(
-        query,
-        key,
-        value,
-        attn_mask=mask,
-        is_causal=False,
-        scale=None if scale is None else float(scale),
-        enable_gqa=gqa,
-    )
+    mask = options_mask(query, key, options)
+    lse = cpu_lse(query, key, value, mask, options["scale"]) if return_lse else None
+    key, value, keywords = sdpa_operands(query, key, value, mask, options)
+    out = F.scaled_dot_product_attention(query, key, value, is_causal=False, **keywords)
     return (out, lse) if return_lse else out
 
 

@@ -12,16 +12,26 @@ import pytest
 
 from attnprops.properties.subject_import import SubjectError, install_hint
 
-torch = pytest.importorskip("torch", reason=install_hint("torch"))
-cuda = importlib.import_module("attnprops.properties.subjects._sdpa_cuda")
-torch_sdpa = importlib.import_module("attnprops.properties.subjects.torch_sdpa")
-masks = importlib.import_module("attnprops.properties.subjects._torch_masks")
+
+@pytest.fixture(scope="module")
+def cuda():
+    """:mod:`_sdpa_cuda`, imported when a test runs (torch is not imported at collection)."""
+    pytest.importorskip("torch", reason=install_hint("torch"))
+    return importlib.import_module("attnprops.properties.subjects._sdpa_cuda")
+
+
+@pytest.fixture(scope="module")
+def torch_sdpa(cuda):
+    return importlib.import_module("attnprops.properties.subjects.torch_sdpa")
+
 
 SIZES = [(Tq, Tk) for Tk in range(1, 6) for Tq in range(1, Tk + 1)]  # causal: Tq <= Tk
 
 
-def _visible(keywords: dict, query_len: int, key_len: int) -> torch.Tensor:
+def _visible(keywords: dict, query_len: int, key_len: int):
     """The bool ``(Tq, Tk)`` visibility that SDPA reads from ``keywords``."""
+    import torch
+
     mask = keywords["attn_mask"]
     if mask is not None:  # a CausalBias: PyTorch's own materialisation
         return mask._materialize(torch.device("cpu")).to(torch.bool)
@@ -32,9 +42,10 @@ def _visible(keywords: dict, query_len: int, key_len: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("lower_right", [True, False])
 @pytest.mark.parametrize(("query_len", "key_len"), SIZES)
-def test_maskless_causality_is_the_causal_rule(query_len, key_len, lower_right):
+def test_maskless_causality_is_the_causal_rule(cuda, query_len, key_len, lower_right):
     """Each maskless form sees exactly the keys ``j <= query_start + i``, at every
     ``query_start`` it is chosen for; the bottom-right form only with ``lower_right``."""
+    masks = importlib.import_module("attnprops.properties.subjects._torch_masks")
     chosen = set()
     for start in [None, *range(0, key_len + 2)]:
         keywords = cuda._maskless_causal(query_len, key_len, start, lower_right)
@@ -42,7 +53,7 @@ def test_maskless_causality_is_the_causal_rule(query_len, key_len, lower_right):
             continue
         chosen.add(start)
         wanted = masks.causal_mask(query_len, key_len, start)
-        assert torch.equal(_visible(keywords, query_len, key_len), wanted), (start, keywords)
+        assert cuda.torch.equal(_visible(keywords, query_len, key_len), wanted), (start, keywords)
     first = masks.first_position(query_len, key_len, None)
     assert 0 in chosen and key_len - 1 in chosen
     assert (None in chosen) == (lower_right or first in (0,) or first >= key_len - 1)
@@ -76,7 +87,9 @@ CALLS = [
 
 @pytest.mark.parametrize("native_gqa", [True, False])
 @pytest.mark.parametrize(("q_shape", "k_shape", "v_shape", "options"), CALLS)
-def test_cpu_run_equals_torch_sdpa(q_shape, k_shape, v_shape, options, native_gqa):
+def test_cpu_run_equals_torch_sdpa(
+    cuda, torch_sdpa, q_shape, k_shape, v_shape, options, native_gqa
+):
     """On the CPU (math kernel) the CUDA subjects' path gives :mod:`torch_sdpa`'s output
     within float64 rounding: the head-dim padding, the repeated K/V heads, the maskless
     causality and the row-major mask change no value. The mask is passed transposed in
@@ -96,7 +109,7 @@ def test_cpu_run_equals_torch_sdpa(q_shape, k_shape, v_shape, options, native_gq
     np.testing.assert_allclose(got, wanted, rtol=1e-13, atol=1e-13)
 
 
-def test_cached_attention_equals_torch_sdpa_and_keeps_the_cache_on_failure():
+def test_cached_attention_equals_torch_sdpa_and_keeps_the_cache_on_failure(cuda, torch_sdpa):
     """The CUDA subjects' cache path, run on the CPU: two appends give torch_sdpa's cached
     outputs; a call whose query length differs from the new keys' raises and leaves the
     cache as it was."""
@@ -118,8 +131,9 @@ def test_cached_attention_equals_torch_sdpa_and_keeps_the_cache_on_failure():
     assert mine.keys.shape == before.shape and np.array_equal(mine.keys, before)
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
 @pytest.mark.parametrize("name", ["torch_sdpa_cuda_flash", "torch_sdpa_cuda_efficient"])
-def test_cuda_subjects_refuse_to_import_without_a_device(name):
+def test_cuda_subjects_refuse_to_import_without_a_device(cuda, name):
+    if cuda.torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
     with pytest.raises(SubjectError, match=r"torch.cuda.is_available\(\) is False.*torch_sdpa"):
         importlib.import_module(f"attnprops.properties.subjects.{name}")

@@ -36,7 +36,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.nn.attention.bias import CausalBias, causal_lower_right
 
 from attnprops.oracle.rules import (
     CACHED_OPTIONS,
@@ -99,6 +98,8 @@ def _maskless_causal(query_len: int, key_len: int, query_start, lower_right: boo
     if start == 0:
         return {"attn_mask": None, "is_causal": True}
     if lower_right and start == key_len - query_len:
+        from torch.nn.attention.bias import causal_lower_right  # imports torch._dynamo: 2 s
+
         return {"attn_mask": causal_lower_right(query_len, key_len), "is_causal": False}
     return None
 
@@ -172,7 +173,7 @@ def _call(query, key, value, keywords, device, backends, native_gqa) -> torch.Te
 def _is_mask_tensor(mask) -> bool:
     """Whether SDPA gets a mask tensor (a ``CausalBias`` is a tensor subclass, but no mask:
     it dispatches to the fused kernels' built-in causal modes)."""
-    return isinstance(mask, torch.Tensor) and not isinstance(mask, CausalBias)
+    return type(mask) is torch.Tensor  # a CausalBias (a subclass) is no mask tensor
 
 
 def _kernel_operands(query, key, value, keywords: dict, native_gqa: bool):

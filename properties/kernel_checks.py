@@ -19,7 +19,7 @@ from attnprops.properties.agreement_bounds import agreement_bounds, agreement_fr
 from attnprops.properties.arithmetic import Arithmetic
 from attnprops.properties.bounds import attention_bounds, grouped_matmul, two_computations
 from attnprops.properties.checks import assert_within
-from attnprops.properties.kernel_cases import boundary_rows, rows_of
+from attnprops.properties.reference_rows import boundary_rows, rows_of
 
 __all__ = ["agree", "float64_evaluation", "matches_float64_evaluation", "matches_reference"]
 

@@ -24,7 +24,7 @@ from attnprops.oracle import ball
 from attnprops.properties._support import visibility
 from attnprops.properties.bounds import attention_bounds, lse_bounds
 from attnprops.properties.checks import assert_within
-from attnprops.properties.kernel_cases import boundary_rows, rows_of, subject_kernel_specs
+from attnprops.properties.kernel_cases import subject_kernel_specs
 from attnprops.properties.lse import (
     assert_lse_within,
     every_part_sees_a_key,
@@ -33,6 +33,7 @@ from attnprops.properties.lse import (
     output_and_lse,
 )
 from attnprops.properties.plugin import current_subject
+from attnprops.properties.reference_rows import boundary_rows, rows_of
 from attnprops.properties.sizes import boundary_sizes
 from attnprops.properties.variant_draws import with_keys_hidden
 

@@ -3,7 +3,7 @@
 Sizes come from :mod:`properties.sizes` (mostly at and around multiples of 16-256, primes,
 head dims 59-256, GQA groups up to 8) and values from a seed (:mod:`properties.kernel_cases`).
 Values are judged by the ball-arithmetic reference (:mod:`oracle.ball`) on the query rows at
-tile boundaries (:func:`~properties.kernel_cases.boundary_rows`) with the per-element bounds of
+tile boundaries (:func:`~properties.reference_rows.boundary_rows`) with the per-element bounds of
 :func:`properties.bounds.attention_bounds`, or against a float64 evaluation within the
 agreement bounds (:mod:`properties.kernel_checks`); structural laws compare two calls of the
 subject on every row, within twice :func:`properties.agreement_bounds.agreement_bounds` (no

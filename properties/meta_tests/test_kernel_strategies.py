@@ -7,7 +7,8 @@ import pytest
 from hypothesis import find, given, settings
 
 from attnprops.properties._support import visibility
-from attnprops.properties.kernel_cases import MASK_KINDS, KernelSpec, boundary_rows, kernel_specs
+from attnprops.properties.kernel_cases import MASK_KINDS, KernelSpec, kernel_specs
+from attnprops.properties.reference_rows import boundary_rows
 from attnprops.properties.sizes import (
     LEN_ENV_VAR,
     LIMITS,

@@ -20,13 +20,13 @@ Exit code 0 when every property passes (skipped properties are listed with their
 a subject declares what it lacks, see :mod:`properties.subject`), 1 otherwise. Every
 distinct counterexample of every failing property is printed, with the subject's line where
 it raised. Robustness-tier properties (:data:`properties.options.ROBUSTNESS_REASON`) are
-listed apart and do not fail the check unless ``--robustness gate``.
+listed apart and do not fail the check unless ``--robustness gate``. The options and their
+checks: :mod:`ci.check_arguments`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import asdict
@@ -34,132 +34,19 @@ from pathlib import Path
 
 import pytest
 
+from attnprops.ci.check_arguments import (  # add_arguments: what ci/cli.py reads here
+    add_arguments,  # noqa: F401
+    check_keyword,
+    check_seed,
+    validate_profiles,
+)
+from attnprops.ci.check_arguments import jobs as jobs_of
 from attnprops.ci.progress import Progress
 from attnprops.ci.suite_runner import run_suite
 from attnprops.properties.options import ROBUSTNESS_ENV_VAR, ROBUSTNESS_MODES
-from attnprops.properties.profiles import DATABASE_ENV_VAR, PROFILES, random_profiles
 from attnprops.properties.selection import parse_shard
 
-
-def add_arguments(parser) -> None:
-    parser.add_argument(
-        "--impl",
-        default=os.environ.get("ATTN_IMPL", "attnprops.impl"),
-        metavar="MODULE",
-        help="subject: a module importable from the current folder or "
-        "PYTHONPATH, or a .py file (default: $ATTN_IMPL or attnprops.impl)",
-    )
-    parser.add_argument(
-        "--profile",
-        default=os.environ.get("HYPOTHESIS_PROFILE", "ci"),
-        help=f"Hypothesis profile, one of {', '.join(PROFILES)} (default: "
-        "$HYPOTHESIS_PROFILE or ci)",
-    )
-    parser.add_argument("--jobs", default="auto", help="pytest-xdist workers (default auto)")
-    stop = parser.add_mutually_exclusive_group()
-    stop.add_argument(
-        "-x",
-        "--exitfirst",
-        action="store_const",
-        const=1,
-        dest="maxfail",
-        help="stop after the first failing property",
-    )
-    stop.add_argument(
-        "--maxfail", type=_positive, metavar="N", help="stop after N failing properties"
-    )
-    parser.add_argument(
-        "-k",
-        metavar="EXPRESSION",
-        dest="keyword",
-        help="run only the properties matching this pytest -k expression",
-    )
-    parser.add_argument(
-        "--shard",
-        metavar="I/N",
-        help="run shard I of N (1-based): every N-th property test from the "
-        "I-th, the same split on every machine (a CI matrix fans out)",
-    )
-    parser.add_argument(
-        "--seed",
-        type=_seed,
-        metavar="N",
-        help="Hypothesis seed of a random profile (dev, thorough): the same seed draws the "
-        "same examples again (pytest's --hypothesis-seed); refused with a derandomized one",
-    )
-    parser.add_argument("--junitxml", metavar="FILE", help="write pytest's JUnit XML report")
-    parser.add_argument(
-        "--json",
-        metavar="FILE",
-        dest="json_file",
-        help="write the summary as JSON (counts, failures with their "
-        "counterexamples, skipped properties with their reasons)",
-    )
-    parser.add_argument(
-        "--robustness",
-        choices=ROBUSTNESS_MODES,
-        default=os.environ.get(ROBUSTNESS_ENV_VAR) or "report",
-        help="robustness-tier properties: 'report' them without failing the "
-        "check (default, or $ATTN_ROBUSTNESS) or 'gate' on them",
-    )
-
-
 NO_TESTS_COLLECTED = int(pytest.ExitCode.NO_TESTS_COLLECTED)  # pytest's exit status 5
-
-
-def _positive(text: str) -> int:
-    """argparse type: a positive integer (argparse turns the ValueError into a usage line)."""
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
-
-
-_positive.__name__ = "positive integer"  # argparse: "invalid positive integer value: '0'"
-
-
-def _seed(text: str) -> int:
-    """argparse type: a seed, an integer >= 0 (what ``--hypothesis-seed`` takes as a number)."""
-    value = int(text)
-    if value < 0:
-        raise ValueError(text)
-    return value
-
-
-_seed.__name__ = "seed (an integer >= 0)"
-
-
-def _check_seed(seed: int | None, profile: str) -> None:
-    """Exit with a one-line message for ``--seed`` where it would be ignored without a word:
-    under a derandomized profile (ci, mutation: the plugin seeds each property from its
-    name), or with an example database (``$ATTNPROPS_DATABASE``: a run under a global seed
-    neither replays nor saves examples, Hypothesis's rule)."""
-    if seed is None:
-        return
-    if profile not in random_profiles():
-        raise SystemExit(
-            f"attnprops check: --seed {seed}: profile {profile!r} is derandomized (each property "
-            f"is seeded from its name); a seed takes effect under {' or '.join(random_profiles())}"
-        )
-    if os.environ.get(DATABASE_ENV_VAR):
-        raise SystemExit(
-            f"attnprops check: --seed {seed} with {DATABASE_ENV_VAR} set: a seeded run neither "
-            "replays nor saves examples (Hypothesis turns the database off under a seed); "
-            "use one or the other"
-        )
-
-
-def _jobs(text: str) -> int:
-    """``--jobs``: ``auto`` (the CPU count) or a positive integer; else a one-line exit."""
-    if text == "auto":
-        return os.cpu_count() or 1
-    try:
-        jobs = int(text)
-    except ValueError:
-        jobs = 0
-    if jobs < 1:
-        raise SystemExit(f"attnprops check: --jobs {text!r}: use auto or a positive integer")
-    return jobs
 
 
 def _selects_any(args) -> bool:
@@ -176,34 +63,6 @@ def _selects_any(args) -> bool:
     return found.returncode == 0
 
 
-def _check_keyword(expression: str) -> None:
-    """Exit with a one-line message when pytest cannot parse the ``-k`` expression (under
-    pytest-xdist such an expression ends the run in an INTERNALERROR, not pytest's usage
-    error). Parsed with the parser pytest's ``-k`` itself uses, ``_pytest.mark.expression``
-    (private: where it is missing, pytest's own message is left to show)."""
-    try:
-        from _pytest.mark.expression import Expression
-    except ImportError:
-        return
-    try:
-        Expression.compile(expression)
-    except SyntaxError as exc:  # pytest's ParseError is a SyntaxError
-        raise SystemExit(
-            f"attnprops check: -k {expression!r} is not a pytest -k expression: {exc.msg}"
-        ) from None
-
-
-def validate_profiles(*names: str) -> None:
-    """Exit with a one-line message naming a profile that :mod:`properties.profiles` lacks
-    (checked before any pytest run, which would otherwise fail with a traceback)."""
-    for name in names:
-        if name not in PROFILES:
-            raise SystemExit(
-                f"attnprops: Hypothesis profile {name!r} is unknown; use one of "
-                f"{', '.join(PROFILES)} (see --help)"
-            )
-
-
 def run(args) -> int:
     validate_profiles(args.profile)
     if not args.impl.strip():
@@ -211,15 +70,15 @@ def run(args) -> int:
             "attnprops check: --impl (or $ATTN_IMPL) is empty; name the subject "
             "module, e.g. --impl attnprops.impl"
         )
-    jobs = _jobs(args.jobs)
-    _check_seed(args.seed, args.profile)
+    jobs = jobs_of(args.jobs)
+    check_seed(args.seed, args.profile)
     if args.robustness not in ROBUSTNESS_MODES:  # argparse checks --robustness, not the variable
         raise SystemExit(
             f"attnprops check: {ROBUSTNESS_ENV_VAR}={args.robustness!r}: use one of "
             f"{', '.join(ROBUSTNESS_MODES)}"
         )
     if args.keyword:
-        _check_keyword(args.keyword)
+        check_keyword(args.keyword)
     if args.shard:
         try:
             parse_shard(args.shard)

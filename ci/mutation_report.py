@@ -53,7 +53,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
-from attnprops.ci.check import validate_profiles
+from attnprops.ci.check_arguments import validate_profiles
 from attnprops.ci.mutation_results import (
     MutantResult,
     Outcome,

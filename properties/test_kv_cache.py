@@ -258,7 +258,7 @@ def test_lab_decode_through_cache(subject):
     """The source lab's decode: cache the first two tokens, then decode the third; the
     output is :data:`oracle.lab.DECODE` to its printed decimals (not
     :data:`oracle.lab.OFFSET_ZERO_DECODE`, the wrong offset)."""
-    dtype = lab_dtype(subject, lab.DECODE)  # skipped for a subject without float32 or wider
+    dtype = lab_dtype(subject)  # float64; skipped for a subject without it
     q, k, v = (x.astype(dtype) for x in (LAB_QUERY, LAB_KEY, LAB_VALUE))
     cache = subject.module.KVCache(1, 1, 4, 2, dtype=dtype)
     subject.module.cached_attention(q[:, :, :2], k[:, :, :2], v[:, :, :2], cache)

@@ -22,10 +22,10 @@ from attnprops.properties._support import (
 from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject
 
 
-def _widest(subject, *arrays, figures=(lab.CONTEXT, lab.DECODE, lab.QUICK_OUTPUT)):
-    """The seed arrays in the most precise dtype the subject declares (:func:`_support.lab_dtype`:
-    the test is skipped when that dtype cannot resolve ``figures``)."""
-    return [a.astype(lab_dtype(subject, *figures)) for a in arrays]
+def _lab(subject, *arrays):
+    """The seed arrays in float64 (:func:`_support.lab_dtype`: the test is skipped for a
+    subject without float64)."""
+    return [a.astype(lab_dtype(subject)) for a in arrays]
 
 
 def _within(subject, out, printed: lab.Printed, what: str, one_row: bool = False) -> None:
@@ -34,7 +34,7 @@ def _within(subject, out, printed: lab.Printed, what: str, one_row: bool = False
     __tracebackhide__ = True
     expected = printed.array()[None] if one_row else printed.array()
     out = assert_shape_dtype(
-        out=out, shape=(1, 1) + expected.shape, dtype=lab_dtype(subject, printed), what=what
+        out=out, shape=(1, 1) + expected.shape, dtype=lab_dtype(subject), what=what
     )
     assert_within(
         out=out[0, 0],
@@ -48,8 +48,8 @@ def test_seed_examples(subject):
     """Seed 000's 3-token causal context and its cached decode at query_start=2
     (:data:`oracle.lab.CONTEXT`, :data:`oracle.lab.DECODE`); seed 003's 2-token causal output
     (:data:`oracle.lab.QUICK_OUTPUT`)."""
-    q, k, v = _widest(subject, LAB_QUERY, LAB_KEY, LAB_VALUE)
-    quick_q, quick_v = _widest(subject, QUICK_QUERY, QUICK_VALUE)
+    q, k, v = _lab(subject, LAB_QUERY, LAB_KEY, LAB_VALUE)
+    quick_q, quick_v = _lab(subject, QUICK_QUERY, QUICK_VALUE)
     context = call_subject(subject.attention, q, k, v, is_causal=True, what="3-token causal")
     _within(subject, context, lab.CONTEXT, "seed 000 context")
     start = lab.DECODE_QUERY_START
@@ -73,8 +73,7 @@ def test_seed_examples(subject):
 def test_seed_example_weights(subject):
     """Seed 000's causal weights (:data:`oracle.lab.WEIGHTS`) and seed 003's
     (:data:`oracle.lab.QUICK_WEIGHTS`)."""
-    figures = (lab.WEIGHTS, lab.QUICK_WEIGHTS)
-    q, k, quick_q = _widest(subject, LAB_QUERY, LAB_KEY, QUICK_QUERY, figures=figures)
+    q, k, quick_q = _lab(subject, LAB_QUERY, LAB_KEY, QUICK_QUERY)
     w = call_subject(subject.attention_weights, q, k, is_causal=True, what="3-token causal weights")
     _within(subject, w, lab.WEIGHTS, "seed 000 weights")
     w = call_subject(

@@ -15,7 +15,14 @@ import pytest
 
 from attnprops import oracle
 from attnprops.oracle import lab
-from attnprops.properties._support import LAB_CAUSAL, case_from, lab_dtype
+from attnprops.properties._support import (
+    LAB_CAUSAL,
+    LAB_KEY,
+    LAB_QUERY,
+    LAB_VALUE,
+    case_from,
+    lab_dtype,
+)
 from attnprops.properties.bounds import attention_bounds
 from attnprops.properties.checks import (
     PropertyViolation,
@@ -172,16 +179,22 @@ def test_a_warning_made_an_error_is_reported_as_a_warning():
             call_subject(warns, what="attention")
 
 
-def test_lab_dtype_skips_subjects_that_cannot_resolve_the_printed_figures():
-    """The lab's 6-decimal figures are checked in a subject's widest dtype; a subject with
-    only 16-bit dtypes is skipped with the reason (u = 2**-11 >= 5e-7), not compared with a
-    wider bound; one with float32 computes them in float32."""
-    only_16_bit = types.SimpleNamespace(
-        capabilities=types.SimpleNamespace(dtypes=("bfloat16", "float16"))
+def test_lab_figures_are_checked_in_float64_only():
+    """The lab's figures are checked in float64; a subject without it is skipped with the
+    reason, not compared with a wider bound. The reason's numbers are checked here: the exact
+    weight of seed 000 lies within 7e-9 inside its printed figure's tolerance, less than one
+    float32 ulp of that weight."""
+    dtypes = lambda *names: types.SimpleNamespace(  # noqa: E731
+        capabilities=types.SimpleNamespace(dtypes=names)
     )
-    with pytest.raises(pytest.skip.Exception, match=r"float16 rounds at u = 0.00049, not below"):
-        lab_dtype(only_16_bit, lab.CONTEXT, lab.QUICK_OUTPUT)
-    with_32 = types.SimpleNamespace(
-        capabilities=types.SimpleNamespace(dtypes=("float16", "float32"))
-    )
-    assert lab_dtype(with_32, lab.CONTEXT) == np.float32
+    for declared in [("bfloat16", "float16"), ("float16", "float32"), ("float32",)]:
+        with pytest.raises(pytest.skip.Exception, match=r"float64 results .* within 7e-9"):
+            lab_dtype(dtypes(*declared))
+    assert lab_dtype(dtypes("float32", "float64")) == np.float64
+    parts = oracle.attention_parts(LAB_QUERY, LAB_KEY, LAB_VALUE, is_causal=True)
+    exact = parts.weights.value[0, 0]
+    distance = np.abs(exact - lab.WEIGHTS.array())
+    closest = np.unravel_index(np.nanargmax(distance), distance.shape)
+    margin = lab.WEIGHTS.tolerance - distance[closest]
+    assert 0 < margin < 7e-9
+    assert margin < np.spacing(np.float32(exact[closest])) < 1.5e-8

@@ -45,6 +45,7 @@ from attnprops.ci.progress import Progress
 from attnprops.ci.suite_runner import run_suite
 from attnprops.properties.options import ROBUSTNESS_ENV_VAR, ROBUSTNESS_MODES
 from attnprops.properties.selection import parse_shard
+from attnprops.properties.subject_import import is_file_name
 
 NO_TESTS_COLLECTED = int(pytest.ExitCode.NO_TESTS_COLLECTED)  # pytest's exit status 5
 
@@ -180,8 +181,10 @@ def _name(failure) -> str:
 
 
 def _check_report_paths(args) -> None:
-    """Exit with one line, before the run, when ``--json`` or ``--junitxml`` cannot be written
-    or both name one file; a stale JUnit file is removed (it must not stand for this run)."""
+    """Exit with one line, before the run, when ``--json`` or ``--junitxml`` cannot be written,
+    both name one file, or one names the subject's file (``--impl ./attn.py``: writing the
+    report would destroy it); a stale JUnit file is removed (it must not stand for this
+    run)."""
     paths = [
         (flag, path)
         for flag, path in (("--json", args.json_file), ("--junitxml", args.junitxml))
@@ -189,6 +192,14 @@ def _check_report_paths(args) -> None:
     ]
     if len(paths) == 2 and Path(paths[0][1]).resolve() == Path(paths[1][1]).resolve():
         raise SystemExit("attnprops check: --json and --junitxml name the same file")
+    impl = args.impl.strip()
+    subject = Path(impl).expanduser().resolve() if is_file_name(impl) else None
+    for flag, path in paths:
+        if subject is not None and Path(path).expanduser().resolve() == subject:
+            raise SystemExit(
+                f"attnprops check: {flag} {path} is the subject file (--impl): the report "
+                f"would overwrite it; name another file"
+            )
     for flag, path in paths:
         try:
             Path(path).write_text("", encoding="utf-8")

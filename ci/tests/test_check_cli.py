@@ -298,6 +298,22 @@ def test_bad_report_paths_and_variables_stop_before_the_run(
     assert str(stop.value.code) == f"attnprops check: {message}"
 
 
+@pytest.mark.parametrize("flag", ["--json", "--junitxml"])
+def test_a_report_naming_the_subject_file_is_refused_and_the_file_kept(flag, tmp_path, monkeypatch):
+    """A fresh user's slip: ``--json attn.py`` with ``--impl ./attn.py`` once emptied the
+    subject (``--junitxml``: deleted it) before the run."""
+    monkeypatch.chdir(tmp_path)
+    source = "def attention(q, k, v, **kw):\n    return q\n"
+    (tmp_path / "attn.py").write_text(source, encoding="utf-8")
+    with pytest.raises(SystemExit) as stop:
+        main(["check", "--impl", "./attn.py", flag, "attn.py"])
+    assert str(stop.value.code) == (
+        f"attnprops check: {flag} attn.py is the subject file (--impl): the report would "
+        "overwrite it; name another file"
+    )
+    assert (tmp_path / "attn.py").read_text(encoding="utf-8") == source
+
+
 def test_a_file_that_is_not_python_is_named(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "attn.txt").write_text("x = 1\n", encoding="utf-8")

@@ -29,7 +29,9 @@ class Progress:
         kind = event.get("event")
         if kind == "collected":
             self.total = event["tests"]
-            self._line(f"attnprops check: {self.total} property tests")
+            self._line(
+                f"attnprops check: {self.total} property test{'' if self.total == 1 else 's'}"
+            )
         elif kind == "started":
             self.running[event["nodeid"]] = time.monotonic()
             self._status()

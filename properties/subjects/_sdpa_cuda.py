@@ -97,7 +97,7 @@ def _maskless_causal(query_len: int, key_len: int, query_start, lower_right: boo
         return {"attn_mask": None, "is_causal": False}
     if start == 0:
         return {"attn_mask": None, "is_causal": True}
-    if lower_right and start == key_len - query_len:
+    if lower_right and start == key_len - query_len >= 0:  # Tq > Tk: NaN rows (torch warns)
         from torch.nn.attention.bias import causal_lower_right  # imports torch._dynamo: 2 s
 
         return {"attn_mask": causal_lower_right(query_len, key_len), "is_causal": False}

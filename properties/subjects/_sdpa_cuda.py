@@ -173,7 +173,7 @@ def _call(query, key, value, keywords, device, backends, native_gqa) -> torch.Te
 def _is_mask_tensor(mask) -> bool:
     """Whether SDPA gets a mask tensor (a ``CausalBias`` is a tensor subclass, but no mask:
     it dispatches to the fused kernels' built-in causal modes)."""
-    return type(mask) is torch.Tensor  # a CausalBias (a subclass) is no mask tensor
+    return type(mask) is torch.Tensor
 
 
 def _kernel_operands(query, key, value, keywords: dict, native_gqa: bool):

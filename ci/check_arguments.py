@@ -135,7 +135,9 @@ def check_keyword(expression: str) -> None:
     """Exit with a one-line message when pytest cannot parse the ``-k`` expression (under
     pytest-xdist such an expression ends the run in an INTERNALERROR, not pytest's usage
     error). Parsed with the parser pytest's ``-k`` itself uses, ``_pytest.mark.expression``
-    (private: where it is missing, pytest's own message is left to show)."""
+    (private: where it is missing, pytest's own message is left to show). An expression with
+    ``[`` gets a hint: a test id pasted from a report (``test_x[query ndim]``) is no
+    ``-k`` expression."""
     try:
         from _pytest.mark.expression import Expression
     except ImportError:
@@ -143,8 +145,14 @@ def check_keyword(expression: str) -> None:
     try:
         Expression.compile(expression)
     except SyntaxError as exc:  # pytest's ParseError is a SyntaxError
+        hint = ""
+        if "[" in expression:  # a test id pasted from a report: its parameters hold spaces
+            hint = (
+                " (a test id's [parameters] are not -k words: give its words joined by "
+                "'and', e.g. -k 'invalid_inputs_raise and ndim')"
+            )
         raise SystemExit(
-            f"attnprops check: -k {expression!r} is not a pytest -k expression: {exc.msg}"
+            f"attnprops check: -k {expression!r} is not a pytest -k expression: {exc.msg}{hint}"
         ) from None
 
 

@@ -154,6 +154,17 @@ def test_check_refuses_an_unparsable_k_expression_in_one_line(expression, capsys
     ), message
 
 
+def test_a_pasted_test_id_gets_a_hint(capsys):
+    """A fresh user pasted ``test_invalid_inputs_raise[query ndim]`` (as the report prints
+    it) into ``-k``: the refusal says how to select it."""
+    with pytest.raises(SystemExit) as stop:
+        main(["check", "-k", "test_invalid_inputs_raise[query ndim]"])
+    assert str(stop.value.code).endswith(
+        "(a test id's [parameters] are not -k words: give its words joined by 'and', "
+        "e.g. -k 'invalid_inputs_raise and ndim')"
+    )
+
+
 def test_check_imports_a_package_folder_and_names_a_plain_folder(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "my_pkg").mkdir()

@@ -6,6 +6,7 @@ inert otherwise), the installed suite added for a named subject, ``--attn-tests 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -85,15 +86,16 @@ def named_tests(items: list, names: str) -> list:
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    """``"I/N"`` (1 <= I <= N) as ``(I, N)``.
+    """``"I/N"`` (1 <= I <= N; white space around either number allowed, as ``int`` allows
+    it for ``--jobs``) as ``(I, N)``.
 
     Raises:
         ValueError: anything else; the message shows the expected form.
     """
-    index, sep, count = text.partition("/")
-    if not (sep and index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
+    match = re.fullmatch(r"\s*([0-9]+)\s*/\s*([0-9]+)\s*", text)
+    if not (match and 1 <= int(match[1]) <= int(match[2])):
         raise ValueError(f"{text!r}: expected I/N with 1 <= I <= N, e.g. 2/4")
-    return int(index), int(count)
+    return int(match[1]), int(match[2])
 
 
 def shard_of(items: list, index: int, count: int) -> list:

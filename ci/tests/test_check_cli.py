@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from attnprops.ci.cli import main
+from attnprops.properties.selection import parse_shard
 
 RAISES = """\
 ATTNPROPS_CAPABILITIES = {"dtypes": ("float64",), "validates_inputs": False,
@@ -120,6 +121,17 @@ def test_check_shards_split_the_selection_once(stopped_run, capsys, monkeypatch)
     capsys.readouterr()
     with pytest.raises(SystemExit, match=r"--shard '4/3': expected I/N with 1 <= I <= N"):
         main(["check", "--shard", "4/3"])
+
+
+@pytest.mark.parametrize(("text", "shard"), [(" 1/2", (1, 2)), ("2 / 4", (2, 4)), ("3/3", (3, 3))])
+def test_a_shard_may_carry_white_space_as_jobs_may(text, shard):
+    assert parse_shard(text) == shard
+
+
+@pytest.mark.parametrize("text", ["3/2", "0/2", "1/0", "abc", "1/2/3", "\u00b2/3", ""])
+def test_anything_else_is_no_shard(text):
+    with pytest.raises(ValueError, match="expected I/N with 1 <= I <= N"):
+        parse_shard(text)
 
 
 def test_a_run_that_cannot_start_says_why_in_the_json(tmp_path, monkeypatch, capsys):

@@ -27,7 +27,11 @@ import sys
 import time
 from pathlib import Path
 
-from attnprops.benchmarks._harness import REPO, environment, load_average, set_threads, table
+from attnprops.benchmarks._harness import REPO
+from attnprops.benchmarks._harness import environment
+from attnprops.benchmarks._harness import load_average
+from attnprops.benchmarks._harness import set_threads
+from attnprops.benchmarks._harness import table
 
 SECTIONS = ("verdict", "oracle", "numpy", "memory", "kv")
 DEFAULT_OUT = "benchmark-results/results.json"
@@ -125,7 +129,11 @@ def _previous(path: Path) -> dict:
 
 
 def run(args) -> int:
-    from attnprops.benchmarks import kv_cache, memory, numpy_speed, oracle_speed, verdict
+    from attnprops.benchmarks import kv_cache
+    from attnprops.benchmarks import memory
+    from attnprops.benchmarks import numpy_speed
+    from attnprops.benchmarks import oracle_speed
+    from attnprops.benchmarks import verdict
 
     sections = args.only or SECTIONS
     out = Path(args.out)

@@ -13,7 +13,9 @@ import os
 import statistics
 import time
 import tracemalloc
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent

@@ -20,7 +20,9 @@ import sys
 
 import numpy as np
 
-from attnprops.benchmarks._harness import best_of, load_average, set_threads
+from attnprops.benchmarks._harness import best_of
+from attnprops.benchmarks._harness import load_average
+from attnprops.benchmarks._harness import set_threads
 
 # (Hq, Hkv, Tq, Tk, D, is_causal, what the row probes)
 SHAPES = [

@@ -14,7 +14,8 @@ import time
 
 import numpy as np
 
-from attnprops.benchmarks._harness import Row, peak_bytes
+from attnprops.benchmarks._harness import Row
+from attnprops.benchmarks._harness import peak_bytes
 
 MIB = 2**20
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnprops.benchmarks._harness import Row, best_of_each
+from attnprops.benchmarks._harness import Row
+from attnprops.benchmarks._harness import best_of_each
 
 CASES = {
     "causal": dict(

@@ -18,7 +18,8 @@ import time
 import mpmath
 import numpy as np
 
-from attnprops.benchmarks._harness import Row, best_of
+from attnprops.benchmarks._harness import Row
+from attnprops.benchmarks._harness import best_of
 
 T, D = 64, 64
 

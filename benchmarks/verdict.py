@@ -25,7 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from attnprops.benchmarks._harness import REPO, Row
+from attnprops.benchmarks._harness import REPO
+from attnprops.benchmarks._harness import Row
 
 # Oracle-backed, generation-heavy and the slowest non-oracle properties of the ci profile.
 PROFILE_TESTS = (

@@ -34,16 +34,17 @@ from pathlib import Path
 
 import pytest
 
+from attnprops.ci.check_arguments import add_arguments  # add_arguments: what ci/cli.py reads here  # noqa: F401
+from attnprops.ci.check_arguments import check_keyword  # add_arguments: what ci/cli.py reads here
+from attnprops.ci.check_arguments import check_seed  # add_arguments: what ci/cli.py reads here
+from attnprops.ci.check_arguments import jobs as jobs_of
 from attnprops.ci.check_arguments import (  # add_arguments: what ci/cli.py reads here
-    add_arguments,  # noqa: F401
-    check_keyword,
-    check_seed,
     validate_profiles,
 )
-from attnprops.ci.check_arguments import jobs as jobs_of
 from attnprops.ci.progress import Progress
 from attnprops.ci.suite_runner import run_suite
-from attnprops.properties.options import ROBUSTNESS_ENV_VAR, ROBUSTNESS_MODES
+from attnprops.properties.options import ROBUSTNESS_ENV_VAR
+from attnprops.properties.options import ROBUSTNESS_MODES
 from attnprops.properties.selection import parse_shard
 from attnprops.properties.subject_import import is_file_name
 

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import os
 
-from attnprops.properties.options import ROBUSTNESS_ENV_VAR, ROBUSTNESS_MODES
-from attnprops.properties.profiles import DATABASE_ENV_VAR, PROFILES, random_profiles
+from attnprops.properties.options import ROBUSTNESS_ENV_VAR
+from attnprops.properties.options import ROBUSTNESS_MODES
+from attnprops.properties.profiles import DATABASE_ENV_VAR
+from attnprops.properties.profiles import PROFILES
+from attnprops.properties.profiles import random_profiles
 
 __all__ = ["add_arguments", "check_keyword", "check_seed", "jobs", "validate_profiles"]
 

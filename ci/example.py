@@ -20,7 +20,9 @@ import textwrap
 import numpy as np
 
 from attnprops.oracle.lab import DESCRIPTION as SOURCE_LAB  # what the source lab is
-from attnprops.oracle.lab import KEY, QUERY, VALUE  # its fixed tensors
+from attnprops.oracle.lab import KEY  # its fixed tensors
+from attnprops.oracle.lab import QUERY  # its fixed tensors
+from attnprops.oracle.lab import VALUE  # its fixed tensors
 
 
 def example_inputs() -> dict[str, np.ndarray]:
@@ -30,7 +32,8 @@ def example_inputs() -> dict[str, np.ndarray]:
 
 def example_arrays() -> dict[str, np.ndarray]:
     """The four arrays of the example: scaled scores, masked scores, weights, context."""
-    from attnprops import impl, oracle
+    from attnprops import impl
+    from attnprops import oracle
 
     scaled = oracle.attention_scores(QUERY, KEY).value  # (3, 3)
     masked = oracle.attention_scores(QUERY, KEY, is_causal=True).value  # (3, 3), -inf above

@@ -41,7 +41,9 @@ from __future__ import annotations
 import argparse
 
 from attnprops.oracle.lab import KV_CONFIG
-from attnprops.oracle.rules import DTYPE_BYTES, paged_kv_cache_bytes, pages_needed
+from attnprops.oracle.rules import DTYPE_BYTES
+from attnprops.oracle.rules import paged_kv_cache_bytes
+from attnprops.oracle.rules import pages_needed
 
 GIB = 2**30
 FORMULA = "2 * num_layers * batch * tokens * num_kv_heads * head_dim * bytes_per_element"

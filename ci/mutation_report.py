@@ -54,18 +54,19 @@ from dataclasses import asdict
 from pathlib import Path
 
 from attnprops.ci.check_arguments import validate_profiles
-from attnprops.ci.mutation_results import (
-    MutantResult,
-    Outcome,
-    console_table,
-    json_row,
-    junit,
-    markdown_report,
-    verdict,
-)
+from attnprops.ci.mutation_results import MutantResult
+from attnprops.ci.mutation_results import Outcome
+from attnprops.ci.mutation_results import console_table
+from attnprops.ci.mutation_results import json_row
+from attnprops.ci.mutation_results import junit
+from attnprops.ci.mutation_results import markdown_report
+from attnprops.ci.mutation_results import verdict
 from attnprops.ci.pytest_process import SIGNAL_MARK
-from attnprops.ci.suite_runner import PropertyFailure, RunResult, run_suite
-from attnprops.properties.selection import parse_shard, shard_of
+from attnprops.ci.suite_runner import PropertyFailure
+from attnprops.ci.suite_runner import RunResult
+from attnprops.ci.suite_runner import run_suite
+from attnprops.properties.selection import parse_shard
+from attnprops.properties.selection import shard_of
 from attnprops.properties.threads import one_thread_per_process
 
 SCHEMA_VERSION = 3  # 2: mutant_profile; per mutant profile and shrunk; 3: per mutant nodeid,

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import enum
 import xml.etree.ElementTree as ET
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
+from dataclasses import dataclass
 from pathlib import Path
 
-from attnprops.ci.reproduction import first_property, reproduction, rerun_command
+from attnprops.ci.reproduction import first_property
+from attnprops.ci.reproduction import reproduction
+from attnprops.ci.reproduction import rerun_command
 from attnprops.ci.suite_runner import RunResult
 
 __all__ = [

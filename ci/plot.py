@@ -62,8 +62,11 @@ class Panel(NamedTuple):
 
 def panels() -> list[Panel]:
     """The six panels (:class:`Panel`), in reading order."""
-    from attnprops import impl, oracle
-    from attnprops.oracle.lab import KEY, QUERY, VALUE
+    from attnprops import impl
+    from attnprops import oracle
+    from attnprops.oracle.lab import KEY
+    from attnprops.oracle.lab import QUERY
+    from attnprops.oracle.lab import VALUE
 
     T = QUERY.shape[0]
     query_pos, key_pos = np.arange(T)[:, None], np.arange(T)[None, :]
@@ -239,7 +242,8 @@ def draw(path: Path, dpi: int = 120) -> Path:
 def run(args) -> int:
     """Write ``DIR/attention_heatmaps.png``; 1 with an install hint when matplotlib is
     missing, 2 when ``--out`` is the committed reference folder."""
-    from attnprops.ci.audit.compare import REFERENCE_DIR, inside
+    from attnprops.ci.audit.compare import REFERENCE_DIR
+    from attnprops.ci.audit.compare import inside
 
     out = Path(args.out)
     if inside(out, REFERENCE_DIR):

@@ -29,7 +29,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable
+from typing import NamedTuple
 
 # Third-party libraries every suite run imports, then the suite's modules that are the same
 # for every subject: the rulebook, the oracle, impl, and the properties' plugin, strategies,

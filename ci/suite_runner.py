@@ -24,12 +24,14 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from typing import Callable
 
 from attnprops.ci.pytest_process import run_pytest
-from attnprops.properties.options import FAST_START, ROBUSTNESS_REASON
+from attnprops.properties.options import FAST_START
+from attnprops.properties.options import ROBUSTNESS_REASON
 from attnprops.properties.results import read_records
 from attnprops.properties.subject_import import is_file_name
 

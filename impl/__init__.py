@@ -39,15 +39,14 @@ as overridable steps (:mod:`impl.attention`), the class every mutant subclasses;
 ``ATTENTION`` is the instance whose bound methods the functions above are.
 """
 
-from attnprops.impl.attention import (
-    ATTENTION,
-    Attention,
-    attention,
-    attention_weights,
-    attention_with_kvcache,
-    cached_attention,
-)
-from attnprops.impl.kv_cache import KVCache, kv_cache_bytes
+from attnprops.impl.attention import ATTENTION
+from attnprops.impl.attention import Attention
+from attnprops.impl.attention import attention
+from attnprops.impl.attention import attention_weights
+from attnprops.impl.attention import attention_with_kvcache
+from attnprops.impl.attention import cached_attention
+from attnprops.impl.kv_cache import KVCache
+from attnprops.impl.kv_cache import kv_cache_bytes
 from attnprops.impl.paged_cache import PagedKVCache
 from attnprops.impl.quantized_cache import QuantizedKVCache
 from attnprops.impl.rolling_cache import RollingKVCache

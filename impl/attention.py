@@ -41,21 +41,21 @@ import ml_dtypes
 import numpy as np
 
 from attnprops.impl.blocked import BlockedPath
-from attnprops.impl.default_path import DENSE, default_block_size
+from attnprops.impl.default_path import DENSE
+from attnprops.impl.default_path import default_block_size
 from attnprops.impl.dense import DensePath
-from attnprops.impl.kv_cache import CachedAttention, KVCache
+from attnprops.impl.kv_cache import CachedAttention
+from attnprops.impl.kv_cache import KVCache
 from attnprops.impl.scores import Scores
 from attnprops.impl.serving import ServingAttention
-from attnprops.oracle.rules import (
-    AttentionCall,
-    AttentionInputError,
-    check_attention_call,
-    check_block_size,
-    check_flag,
-    check_float_array,
-    compute_dtype,
-    takes_options,
-)
+from attnprops.oracle.rules import AttentionCall
+from attnprops.oracle.rules import AttentionInputError
+from attnprops.oracle.rules import check_attention_call
+from attnprops.oracle.rules import check_block_size
+from attnprops.oracle.rules import check_flag
+from attnprops.oracle.rules import check_float_array
+from attnprops.oracle.rules import compute_dtype
+from attnprops.oracle.rules import takes_options
 
 __all__ = [
     "ATTENTION",

@@ -13,17 +13,15 @@ import numpy as np
 
 from attnprops.impl.paged_cache import PagedKVCache
 from attnprops.impl.rolling_cache import RollingKVCache
-from attnprops.oracle.rules import (
-    CACHED_OPTIONS,
-    check_cache_append,
-    check_cache_config,
-    check_cache_instance,
-    check_cached_query,
-    check_positive_int,
-    check_rolling_window,
-    kv_cache_bytes,
-    takes_options,
-)
+from attnprops.oracle.rules import CACHED_OPTIONS
+from attnprops.oracle.rules import check_cache_append
+from attnprops.oracle.rules import check_cache_config
+from attnprops.oracle.rules import check_cache_instance
+from attnprops.oracle.rules import check_cached_query
+from attnprops.oracle.rules import check_positive_int
+from attnprops.oracle.rules import check_rolling_window
+from attnprops.oracle.rules import kv_cache_bytes
+from attnprops.oracle.rules import takes_options
 
 __all__ = ["CachedAttention", "KVCache", "kv_cache_bytes"]
 

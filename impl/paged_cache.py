@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnprops.oracle.rules import (
-    check_cache_append,
-    check_cache_config,
-    check_free_pages,
-    check_positive_int,
-    check_sequence_id,
-    check_sequence_ids,
-    pages_needed,
-)
+from attnprops.oracle.rules import check_cache_append
+from attnprops.oracle.rules import check_cache_config
+from attnprops.oracle.rules import check_free_pages
+from attnprops.oracle.rules import check_positive_int
+from attnprops.oracle.rules import check_sequence_id
+from attnprops.oracle.rules import check_sequence_ids
+from attnprops.oracle.rules import pages_needed
 
 __all__ = ["PagedKVCache"]
 

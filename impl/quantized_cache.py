@@ -13,13 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from attnprops.impl.kv_cache import KVCache
-from attnprops.oracle.rules import (
-    FrozenScales,
-    check_fp8_storage,
-    check_quantization_scale,
-    dequantize,
-    quantize,
-)
+from attnprops.oracle.rules import FrozenScales
+from attnprops.oracle.rules import check_fp8_storage
+from attnprops.oracle.rules import check_quantization_scale
+from attnprops.oracle.rules import dequantize
+from attnprops.oracle.rules import quantize
 
 __all__ = ["QuantizedKVCache"]
 

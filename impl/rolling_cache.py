@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnprops.oracle.rules import check_cache_append, check_cache_config, check_positive_int
+from attnprops.oracle.rules import check_cache_append
+from attnprops.oracle.rules import check_cache_config
+from attnprops.oracle.rules import check_positive_int
 
 __all__ = ["RollingKVCache"]
 

@@ -17,17 +17,15 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from attnprops.oracle.rules import (
-    AttentionCall,
-    alibi_bias,
-    chunk_visible,
-    raise_fully_masked_row,
-    raise_score_overflow,
-    segment_visible,
-    sink_catches,
-    sinks_within,
-    window_visible,
-)
+from attnprops.oracle.rules import AttentionCall
+from attnprops.oracle.rules import alibi_bias
+from attnprops.oracle.rules import chunk_visible
+from attnprops.oracle.rules import raise_fully_masked_row
+from attnprops.oracle.rules import raise_score_overflow
+from attnprops.oracle.rules import segment_visible
+from attnprops.oracle.rules import sink_catches
+from attnprops.oracle.rules import sinks_within
+from attnprops.oracle.rules import window_visible
 
 __all__ = ["Scores"]
 

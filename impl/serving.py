@@ -14,17 +14,15 @@ from __future__ import annotations
 import numpy as np
 
 from attnprops.impl.paged_cache import PagedKVCache
-from attnprops.oracle.rules import (
-    CACHED_OPTIONS,
-    SERVING_OPTIONS,
-    KVCacheCall,
-    check_kvcache_call,
-    check_paged_cached_call,
-    check_sequence_finite,
-    pages_needed,
-    sequence_options,
-    takes_options,
-)
+from attnprops.oracle.rules import CACHED_OPTIONS
+from attnprops.oracle.rules import SERVING_OPTIONS
+from attnprops.oracle.rules import KVCacheCall
+from attnprops.oracle.rules import check_kvcache_call
+from attnprops.oracle.rules import check_paged_cached_call
+from attnprops.oracle.rules import check_sequence_finite
+from attnprops.oracle.rules import pages_needed
+from attnprops.oracle.rules import sequence_options
+from attnprops.oracle.rules import takes_options
 
 __all__ = ["ServingAttention"]
 

@@ -33,13 +33,11 @@ from __future__ import annotations
 import numpy as np
 
 from attnprops import impl
-from attnprops.oracle.rules import (
-    AttentionProblem,
-    check_attention_inputs,
-    check_flag,
-    compute_dtype,
-    takes_options,
-)
+from attnprops.oracle.rules import AttentionProblem
+from attnprops.oracle.rules import check_attention_inputs
+from attnprops.oracle.rules import check_flag
+from attnprops.oracle.rules import compute_dtype
+from attnprops.oracle.rules import takes_options
 
 __all__ = ["REFERENCE_PROPERTIES", "TILED_CAPABILITIES", "TiledKernel"]
 

@@ -17,7 +17,9 @@ output type is bfloat16 and whose partial sums across key tiles are added in it.
 import numpy as np
 
 from attnprops.mutants import Mutant
-from attnprops.mutants._tiled import REFERENCE_PROPERTIES, TILED_CAPABILITIES, TiledKernel
+from attnprops.mutants._tiled import REFERENCE_PROPERTIES
+from attnprops.mutants._tiled import TILED_CAPABILITIES
+from attnprops.mutants._tiled import TiledKernel
 from attnprops.oracle.rules import BFLOAT16
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES

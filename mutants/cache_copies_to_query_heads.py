@@ -16,7 +16,8 @@ import numpy as np
 
 from attnprops import impl
 from attnprops.mutants import Mutant
-from attnprops.oracle.rules import check_cache_append, check_cached_query
+from attnprops.oracle.rules import check_cache_append
+from attnprops.oracle.rules import check_cached_query
 
 
 class KVCache(impl.KVCache):

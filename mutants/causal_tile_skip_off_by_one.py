@@ -13,7 +13,8 @@ computed from ``m_block * BLOCK_M + BLOCK_M - 1`` without the ``+ 1``), invisibl
 """
 
 from attnprops.mutants import Mutant
-from attnprops.mutants._tiled import TILED_CAPABILITIES, TiledKernel
+from attnprops.mutants._tiled import TILED_CAPABILITIES
+from attnprops.mutants._tiled import TiledKernel
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
 

@@ -12,7 +12,8 @@ split_size), max_num_splits)`` without growing ``split_size`` to cover the rest.
 """
 
 from attnprops.mutants import Mutant
-from attnprops.mutants._tiled import TILED_CAPABILITIES, TiledKernel
+from attnprops.mutants._tiled import TILED_CAPABILITIES
+from attnprops.mutants._tiled import TiledKernel
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
 

@@ -19,7 +19,8 @@ jax#23349 are of this family: documents attending across, or ignored).
 import numpy as np
 
 from attnprops.mutants import Mutant
-from attnprops.mutants._tiled import TILED_CAPABILITIES, TiledKernel
+from attnprops.mutants._tiled import TILED_CAPABILITIES
+from attnprops.mutants._tiled import TiledKernel
 
 ATTNPROPS_CAPABILITIES = {**TILED_CAPABILITIES, "segment_ids": True}
 

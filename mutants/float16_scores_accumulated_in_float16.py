@@ -15,7 +15,9 @@ instead of ``accum_t``) picked for the QK^T product of long sequences.
 import numpy as np
 
 from attnprops.mutants import Mutant
-from attnprops.mutants._tiled import REFERENCE_PROPERTIES, TILED_CAPABILITIES, TiledKernel
+from attnprops.mutants._tiled import REFERENCE_PROPERTIES
+from attnprops.mutants._tiled import TILED_CAPABILITIES
+from attnprops.mutants._tiled import TiledKernel
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
 

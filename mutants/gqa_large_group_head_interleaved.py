@@ -12,7 +12,8 @@ the large groups of Llama-style models (``Hq = 32, Hkv = 8``: ``G = 4``).
 import numpy as np
 
 from attnprops.mutants import Mutant
-from attnprops.mutants._tiled import TILED_CAPABILITIES, TiledKernel
+from attnprops.mutants._tiled import TILED_CAPABILITIES
+from attnprops.mutants._tiled import TiledKernel
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
 

@@ -15,7 +15,9 @@ import numpy as np
 from attnprops import impl
 from attnprops.impl.paged_cache import _Batch
 from attnprops.mutants import Mutant
-from attnprops.oracle.rules import check_cache_append, check_free_pages, pages_needed
+from attnprops.oracle.rules import check_cache_append
+from attnprops.oracle.rules import check_free_pages
+from attnprops.oracle.rules import pages_needed
 
 
 class PagedKVCache(impl.PagedKVCache):

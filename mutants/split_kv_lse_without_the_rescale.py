@@ -14,7 +14,8 @@ context-parallel merge that reads that ``lse`` then weighs the parts wrongly.
 import numpy as np
 
 from attnprops.mutants import Mutant
-from attnprops.mutants._tiled import TILED_CAPABILITIES, TiledKernel
+from attnprops.mutants._tiled import TILED_CAPABILITIES
+from attnprops.mutants._tiled import TiledKernel
 
 ATTNPROPS_CAPABILITIES = {**TILED_CAPABILITIES, "lse": True}
 

@@ -12,7 +12,8 @@ split adds the sink to its partial sum and the combine step adds the partial sum
 """
 
 from attnprops.mutants import Mutant
-from attnprops.mutants._tiled import TILED_CAPABILITIES, TiledKernel
+from attnprops.mutants._tiled import TILED_CAPABILITIES
+from attnprops.mutants._tiled import TiledKernel
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
 

@@ -11,7 +11,8 @@ BLOCK_N)`` in a tiled kernel, tested only at sequence lengths that are multiples
 """
 
 from attnprops.mutants import Mutant
-from attnprops.mutants._tiled import TILED_CAPABILITIES, TiledKernel
+from attnprops.mutants._tiled import TILED_CAPABILITIES
+from attnprops.mutants._tiled import TiledKernel
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
 

@@ -7,19 +7,22 @@ arithmetic for kernel-sized calls (imported on demand: ``from oracle import ball
 ``oracle.ball`` on python-flint, so it can be copied into another test tree on its own.
 """
 
-from attnprops.oracle.cache import KVCache, QuantizedKVCache, cached_attention
-from attnprops.oracle.exact import DIGITS, to_float
-from attnprops.oracle.reference import (
-    OracleParts,
-    OracleResult,
-    attention,
-    attention_parts,
-    attention_scores,
-    attention_weights,
-    kv_cache_bytes,
-)
+from attnprops.oracle.cache import KVCache
+from attnprops.oracle.cache import QuantizedKVCache
+from attnprops.oracle.cache import cached_attention
+from attnprops.oracle.exact import DIGITS
+from attnprops.oracle.exact import to_float
+from attnprops.oracle.reference import OracleParts
+from attnprops.oracle.reference import OracleResult
+from attnprops.oracle.reference import attention
+from attnprops.oracle.reference import attention_parts
+from attnprops.oracle.reference import attention_scores
+from attnprops.oracle.reference import attention_weights
+from attnprops.oracle.reference import kv_cache_bytes
 from attnprops.oracle.rules import AttentionInputError
-from attnprops.oracle.serving import PagedKVCache, RollingKVCache, attention_with_kvcache
+from attnprops.oracle.serving import PagedKVCache
+from attnprops.oracle.serving import RollingKVCache
+from attnprops.oracle.serving import attention_with_kvcache
 
 __all__ = [
     "DIGITS",

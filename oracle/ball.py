@@ -41,33 +41,32 @@ from typing import NamedTuple
 
 import ml_dtypes
 import numpy as np
-from flint import arb, arb_mat, ctx
+from flint import arb
+from flint import arb_mat
+from flint import ctx
 
-from attnprops.oracle.ball_estimates import score_bound, score_estimates
-from attnprops.oracle.ball_rounding import (
-    CappedRow,
-    RowKeys,
-    Unresolved,
-    beside_mean,
-    exact_mean,
-    exact_score,
-    first_known,
-    grouped_mean,
-    just_above,
-    rational_scale,
-    to_float,
-)
-from attnprops.oracle.rules import (
-    AttentionProblem,
-    check_attention_inputs,
-    check_flag,
-    compute_dtype,
-    overflow_threshold,
-    raise_score_overflow,
-    sink_at,
-    slope_at,
-    takes_options,
-)
+from attnprops.oracle.ball_estimates import score_bound
+from attnprops.oracle.ball_estimates import score_estimates
+from attnprops.oracle.ball_rounding import CappedRow
+from attnprops.oracle.ball_rounding import RowKeys
+from attnprops.oracle.ball_rounding import Unresolved
+from attnprops.oracle.ball_rounding import beside_mean
+from attnprops.oracle.ball_rounding import exact_mean
+from attnprops.oracle.ball_rounding import exact_score
+from attnprops.oracle.ball_rounding import first_known
+from attnprops.oracle.ball_rounding import grouped_mean
+from attnprops.oracle.ball_rounding import just_above
+from attnprops.oracle.ball_rounding import rational_scale
+from attnprops.oracle.ball_rounding import to_float
+from attnprops.oracle.rules import AttentionProblem
+from attnprops.oracle.rules import check_attention_inputs
+from attnprops.oracle.rules import check_flag
+from attnprops.oracle.rules import compute_dtype
+from attnprops.oracle.rules import overflow_threshold
+from attnprops.oracle.rules import raise_score_overflow
+from attnprops.oracle.rules import sink_at
+from attnprops.oracle.rules import slope_at
+from attnprops.oracle.rules import takes_options
 
 PRECISION = 256  # bits to start with
 MAX_PRECISION = 8192  # bits; past this an unresolved value raises

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnprops.oracle.rules import AttentionProblem, alibi_bias
+from attnprops.oracle.rules import AttentionProblem
+from attnprops.oracle.rules import alibi_bias
 
 __all__ = ["alibi_scores", "score_bound", "score_estimates"]
 

@@ -20,9 +20,11 @@ from math import isqrt
 from typing import NamedTuple
 
 import numpy as np
-from flint import arb, fmpq
+from flint import arb
+from flint import fmpq
 
-from attnprops.oracle.rules import AttentionProblem, slope_at
+from attnprops.oracle.rules import AttentionProblem
+from attnprops.oracle.rules import slope_at
 
 __all__ = [
     "CappedRow",

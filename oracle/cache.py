@@ -10,21 +10,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnprops.oracle.reference import OracleResult, attention
-from attnprops.oracle.rules import (
-    CACHED_OPTIONS,
-    FrozenScales,
-    check_cache_append,
-    check_cache_config,
-    check_cache_instance,
-    check_cached_query,
-    check_fp8_storage,
-    check_quantization_scale,
-    check_rolling_window,
-    dequantize,
-    quantize,
-    takes_options,
-)
+from attnprops.oracle.reference import OracleResult
+from attnprops.oracle.reference import attention
+from attnprops.oracle.rules import CACHED_OPTIONS
+from attnprops.oracle.rules import FrozenScales
+from attnprops.oracle.rules import check_cache_append
+from attnprops.oracle.rules import check_cache_config
+from attnprops.oracle.rules import check_cache_instance
+from attnprops.oracle.rules import check_cached_query
+from attnprops.oracle.rules import check_fp8_storage
+from attnprops.oracle.rules import check_quantization_scale
+from attnprops.oracle.rules import check_rolling_window
+from attnprops.oracle.rules import dequantize
+from attnprops.oracle.rules import quantize
+from attnprops.oracle.rules import takes_options
 
 __all__ = ["KVCache", "QuantizedKVCache", "cached_attention"]
 

@@ -13,14 +13,16 @@ from typing import NamedTuple
 import mpmath
 import numpy as np
 
-from attnprops.oracle.exact import DIGITS, dyadic, exact_dot_int, exact_vector, scaled
-from attnprops.oracle.rules import (
-    AttentionProblem,
-    compute_dtype,
-    overflow_threshold,
-    raise_score_overflow,
-    slope_at,
-)
+from attnprops.oracle.exact import DIGITS
+from attnprops.oracle.exact import dyadic
+from attnprops.oracle.exact import exact_dot_int
+from attnprops.oracle.exact import exact_vector
+from attnprops.oracle.exact import scaled
+from attnprops.oracle.rules import AttentionProblem
+from attnprops.oracle.rules import compute_dtype
+from attnprops.oracle.rules import overflow_threshold
+from attnprops.oracle.rules import raise_score_overflow
+from attnprops.oracle.rules import slope_at
 
 __all__ = [
     "Scores",

@@ -29,22 +29,22 @@ from dataclasses import dataclass
 import mpmath
 import numpy as np
 
-from attnprops.oracle.exact import DIGITS, exact_vector, scaled, to_float, weighted_sum
-from attnprops.oracle.exact_scores import (
-    Scores,
-    cap_digits,
-    capped_tanh,
-    exact_difference,
-    exact_scores,
-    exact_slope,
-    sink_shift,
-)
-from attnprops.oracle.rules import (
-    check_attention_inputs,
-    kv_cache_bytes,
-    sink_at,
-    takes_options,
-)
+from attnprops.oracle.exact import DIGITS
+from attnprops.oracle.exact import exact_vector
+from attnprops.oracle.exact import scaled
+from attnprops.oracle.exact import to_float
+from attnprops.oracle.exact import weighted_sum
+from attnprops.oracle.exact_scores import Scores
+from attnprops.oracle.exact_scores import cap_digits
+from attnprops.oracle.exact_scores import capped_tanh
+from attnprops.oracle.exact_scores import exact_difference
+from attnprops.oracle.exact_scores import exact_scores
+from attnprops.oracle.exact_scores import exact_slope
+from attnprops.oracle.exact_scores import sink_shift
+from attnprops.oracle.rules import check_attention_inputs
+from attnprops.oracle.rules import kv_cache_bytes
+from attnprops.oracle.rules import sink_at
+from attnprops.oracle.rules import takes_options
 
 __all__ = [
     "OracleResult",

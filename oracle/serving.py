@@ -13,24 +13,23 @@ from __future__ import annotations
 import numpy as np
 
 from attnprops.oracle.cache import KVCache
-from attnprops.oracle.reference import OracleResult, attention
-from attnprops.oracle.rules import (
-    CACHED_OPTIONS,
-    SERVING_OPTIONS,
-    KVCacheCall,
-    check_cache_append,
-    check_cache_config,
-    check_free_pages,
-    check_kvcache_call,
-    check_paged_cached_call,
-    check_positive_int,
-    check_sequence_finite,
-    check_sequence_id,
-    check_sequence_ids,
-    pages_needed,
-    sequence_options,
-    takes_options,
-)
+from attnprops.oracle.reference import OracleResult
+from attnprops.oracle.reference import attention
+from attnprops.oracle.rules import CACHED_OPTIONS
+from attnprops.oracle.rules import SERVING_OPTIONS
+from attnprops.oracle.rules import KVCacheCall
+from attnprops.oracle.rules import check_cache_append
+from attnprops.oracle.rules import check_cache_config
+from attnprops.oracle.rules import check_free_pages
+from attnprops.oracle.rules import check_kvcache_call
+from attnprops.oracle.rules import check_paged_cached_call
+from attnprops.oracle.rules import check_positive_int
+from attnprops.oracle.rules import check_sequence_finite
+from attnprops.oracle.rules import check_sequence_id
+from attnprops.oracle.rules import check_sequence_ids
+from attnprops.oracle.rules import pages_needed
+from attnprops.oracle.rules import sequence_options
+from attnprops.oracle.rules import takes_options
 
 __all__ = [
     "PagedKVCache",

@@ -9,15 +9,14 @@ from hypothesis import note
 
 from attnprops import oracle
 from attnprops.oracle import lab
-from attnprops.oracle.rules import check_attention_inputs, takes_options
+from attnprops.oracle.rules import check_attention_inputs
+from attnprops.oracle.rules import takes_options
 from attnprops.properties.bounds import attention_bounds
-from attnprops.properties.checks import (
-    assert_equal,
-    assert_shape_dtype,
-    assert_within,
-    call_subject,
-    fail,
-)
+from attnprops.properties.checks import assert_equal
+from attnprops.properties.checks import assert_shape_dtype
+from attnprops.properties.checks import assert_within
+from attnprops.properties.checks import call_subject
+from attnprops.properties.checks import fail
 from attnprops.properties.strategies import AttentionCase
 
 

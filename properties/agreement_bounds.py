@@ -14,14 +14,14 @@ from typing import NamedTuple
 import ml_dtypes
 import numpy as np
 
-from attnprops.properties.arithmetic import U64, Arithmetic, gamma
-from attnprops.properties.bounds import (
-    _abs_alibi,
-    _abs_bias,
-    _four_d,
-    _softcap_error,
-    abs_scores,
-)
+from attnprops.properties.arithmetic import U64
+from attnprops.properties.arithmetic import Arithmetic
+from attnprops.properties.arithmetic import gamma
+from attnprops.properties.bounds import _abs_alibi
+from attnprops.properties.bounds import _abs_bias
+from attnprops.properties.bounds import _four_d
+from attnprops.properties.bounds import _softcap_error
+from attnprops.properties.bounds import abs_scores
 
 __all__ = ["RowMaxima", "agreement_bounds", "agreement_from", "row_maxima"]
 

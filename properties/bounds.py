@@ -159,8 +159,11 @@ from typing import NamedTuple
 import ml_dtypes
 import numpy as np
 
-from attnprops.oracle.rules import alibi_bias, check_alibi_slopes
-from attnprops.properties.arithmetic import U64, Arithmetic, gamma
+from attnprops.oracle.rules import alibi_bias
+from attnprops.oracle.rules import check_alibi_slopes
+from attnprops.properties.arithmetic import U64
+from attnprops.properties.arithmetic import Arithmetic
+from attnprops.properties.arithmetic import gamma
 
 
 class Bounds(NamedTuple):

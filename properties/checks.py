@@ -9,7 +9,8 @@ counts a mutant as killed only by a ``PropertyViolation``; any other exception i
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import currently_in_test_context, note
+from hypothesis import currently_in_test_context
+from hypothesis import note
 
 
 class PropertyViolation(AssertionError):

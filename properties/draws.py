@@ -7,9 +7,11 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from hypothesis import seed, settings
+from hypothesis import seed
+from hypothesis import settings
 
-from attnprops.properties.profiles import COSTLY_MARKERS, costly_examples
+from attnprops.properties.profiles import COSTLY_MARKERS
+from attnprops.properties.profiles import costly_examples
 from attnprops.properties.selection import within
 
 __all__ = ["pin_seeds", "scale_costly"]

@@ -15,8 +15,12 @@ from typing import NamedTuple
 import numpy as np
 from hypothesis import strategies as st
 
-from attnprops.oracle.violations import ATTENTION_RULES, BY_RULE, Call, Pick
-from attnprops.properties.strategies import AttentionCase, attention_cases
+from attnprops.oracle.violations import ATTENTION_RULES
+from attnprops.oracle.violations import BY_RULE
+from attnprops.oracle.violations import Call
+from attnprops.oracle.violations import Pick
+from attnprops.properties.strategies import AttentionCase
+from attnprops.properties.strategies import attention_cases
 
 # rule -> the argument its message names (what a good error message names)
 INVALID_KINDS = {rule: BY_RULE[rule].argument for rule in ATTENTION_RULES}

@@ -9,7 +9,9 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from attnprops.properties.kernel_cases import subject_kernel_specs
-from attnprops.properties.sizes import TILES, boundary_sizes, limits
+from attnprops.properties.sizes import TILES
+from attnprops.properties.sizes import boundary_sizes
+from attnprops.properties.sizes import limits
 
 __all__ = ["cache_runs", "chunks_of", "paged_layouts"]
 

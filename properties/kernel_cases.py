@@ -44,22 +44,19 @@ from hypothesis import strategies as st
 from attnprops.oracle.rules import sinks_within
 from attnprops.properties import DEFAULT_DTYPES
 from attnprops.properties.bounds import grouped_matmul
-from attnprops.properties.sizes import (
-    HEAD_DIMS,
-    boundary_sizes,
-    cached_strategy,
-    capacity_sizes,
-    head_dims,
-    limits,
-    long_sizes,
-)
-from attnprops.properties.strategies import (
-    BFLOAT16,
-    BFLOAT16_LARGE,
-    AttentionCase,
-    subject_declared,
-)
-from attnprops.properties.variant_draws import anchor_in_window, fit_window
+from attnprops.properties.sizes import HEAD_DIMS
+from attnprops.properties.sizes import boundary_sizes
+from attnprops.properties.sizes import cached_strategy
+from attnprops.properties.sizes import capacity_sizes
+from attnprops.properties.sizes import head_dims
+from attnprops.properties.sizes import limits
+from attnprops.properties.sizes import long_sizes
+from attnprops.properties.strategies import BFLOAT16
+from attnprops.properties.strategies import BFLOAT16_LARGE
+from attnprops.properties.strategies import AttentionCase
+from attnprops.properties.strategies import subject_declared
+from attnprops.properties.variant_draws import anchor_in_window
+from attnprops.properties.variant_draws import fit_window
 
 SHAPE_KINDS = ("prefill", "decode", "chunk", "cross")
 MASK_KINDS = ("none", "key padding", "random bool", "alibi", "left padding")

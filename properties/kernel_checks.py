@@ -14,12 +14,18 @@ from hypothesis import note
 
 from attnprops.oracle import ball
 from attnprops.oracle.rules import alibi_bias
-from attnprops.properties._support import attend, visibility
-from attnprops.properties.agreement_bounds import agreement_bounds, agreement_from, row_maxima
+from attnprops.properties._support import attend
+from attnprops.properties._support import visibility
+from attnprops.properties.agreement_bounds import agreement_bounds
+from attnprops.properties.agreement_bounds import agreement_from
+from attnprops.properties.agreement_bounds import row_maxima
 from attnprops.properties.arithmetic import Arithmetic
-from attnprops.properties.bounds import attention_bounds, grouped_matmul, two_computations
+from attnprops.properties.bounds import attention_bounds
+from attnprops.properties.bounds import grouped_matmul
+from attnprops.properties.bounds import two_computations
 from attnprops.properties.checks import assert_within
-from attnprops.properties.reference_rows import boundary_rows, rows_of
+from attnprops.properties.reference_rows import boundary_rows
+from attnprops.properties.reference_rows import rows_of
 
 __all__ = ["agree", "float64_evaluation", "matches_float64_evaluation", "matches_reference"]
 

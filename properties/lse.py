@@ -12,7 +12,10 @@ import mpmath
 import numpy as np
 
 from attnprops.properties.arithmetic import U64
-from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject, fail
+from attnprops.properties.checks import assert_shape_dtype
+from attnprops.properties.checks import assert_within
+from attnprops.properties.checks import call_subject
+from attnprops.properties.checks import fail
 
 __all__ = [
     "assert_lse_within",

@@ -3,8 +3,10 @@ options of a pytest subprocess that runs the suite (:func:`suite_args`)."""
 
 from __future__ import annotations
 
-from attnprops.properties import DEFAULT_SUBJECT, ENV_VAR
-from attnprops.properties.expected_failures import XFAIL_ATTRIBUTE, XFAIL_ENV_VAR
+from attnprops.properties import DEFAULT_SUBJECT
+from attnprops.properties import ENV_VAR
+from attnprops.properties.expected_failures import XFAIL_ATTRIBUTE
+from attnprops.properties.expected_failures import XFAIL_ENV_VAR
 
 __all__ = [
     "FAST_START",

@@ -57,30 +57,27 @@ import pytest
 # Only what every pytest run needs: installed, this plugin is loaded into runs that never use
 # the suite, so Hypothesis, NumPy and the subject machinery are imported when a run does
 # (pytest_configure, current_subject).
-from attnprops.properties import DEFAULT_SUBJECT, ENV_VAR, example_counts, results
-from attnprops.properties.expected_failures import (
-    XFAIL_RAISES,
-    mark_expected_failures,
-    read_expected_failures,
-    xfail_files,
-)
-from attnprops.properties.options import (
-    ROBUSTNESS_ENV_VAR,
-    ROBUSTNESS_MODES,
-    ROBUSTNESS_REASON,
-    add_options,
-)
-from attnprops.properties.selection import (
-    META_TESTS_DIR,
-    SUITE_DIR,
-    add_suite,
-    named_subject,
-    named_tests,
-    parse_shard,
-    shard_of,
-    uses_suite,
-    within,
-)
+from attnprops.properties import DEFAULT_SUBJECT
+from attnprops.properties import ENV_VAR
+from attnprops.properties import example_counts
+from attnprops.properties import results
+from attnprops.properties.expected_failures import XFAIL_RAISES
+from attnprops.properties.expected_failures import mark_expected_failures
+from attnprops.properties.expected_failures import read_expected_failures
+from attnprops.properties.expected_failures import xfail_files
+from attnprops.properties.options import ROBUSTNESS_ENV_VAR
+from attnprops.properties.options import ROBUSTNESS_MODES
+from attnprops.properties.options import ROBUSTNESS_REASON
+from attnprops.properties.options import add_options
+from attnprops.properties.selection import META_TESTS_DIR
+from attnprops.properties.selection import SUITE_DIR
+from attnprops.properties.selection import add_suite
+from attnprops.properties.selection import named_subject
+from attnprops.properties.selection import named_tests
+from attnprops.properties.selection import parse_shard
+from attnprops.properties.selection import shard_of
+from attnprops.properties.selection import uses_suite
+from attnprops.properties.selection import within
 from attnprops.properties.threads import one_thread_per_process
 
 if TYPE_CHECKING:
@@ -157,7 +154,8 @@ def pytest_configure(config):
     _STATE["robustness"] = mode
     from attnprops.properties.profiles import load_profile
     from attnprops.properties.sizes import limits
-    from attnprops.properties.subject import SubjectError, load_subject
+    from attnprops.properties.subject import SubjectError
+    from attnprops.properties.subject import load_subject
 
     one_thread_per_process(workers=config.getoption("numprocesses", None))
     try:  # --hypothesis-profile wins over $HYPOTHESIS_PROFILE; $ATTNPROPS_DATABASE applies
@@ -331,7 +329,8 @@ def pytest_collection_modifyitems(session, config, items):
     if not _STATE.get("active"):
         return
     mark_expected_failures(config, items, _STATE.get("xfail_entries") or [], current_subject().name)
-    from attnprops.properties.draws import pin_seeds, scale_costly
+    from attnprops.properties.draws import pin_seeds
+    from attnprops.properties.draws import scale_costly
 
     scale_costly(items)
     pin_seeds(items, SUITE_DIR)

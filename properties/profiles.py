@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck
+from hypothesis import Phase
+from hypothesis import settings
 
 DEFAULT_PROFILE = "ci"
 DATABASE_ENV_VAR = "ATTNPROPS_DATABASE"

@@ -17,14 +17,13 @@ import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from attnprops.oracle.rules import (
-    FP8_NAMES,
-    QuantizationError,
-    check_quantization_scale,
-    fp8_max,
-    quantize,
-)
-from attnprops.properties.cache_draws import append_chunks, run_arrays
+from attnprops.oracle.rules import FP8_NAMES
+from attnprops.oracle.rules import QuantizationError
+from attnprops.oracle.rules import check_quantization_scale
+from attnprops.oracle.rules import fp8_max
+from attnprops.oracle.rules import quantize
+from attnprops.properties.cache_draws import append_chunks
+from attnprops.properties.cache_draws import run_arrays
 from attnprops.properties.strategies import AttentionCase
 from attnprops.properties.variant_draws import attention_sinks
 

@@ -16,10 +16,14 @@ from typing import NamedTuple
 import numpy as np
 from hypothesis import strategies as st
 
-from attnprops.oracle.rules import KVCacheCall, pages_needed
+from attnprops.oracle.rules import KVCacheCall
+from attnprops.oracle.rules import pages_needed
 from attnprops.oracle.serving import sequence_kv
-from attnprops.properties.strategies import AttentionCase, values
-from attnprops.properties.variant_draws import alibi_slopes, attention_sinks, window_sides
+from attnprops.properties.strategies import AttentionCase
+from attnprops.properties.strategies import values
+from attnprops.properties.variant_draws import alibi_slopes
+from attnprops.properties.variant_draws import attention_sinks
+from attnprops.properties.variant_draws import window_sides
 
 MAX_SEQUENCE = 7  # positions per sequence: past two pages of 3, with a partial one
 PAGE_SIZES = st.one_of(st.integers(1, 4), st.sampled_from([3, 5]))  # 3, 5 divide few lengths

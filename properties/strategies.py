@@ -24,17 +24,16 @@ from hypothesis.extra import numpy as hnp
 
 from attnprops.oracle.rules import BFLOAT16
 from attnprops.properties import DEFAULT_DTYPES
-from attnprops.properties.mask_draws import MASK_LAYOUTS, masks
+from attnprops.properties.mask_draws import MASK_LAYOUTS
+from attnprops.properties.mask_draws import masks
 from attnprops.properties.sizes import cached_strategy
-from attnprops.properties.variant_draws import (
-    alibi_slopes,
-    anchor_in_window,
-    attention_sinks,
-    documents,
-    fit_window,
-    rows_left_to_the_sink,
-    window_sides,
-)
+from attnprops.properties.variant_draws import alibi_slopes
+from attnprops.properties.variant_draws import anchor_in_window
+from attnprops.properties.variant_draws import attention_sinks
+from attnprops.properties.variant_draws import documents
+from attnprops.properties.variant_draws import fit_window
+from attnprops.properties.variant_draws import rows_left_to_the_sink
+from attnprops.properties.variant_draws import window_sides
 
 # Value regimes. "large" makes |scores| exceed exp's range for every dtype (float64 exp
 # overflows at ~709.8), so an implementation without max subtraction overflows.

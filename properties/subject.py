@@ -124,19 +124,16 @@ from types import ModuleType
 
 import numpy as np
 
-from attnprops.properties import (
-    DEFAULT_DTYPES,
-    DEFAULT_SUBJECT,
-    ENV_VAR,
-)  # re-exported: the names' home is the package
+from attnprops.properties import DEFAULT_DTYPES  # re-exported: the names' home is the package
+from attnprops.properties import DEFAULT_SUBJECT  # re-exported: the names' home is the package
+from attnprops.properties import ENV_VAR  # re-exported: the names' home is the package
 from attnprops.properties.arithmetic import Arithmetic
-from attnprops.properties.subject_dtypes import dtype_names, dtype_pairs
-from attnprops.properties.subject_import import (
-    EXTRAS,
-    SubjectError,
-    import_subject_module,
-    install_hint,
-)
+from attnprops.properties.subject_dtypes import dtype_names
+from attnprops.properties.subject_dtypes import dtype_pairs
+from attnprops.properties.subject_import import EXTRAS
+from attnprops.properties.subject_import import SubjectError
+from attnprops.properties.subject_import import import_subject_module
+from attnprops.properties.subject_import import install_hint
 
 _DEFAULTS = {
     "dtypes": DEFAULT_DTYPES,

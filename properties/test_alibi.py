@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from attnprops.oracle.rules import alibi_bias, check_alibi_slopes
-from attnprops.properties._support import (
-    assert_output_matches_oracle,
-    fit_to_subject,
-    four_d,
-    oracle_with_bounds,
-    subject_output,
-)
+from attnprops.oracle.rules import alibi_bias
+from attnprops.oracle.rules import check_alibi_slopes
+from attnprops.properties._support import assert_output_matches_oracle
+from attnprops.properties._support import fit_to_subject
+from attnprops.properties._support import four_d
+from attnprops.properties._support import oracle_with_bounds
+from attnprops.properties._support import subject_output
 from attnprops.properties.checks import assert_within
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.strategies import declared_variants, subject_cases
+from attnprops.properties.strategies import declared_variants
+from attnprops.properties.strategies import subject_cases
 
 SUBJECT = current_subject()
 # ALiBi with what else the subject declares: windows, documents, chunks, caps, sinks

@@ -17,23 +17,25 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, note
+from hypothesis import assume
+from hypothesis import given
+from hypothesis import note
 from hypothesis import strategies as st
 
 from attnprops.oracle import ball
 from attnprops.properties._support import visibility
-from attnprops.properties.bounds import attention_bounds, lse_bounds
+from attnprops.properties.bounds import attention_bounds
+from attnprops.properties.bounds import lse_bounds
 from attnprops.properties.checks import assert_within
 from attnprops.properties.kernel_cases import subject_kernel_specs
-from attnprops.properties.lse import (
-    assert_lse_within,
-    every_part_sees_a_key,
-    exact_merge,
-    merge_bounds,
-    output_and_lse,
-)
+from attnprops.properties.lse import assert_lse_within
+from attnprops.properties.lse import every_part_sees_a_key
+from attnprops.properties.lse import exact_merge
+from attnprops.properties.lse import merge_bounds
+from attnprops.properties.lse import output_and_lse
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.reference_rows import boundary_rows, rows_of
+from attnprops.properties.reference_rows import boundary_rows
+from attnprops.properties.reference_rows import rows_of
 from attnprops.properties.sizes import boundary_sizes
 from attnprops.properties.variant_draws import with_keys_hidden
 

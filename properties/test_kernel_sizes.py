@@ -18,16 +18,31 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, note
+from hypothesis import assume
+from hypothesis import given
+from hypothesis import note
 from hypothesis import strategies as st
 
-from attnprops.properties._support import attend, decode_in_chunks, one_head, repeat_kv, visibility
-from attnprops.properties.checks import assert_equal, assert_shape_dtype, call_subject, fail
-from attnprops.properties.kernel_cache_cases import cache_runs, chunks_of, paged_layouts
-from attnprops.properties.kernel_cases import PADDING_KINDS, subject_kernel_specs
-from attnprops.properties.kernel_checks import agree, matches_float64_evaluation, matches_reference
+from attnprops.properties._support import attend
+from attnprops.properties._support import decode_in_chunks
+from attnprops.properties._support import one_head
+from attnprops.properties._support import repeat_kv
+from attnprops.properties._support import visibility
+from attnprops.properties.checks import assert_equal
+from attnprops.properties.checks import assert_shape_dtype
+from attnprops.properties.checks import call_subject
+from attnprops.properties.checks import fail
+from attnprops.properties.kernel_cache_cases import cache_runs
+from attnprops.properties.kernel_cache_cases import chunks_of
+from attnprops.properties.kernel_cache_cases import paged_layouts
+from attnprops.properties.kernel_cases import PADDING_KINDS
+from attnprops.properties.kernel_cases import subject_kernel_specs
+from attnprops.properties.kernel_checks import agree
+from attnprops.properties.kernel_checks import matches_float64_evaluation
+from attnprops.properties.kernel_checks import matches_reference
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.sizes import TILES, boundary_sizes
+from attnprops.properties.sizes import TILES
+from attnprops.properties.sizes import boundary_sizes
 
 SUBJECT = current_subject()
 CAPS = SUBJECT.capabilities

@@ -9,33 +9,34 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import example, given, note
+from hypothesis import example
+from hypothesis import given
+from hypothesis import note
 from hypothesis import strategies as st
 
 from attnprops.oracle import lab
-from attnprops.oracle.violations import BY_RULE, CACHE_APPEND_RULES, Call
-from attnprops.properties._support import (
-    LAB_KEY,
-    LAB_QUERY,
-    LAB_VALUE,
-    assert_cache_unchanged,
-    assert_decode_matches_oracle,
-    cache_state,
-    case_from,
-    decode_in_chunks,
-    fit_to_subject,
-    lab_dtype,
-    new_cache,
-)
+from attnprops.oracle.violations import BY_RULE
+from attnprops.oracle.violations import CACHE_APPEND_RULES
+from attnprops.oracle.violations import Call
+from attnprops.properties._support import LAB_KEY
+from attnprops.properties._support import LAB_QUERY
+from attnprops.properties._support import LAB_VALUE
+from attnprops.properties._support import assert_cache_unchanged
+from attnprops.properties._support import assert_decode_matches_oracle
+from attnprops.properties._support import cache_state
+from attnprops.properties._support import case_from
+from attnprops.properties._support import decode_in_chunks
+from attnprops.properties._support import fit_to_subject
+from attnprops.properties._support import lab_dtype
+from attnprops.properties._support import new_cache
 from attnprops.properties.cache_draws import append_chunks
-from attnprops.properties.checks import (
-    assert_equal,
-    assert_within,
-    fail,
-)
+from attnprops.properties.checks import assert_equal
+from attnprops.properties.checks import assert_within
+from attnprops.properties.checks import fail
 from attnprops.properties.invalid import Draws
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.strategies import dims, values
+from attnprops.properties.strategies import dims
+from attnprops.properties.strategies import values
 
 SUBJECT = current_subject()
 # What a failed append or cached_attention may raise: the rule's ValueError/TypeError, or

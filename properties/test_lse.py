@@ -15,22 +15,27 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, note
+from hypothesis import assume
+from hypothesis import given
+from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from attnprops.properties._support import fit_to_subject, four_d, oracle_parts, visibility
-from attnprops.properties.bounds import attention_bounds, lse_bounds
+from attnprops.properties._support import fit_to_subject
+from attnprops.properties._support import four_d
+from attnprops.properties._support import oracle_parts
+from attnprops.properties._support import visibility
+from attnprops.properties.bounds import attention_bounds
+from attnprops.properties.bounds import lse_bounds
 from attnprops.properties.checks import assert_within
-from attnprops.properties.lse import (
-    assert_lse_within,
-    every_part_sees_a_key,
-    exact_merge,
-    merge_bounds,
-    output_and_lse,
-)
+from attnprops.properties.lse import assert_lse_within
+from attnprops.properties.lse import every_part_sees_a_key
+from attnprops.properties.lse import exact_merge
+from attnprops.properties.lse import merge_bounds
+from attnprops.properties.lse import output_and_lse
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.strategies import declared_variants, subject_cases
+from attnprops.properties.strategies import declared_variants
+from attnprops.properties.strategies import subject_cases
 from attnprops.properties.variant_draws import with_keys_hidden
 
 SUBJECT = current_subject()

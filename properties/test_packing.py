@@ -12,22 +12,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, note
+from hypothesis import given
+from hypothesis import note
 from hypothesis import strategies as st
 
-from attnprops.properties._support import (
-    assert_output_matches_oracle,
-    attend,
-    case_from,
-    fit_to_subject,
-    four_d,
-    visibility,
-)
+from attnprops.properties._support import assert_output_matches_oracle
+from attnprops.properties._support import attend
+from attnprops.properties._support import case_from
+from attnprops.properties._support import fit_to_subject
+from attnprops.properties._support import four_d
+from attnprops.properties._support import visibility
 from attnprops.properties.agreement_bounds import agreement_bounds
 from attnprops.properties.bounds import two_computations
 from attnprops.properties.checks import assert_within
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.strategies import dims, subject_cases, values
+from attnprops.properties.strategies import dims
+from attnprops.properties.strategies import subject_cases
+from attnprops.properties.strategies import values
 from attnprops.properties.variant_draws import window_sides
 
 SUBJECT = current_subject()

@@ -11,14 +11,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, note
+from hypothesis import given
+from hypothesis import note
 from hypothesis import strategies as st
 
-from attnprops.properties._support import assert_rows_match_oracle, oracle_with_bounds
-from attnprops.properties.checks import assert_equal, assert_within, call_subject, fail
+from attnprops.properties._support import assert_rows_match_oracle
+from attnprops.properties._support import oracle_with_bounds
+from attnprops.properties.checks import assert_equal
+from attnprops.properties.checks import assert_within
+from attnprops.properties.checks import call_subject
+from attnprops.properties.checks import fail
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.serving_cases import PAGE_SIZES, serving_cases
-from attnprops.properties.strategies import AttentionCase, values
+from attnprops.properties.serving_cases import PAGE_SIZES
+from attnprops.properties.serving_cases import serving_cases
+from attnprops.properties.strategies import AttentionCase
+from attnprops.properties.strategies import values
 
 SUBJECT = current_subject()
 

@@ -13,24 +13,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, note
+from hypothesis import assume
+from hypothesis import given
+from hypothesis import note
 from hypothesis import strategies as st
 
 from attnprops.oracle.rules import fp8_max
-from attnprops.oracle.violations import BY_RULE, Call
-from attnprops.properties._support import (
-    assert_cache_unchanged,
-    cache_state,
-    decode_in_chunks,
-    oracle_with_bounds,
-)
-from attnprops.properties.checks import (
-    assert_equal,
-    assert_shape_dtype,
-    assert_within,
-    call_subject,
-    fail,
-)
+from attnprops.oracle.violations import BY_RULE
+from attnprops.oracle.violations import Call
+from attnprops.properties._support import assert_cache_unchanged
+from attnprops.properties._support import cache_state
+from attnprops.properties._support import decode_in_chunks
+from attnprops.properties._support import oracle_with_bounds
+from attnprops.properties.checks import assert_equal
+from attnprops.properties.checks import assert_shape_dtype
+from attnprops.properties.checks import assert_within
+from attnprops.properties.checks import call_subject
+from attnprops.properties.checks import fail
 from attnprops.properties.invalid import Draws
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.quantization_bounds import quantization_bounds

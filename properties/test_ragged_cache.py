@@ -11,22 +11,26 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, note
+from hypothesis import given
+from hypothesis import note
 from hypothesis import strategies as st
 
-from attnprops.oracle.violations import BY_RULE, KVCACHE_RULES, Call
-from attnprops.properties._support import assert_rows_match_oracle, oracle_with_bounds
-from attnprops.properties.checks import (
-    assert_equal,
-    assert_shape_dtype,
-    assert_within,
-    call_subject,
-    fail,
-)
+from attnprops.oracle.violations import BY_RULE
+from attnprops.oracle.violations import KVCACHE_RULES
+from attnprops.oracle.violations import Call
+from attnprops.properties._support import assert_rows_match_oracle
+from attnprops.properties._support import oracle_with_bounds
+from attnprops.properties.checks import assert_equal
+from attnprops.properties.checks import assert_shape_dtype
+from attnprops.properties.checks import assert_within
+from attnprops.properties.checks import call_subject
+from attnprops.properties.checks import fail
 from attnprops.properties.invalid import Draws
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.serving_cases import serving_cases, shared_variants
-from attnprops.properties.strategies import AttentionCase, values
+from attnprops.properties.serving_cases import serving_cases
+from attnprops.properties.serving_cases import shared_variants
+from attnprops.properties.strategies import AttentionCase
+from attnprops.properties.strategies import values
 
 SUBJECT = current_subject()
 

@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, note, settings
+from hypothesis import given
+from hypothesis import note
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from attnprops.oracle.violations import BY_RULE
 from attnprops.properties._support import oracle_with_bounds
-from attnprops.properties.checks import (
-    assert_equal,
-    assert_shape_dtype,
-    assert_within,
-    call_subject,
-    describe_result,
-    fail,
-)
-from attnprops.properties.invalid import INVALID_KINDS, fully_masked_cases, invalid_cases
+from attnprops.properties.checks import assert_equal
+from attnprops.properties.checks import assert_shape_dtype
+from attnprops.properties.checks import assert_within
+from attnprops.properties.checks import call_subject
+from attnprops.properties.checks import describe_result
+from attnprops.properties.checks import fail
+from attnprops.properties.invalid import INVALID_KINDS
+from attnprops.properties.invalid import fully_masked_cases
+from attnprops.properties.invalid import invalid_cases
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.strategies import subject_cases
 

@@ -11,24 +11,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, note
+from hypothesis import given
+from hypothesis import note
 from hypothesis import strategies as st
 
-from attnprops.properties._support import (
-    assert_cache_unchanged,
-    cache_state,
-    decode_in_chunks,
-    oracle_with_bounds,
-)
-from attnprops.properties.cache_draws import append_chunks, run_arrays
-from attnprops.properties.checks import (
-    assert_equal,
-    assert_shape_dtype,
-    assert_within,
-    fail,
-)
+from attnprops.properties._support import assert_cache_unchanged
+from attnprops.properties._support import cache_state
+from attnprops.properties._support import decode_in_chunks
+from attnprops.properties._support import oracle_with_bounds
+from attnprops.properties.cache_draws import append_chunks
+from attnprops.properties.cache_draws import run_arrays
+from attnprops.properties.checks import assert_equal
+from attnprops.properties.checks import assert_shape_dtype
+from attnprops.properties.checks import assert_within
+from attnprops.properties.checks import fail
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.strategies import AttentionCase, values
+from attnprops.properties.strategies import AttentionCase
+from attnprops.properties.strategies import values
 from attnprops.properties.variant_draws import attention_sinks
 
 SUBJECT = current_subject()

@@ -11,15 +11,15 @@ from __future__ import annotations
 import pytest
 
 from attnprops.oracle import lab
-from attnprops.properties._support import (
-    LAB_KEY,
-    LAB_QUERY,
-    LAB_VALUE,
-    QUICK_QUERY,
-    QUICK_VALUE,
-    lab_dtype,
-)
-from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject
+from attnprops.properties._support import LAB_KEY
+from attnprops.properties._support import LAB_QUERY
+from attnprops.properties._support import LAB_VALUE
+from attnprops.properties._support import QUICK_QUERY
+from attnprops.properties._support import QUICK_VALUE
+from attnprops.properties._support import lab_dtype
+from attnprops.properties.checks import assert_shape_dtype
+from attnprops.properties.checks import assert_within
+from attnprops.properties.checks import call_subject
 
 
 def _lab(subject, *arrays):

@@ -13,23 +13,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, note
+from hypothesis import given
+from hypothesis import note
 from hypothesis import strategies as st
 
-from attnprops.properties._support import (
-    assert_decode_matches_oracle,
-    assert_output_matches_oracle,
-    attend,
-    fit_to_subject,
-    four_d,
-    one_head,
-    visibility,
-)
+from attnprops.properties._support import assert_decode_matches_oracle
+from attnprops.properties._support import assert_output_matches_oracle
+from attnprops.properties._support import attend
+from attnprops.properties._support import fit_to_subject
+from attnprops.properties._support import four_d
+from attnprops.properties._support import one_head
+from attnprops.properties._support import visibility
 from attnprops.properties.agreement_bounds import agreement_bounds
 from attnprops.properties.bounds import two_computations
 from attnprops.properties.checks import assert_within
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.strategies import declared_variants, subject_cases
+from attnprops.properties.strategies import declared_variants
+from attnprops.properties.strategies import subject_cases
 from attnprops.properties.test_kv_cache import cache_runs
 from attnprops.properties.variant_draws import attention_sinks
 

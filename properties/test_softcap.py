@@ -10,9 +10,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from attnprops.properties._support import assert_output_matches_oracle, fit_to_subject
+from attnprops.properties._support import assert_output_matches_oracle
+from attnprops.properties._support import fit_to_subject
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.strategies import declared_variants, subject_cases
+from attnprops.properties.strategies import declared_variants
+from attnprops.properties.strategies import subject_cases
 
 SUBJECT = current_subject()
 _WITH = declared_variants(SUBJECT, softcap=True)

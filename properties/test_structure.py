@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, note
+from hypothesis import assume
+from hypothesis import given
+from hypothesis import note
 from hypothesis import strategies as st
 
-from attnprops.properties._support import one_head, oracle_with_bounds, repeat_kv
+from attnprops.properties._support import one_head
+from attnprops.properties._support import oracle_with_bounds
+from attnprops.properties._support import repeat_kv
 from attnprops.properties.bounds import two_computations
-from attnprops.properties.checks import assert_shape_dtype, assert_within, call_subject
+from attnprops.properties.checks import assert_shape_dtype
+from attnprops.properties.checks import assert_within
+from attnprops.properties.checks import call_subject
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.strategies import subject_cases
 

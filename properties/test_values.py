@@ -9,33 +9,31 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import example, given
+from hypothesis import example
+from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from attnprops.properties._support import (
-    LAB_CAUSAL,
-    LAB_DECODE,
-    QUICK_CAUSAL,
-    assert_output_matches_oracle,
-    fit_to_subject,
-    four_d,
-    oracle_with_bounds,
-    repeat_kv,
-    seed_batch_case,
-    subject_output,
-    subject_weights,
-    visibility,
-)
-from attnprops.properties.checks import (
-    assert_equal,
-    assert_shape_dtype,
-    assert_within,
-    call_subject,
-    fail,
-)
+from attnprops.properties._support import LAB_CAUSAL
+from attnprops.properties._support import LAB_DECODE
+from attnprops.properties._support import QUICK_CAUSAL
+from attnprops.properties._support import assert_output_matches_oracle
+from attnprops.properties._support import fit_to_subject
+from attnprops.properties._support import four_d
+from attnprops.properties._support import oracle_with_bounds
+from attnprops.properties._support import repeat_kv
+from attnprops.properties._support import seed_batch_case
+from attnprops.properties._support import subject_output
+from attnprops.properties._support import subject_weights
+from attnprops.properties._support import visibility
+from attnprops.properties.checks import assert_equal
+from attnprops.properties.checks import assert_shape_dtype
+from attnprops.properties.checks import assert_within
+from attnprops.properties.checks import call_subject
+from attnprops.properties.checks import fail
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.strategies import AttentionCase, subject_cases
+from attnprops.properties.strategies import AttentionCase
+from attnprops.properties.strategies import subject_cases
 
 SUBJECT = current_subject()
 

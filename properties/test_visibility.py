@@ -10,30 +10,29 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import assume, given, note
+from hypothesis import assume
+from hypothesis import given
+from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from attnprops.properties._support import (
-    LAB_CAUSAL,
-    assert_output_matches_oracle,
-    case_from,
-    fit_to_subject,
-    four_d,
-    oracle_with_bounds,
-    visibility,
-)
+from attnprops.properties._support import LAB_CAUSAL
+from attnprops.properties._support import assert_output_matches_oracle
+from attnprops.properties._support import case_from
+from attnprops.properties._support import fit_to_subject
+from attnprops.properties._support import four_d
+from attnprops.properties._support import oracle_with_bounds
+from attnprops.properties._support import visibility
 from attnprops.properties.bounds import two_computations
-from attnprops.properties.checks import (
-    assert_equal,
-    assert_shape_dtype,
-    assert_within,
-    call_subject,
-    fail,
-)
+from attnprops.properties.checks import assert_equal
+from attnprops.properties.checks import assert_shape_dtype
+from attnprops.properties.checks import assert_within
+from attnprops.properties.checks import call_subject
+from attnprops.properties.checks import fail
 from attnprops.properties.mask_draws import MASK_LAYOUTS
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.strategies import subject_cases, values
+from attnprops.properties.strategies import subject_cases
+from attnprops.properties.strategies import values
 
 SUBJECT = current_subject()
 

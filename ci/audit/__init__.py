@@ -27,6 +27,7 @@ One module per job:
 - :mod:`.command`: the command line.
 """
 
-from attnprops.ci.audit.command import add_arguments, run
+from attnprops.ci.audit.command import add_arguments
+from attnprops.ci.audit.command import run
 
 __all__ = ["add_arguments", "run"]

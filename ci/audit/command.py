@@ -12,7 +12,9 @@ from pathlib import Path
 from attnprops.ci.audit import compare as comparing
 from attnprops.ci.audit import files
 from attnprops.ci.audit.figures import SECTIONS
-from attnprops.ci.audit.record import Audit, Check, jsonable
+from attnprops.ci.audit.record import Audit
+from attnprops.ci.audit.record import Check
+from attnprops.ci.audit.record import jsonable
 from attnprops.ci.audit.rejects import rejects
 from attnprops.ci.audit.schema import SCHEMA_VERSION
 

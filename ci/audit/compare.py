@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from attnprops.ci.audit.files import ROOT, source_hashes
+from attnprops.ci.audit.files import ROOT
+from attnprops.ci.audit.files import source_hashes
 
 REFERENCE_DIR = ROOT / "reference"  # the committed reference, shipped with the package
 REFERENCE_NAME = "reference"  # the --compare name that falls back to REFERENCE_DIR

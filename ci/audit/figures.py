@@ -14,7 +14,9 @@ import math
 
 import numpy as np
 
-from attnprops.ci.audit.record import Audit, max_abs_error, ulp_tolerance
+from attnprops.ci.audit.record import Audit
+from attnprops.ci.audit.record import max_abs_error
+from attnprops.ci.audit.record import ulp_tolerance
 from attnprops.ci.kv_bytes import GIB
 from attnprops.oracle import lab
 
@@ -22,7 +24,8 @@ from attnprops.oracle import lab
 def example(audit: Audit) -> None:
     """§3: scaled scores, masked scores, weights, context of the 3-token causal example;
     and the 50-digit check of §5 (float64 against the oracle)."""
-    from attnprops import impl, oracle
+    from attnprops import impl
+    from attnprops import oracle
 
     Q, K, V = lab.QUERY, lab.KEY, lab.VALUE
     # The lab's own float64 NumPy scores (impl has no scores function: its dense path fuses
@@ -90,7 +93,8 @@ def decode(audit: Audit) -> None:
     offset, with the offset-0 trap, and through each KV cache token by token."""
     import mpmath
 
-    from attnprops import impl, oracle
+    from attnprops import impl
+    from attnprops import oracle
 
     Q, K, V = lab.QUERY, lab.KEY, lab.VALUE
     start = lab.DECODE_QUERY_START
@@ -229,7 +233,8 @@ def mutants(audit: Audit) -> None:
 def batch(audit: Audit) -> None:
     """§5's batch test (:data:`oracle.lab.BATCH`): causal attention full and token by token
     through ``impl.KVCache``, both against the 50-digit oracle."""
-    from attnprops import impl, oracle
+    from attnprops import impl
+    from attnprops import oracle
 
     q, k, v = lab.batch_inputs()
     B, H, L = q.shape[:3]
@@ -279,7 +284,8 @@ def batch(audit: Audit) -> None:
 
 def kv_bytes(audit: Audit) -> None:
     """§6: the KV-byte table, the 7e9-parameter weights, a real 480-byte fp16 pair."""
-    from attnprops import impl, oracle
+    from attnprops import impl
+    from attnprops import oracle
 
     config = lab.KV_TABLE_CONFIG
     src = (

@@ -4,7 +4,8 @@ raise the same error class with the same message."""
 
 from __future__ import annotations
 
-from attnprops.ci.audit.record import Audit, Check
+from attnprops.ci.audit.record import Audit
+from attnprops.ci.audit.record import Check
 
 
 def _raised(call) -> dict:
@@ -17,7 +18,8 @@ def _raised(call) -> dict:
 
 def rejects(audit: Audit) -> None:
     """One ``"raises"`` check per fixed example of the rule-violation registry."""
-    from attnprops import impl, oracle
+    from attnprops import impl
+    from attnprops import oracle
     from attnprops.oracle.violations import examples
 
     for example in examples():

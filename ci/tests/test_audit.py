@@ -11,9 +11,12 @@ import sys
 import numpy as np
 import pytest
 
-from attnprops.ci.audit import files, schema
-from attnprops.ci.tests.conftest import read_csv, run_cli
-from attnprops.oracle import lab, rules
+from attnprops.ci.audit import files
+from attnprops.ci.audit import schema
+from attnprops.ci.tests.conftest import read_csv
+from attnprops.ci.tests.conftest import run_cli
+from attnprops.oracle import lab
+from attnprops.oracle import rules
 from attnprops.oracle.violations import examples
 
 ROOT = files.ROOT

@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 
 from attnprops.ci.audit import compare as comparing
-from attnprops.ci.audit import files, schema
-from attnprops.ci.tests.conftest import read_csv, run_cli
+from attnprops.ci.audit import files
+from attnprops.ci.audit import schema
+from attnprops.ci.tests.conftest import read_csv
+from attnprops.ci.tests.conftest import run_cli
 
 ROOT = files.ROOT
 

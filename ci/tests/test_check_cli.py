@@ -353,7 +353,8 @@ def test_the_suite_run_reads_only_its_own_pytest_configuration(tmp_path):
     subject ``./dir/sub.py`` beside a project's pyproject.toml made pytest pick that file
     (the common folder of the suite and the subject), whose filterwarnings turned the
     subject's RuntimeWarnings into errors."""
-    from attnprops.ci.suite_runner import SUITE_RUN_INI, _pytest_args
+    from attnprops.ci.suite_runner import SUITE_RUN_INI
+    from attnprops.ci.suite_runner import _pytest_args
 
     args = _pytest_args(
         "./dir/sub.py", tmp_path / "r.json", ["test_x"], 2, "ci", keyword="not slow"

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnprops.ci import cli, example
+from attnprops.ci import cli
+from attnprops.ci import example
 from attnprops.oracle import lab
 
 Q_TEXT = (

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from attnprops.ci import cli, kv_bytes
+from attnprops.ci import cli
+from attnprops.ci import kv_bytes
 
 
 def test_default_is_the_labs_mha_configuration(capsys):

@@ -14,13 +14,11 @@ from pathlib import Path
 import pytest
 
 from attnprops.ci.mutation_report import run_mutant
-from attnprops.ci.mutation_results import (
-    EXAMPLES_NOTE,
-    MutantResult,
-    Outcome,
-    console_table,
-    markdown_report,
-)
+from attnprops.ci.mutation_results import EXAMPLES_NOTE
+from attnprops.ci.mutation_results import MutantResult
+from attnprops.ci.mutation_results import Outcome
+from attnprops.ci.mutation_results import console_table
+from attnprops.ci.mutation_results import markdown_report
 from attnprops.ci.reproduction import rerun_command
 from attnprops.mutants import all_mutants
 

@@ -7,9 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from attnprops.ci.mutation_report import _classify, _message, run_mutant, select
+from attnprops.ci.mutation_report import _classify
+from attnprops.ci.mutation_report import _message
+from attnprops.ci.mutation_report import run_mutant
+from attnprops.ci.mutation_report import select
 from attnprops.ci.mutation_results import Outcome
-from attnprops.ci.suite_runner import PropertyFailure, RunResult
+from attnprops.ci.suite_runner import PropertyFailure
+from attnprops.ci.suite_runner import RunResult
 from attnprops.mutants import all_mutants
 from attnprops.properties.results import failure_record
 
@@ -122,7 +126,8 @@ def test_properties_report_without_bare_asserts():
 def test_a_kill_without_a_shrunk_counterexample_fails_the_run():
     """attnprops mutants exits 1 unless every mutant is killed with a generated, shrunk
     counterexample: a kill by an explicit example only is not a kill of the suite."""
-    from attnprops.ci.mutation_results import MutantResult, verdict
+    from attnprops.ci.mutation_results import MutantResult
+    from attnprops.ci.mutation_results import verdict
 
     def result(name, outcome, shrunk):
         return MutantResult(

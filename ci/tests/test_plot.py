@@ -7,7 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from attnprops.ci import cli, plot
+from attnprops.ci import cli
+from attnprops.ci import plot
 from attnprops.ci.audit.compare import REFERENCE_DIR
 
 

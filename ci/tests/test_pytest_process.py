@@ -10,7 +10,8 @@ import textwrap
 import pytest
 
 from attnprops.ci import pytest_process
-from attnprops.properties.threads import THREAD_ENV_VARS, one_thread_per_process
+from attnprops.properties.threads import THREAD_ENV_VARS
+from attnprops.properties.threads import one_thread_per_process
 
 PROBE = textwrap.dedent("""\
     import os, sys

@@ -8,7 +8,8 @@ import os
 import textwrap
 
 from attnprops.ci.suite_runner import run_suite
-from attnprops.properties.results import BaseExceptionGroup, failures_of
+from attnprops.properties.results import BaseExceptionGroup
+from attnprops.properties.results import failures_of
 
 TWO_BUGS = textwrap.dedent("""\
     from attnprops import impl

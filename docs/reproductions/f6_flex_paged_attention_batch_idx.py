@@ -12,7 +12,8 @@ import warnings
 
 import torch
 from torch.nn.attention.experimental._paged_attention import PagedAttention
-from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+from torch.nn.attention.flex_attention import create_block_mask
+from torch.nn.attention.flex_attention import flex_attention
 
 warnings.simplefilter("ignore", UserWarning)  # "called without torch.compile()": eager, chosen
 H, D, PAGE, PAGES = 1, 1, 1, 1

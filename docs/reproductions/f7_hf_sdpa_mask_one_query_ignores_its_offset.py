@@ -17,7 +17,8 @@ import types
 import torch
 import transformers
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import eager_mask, sdpa_mask
+from transformers.masking_utils import eager_mask
+from transformers.masking_utils import sdpa_mask
 
 q = torch.zeros(1, 1, 1, 1, dtype=torch.float64)  # one query, at position 0 (q_offset=0)
 k = torch.zeros(1, 1, 3, 1, dtype=torch.float64)  # keys at positions 0, 1, 2

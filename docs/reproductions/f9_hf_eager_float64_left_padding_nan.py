@@ -13,7 +13,8 @@ import sys
 
 import torch
 import transformers
-from transformers import LlamaConfig, LlamaModel
+from transformers import LlamaConfig
+from transformers import LlamaModel
 
 print(f"transformers {transformers.__version__}, torch {torch.__version__}")
 ids = torch.tensor([[0, 0, 5, 6, 7], [3, 4, 5, 6, 7]])  # sequence 0 left-padded by 2

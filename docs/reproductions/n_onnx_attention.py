@@ -24,7 +24,8 @@ import sys
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto
+from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 try:

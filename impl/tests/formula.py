@@ -10,12 +10,10 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from attnprops.oracle.rules import (
-    alibi_bias,
-    check_attention_inputs,
-    compute_dtype,
-    raise_score_overflow,
-)
+from attnprops.oracle.rules import alibi_bias
+from attnprops.oracle.rules import check_attention_inputs
+from attnprops.oracle.rules import compute_dtype
+from attnprops.oracle.rules import raise_score_overflow
 
 
 def _weights(problem, compute):

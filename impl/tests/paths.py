@@ -6,7 +6,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from attnprops.oracle.rules import AttentionInputError, compute_dtype
+from attnprops.oracle.rules import AttentionInputError
+from attnprops.oracle.rules import compute_dtype
 
 __all__ = ["close", "outcome"]
 

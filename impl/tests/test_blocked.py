@@ -17,13 +17,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from attnprops import impl, oracle
+from attnprops import impl
+from attnprops import oracle
 from attnprops.impl.tests import formula
-from attnprops.impl.tests.paths import close, outcome
-from attnprops.oracle.rules import (
-    ScoreOverflowError,
-    compute_dtype,
-)
+from attnprops.impl.tests.paths import close
+from attnprops.impl.tests.paths import outcome
+from attnprops.oracle.rules import ScoreOverflowError
+from attnprops.oracle.rules import compute_dtype
 
 DTYPES = (np.float16, np.float32, np.float64)
 

@@ -16,10 +16,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from attnprops import impl, oracle
+from attnprops import impl
+from attnprops import oracle
 from attnprops.impl.default_path import default_block_size
 from attnprops.impl.tests import formula
-from attnprops.oracle.rules import FullyMaskedRowError, NonFiniteInputError, ScoreOverflowError
+from attnprops.oracle.rules import FullyMaskedRowError
+from attnprops.oracle.rules import NonFiniteInputError
+from attnprops.oracle.rules import ScoreOverflowError
 
 
 def _pick(B, Hq, Hkv, Tq, Tk, D, Dv, is_causal=False, query_start=None):

@@ -5,9 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnprops import impl, oracle
-from attnprops.oracle.rules import AttentionInputError, DtypeError
-from attnprops.oracle.violations import EXAMPLE_IDS, example
+from attnprops import impl
+from attnprops import oracle
+from attnprops.oracle.rules import AttentionInputError
+from attnprops.oracle.rules import DtypeError
+from attnprops.oracle.violations import EXAMPLE_IDS
+from attnprops.oracle.violations import example
 
 MODULES = {"impl": impl, "oracle": oracle}
 

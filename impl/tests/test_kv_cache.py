@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose, assert_array_equal
+from numpy.testing import assert_allclose
+from numpy.testing import assert_array_equal
 
-from attnprops import impl, oracle
-from attnprops.oracle.rules import (
-    AttentionInputError,
-    DtypeError,
-    FullyMaskedRowError,
-    NonFiniteInputError,
-    ScaleError,
-    ShapeError,
-)
-from attnprops.oracle.violations import BY_RULE, CACHE_APPEND_RULES, Call, Pick
+from attnprops import impl
+from attnprops import oracle
+from attnprops.oracle.rules import AttentionInputError
+from attnprops.oracle.rules import DtypeError
+from attnprops.oracle.rules import FullyMaskedRowError
+from attnprops.oracle.rules import NonFiniteInputError
+from attnprops.oracle.rules import ScaleError
+from attnprops.oracle.rules import ShapeError
+from attnprops.oracle.violations import BY_RULE
+from attnprops.oracle.violations import CACHE_APPEND_RULES
+from attnprops.oracle.violations import Call
+from attnprops.oracle.violations import Pick
 
 MODULES = {"impl": impl, "oracle": oracle}
 B, HQ, HKV, D, DV = 1, 4, 2, 4, 3

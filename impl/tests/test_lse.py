@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnprops import impl, oracle
+from attnprops import impl
+from attnprops import oracle
 from attnprops.oracle.rules import AttentionInputError
 
 

@@ -9,15 +9,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnprops import impl, oracle
-from attnprops.impl.tests.paths import close, outcome
-from attnprops.oracle.rules import (
-    AttentionInputError,
-    ScoreOverflowError,
-    ShapeError,
-    check_block_size,
-)
-from attnprops.oracle.violations import example, examples
+from attnprops import impl
+from attnprops import oracle
+from attnprops.impl.tests.paths import close
+from attnprops.impl.tests.paths import outcome
+from attnprops.oracle.rules import AttentionInputError
+from attnprops.oracle.rules import ScoreOverflowError
+from attnprops.oracle.rules import ShapeError
+from attnprops.oracle.rules import check_block_size
+from attnprops.oracle.violations import example
+from attnprops.oracle.violations import examples
 
 _ATTENTION_EXAMPLES = [e.id for e in examples() if e.call.func == "attention"]
 

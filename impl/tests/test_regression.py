@@ -7,9 +7,11 @@ import warnings
 
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose, assert_array_equal
+from numpy.testing import assert_allclose
+from numpy.testing import assert_array_equal
 
-from attnprops import impl, oracle
+from attnprops import impl
+from attnprops import oracle
 from attnprops.oracle import lab
 from attnprops.oracle.lab import KEY as K
 from attnprops.oracle.lab import QUERY as Q

@@ -8,16 +8,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnprops import impl, oracle
-from attnprops.oracle.rules import (
-    AttentionInputError,
-    BlockTableError,
-    CacheSeqlensError,
-    NonFiniteInputError,
-    PagedCacheError,
-    WindowError,
-    paged_kv_cache_bytes,
-)
+from attnprops import impl
+from attnprops import oracle
+from attnprops.oracle.rules import AttentionInputError
+from attnprops.oracle.rules import BlockTableError
+from attnprops.oracle.rules import CacheSeqlensError
+from attnprops.oracle.rules import NonFiniteInputError
+from attnprops.oracle.rules import PagedCacheError
+from attnprops.oracle.rules import WindowError
+from attnprops.oracle.rules import paged_kv_cache_bytes
 
 
 def _kv(rng, b, n, heads=1, d=2):

@@ -9,16 +9,17 @@ import numbers
 
 import numpy as np
 
-from attnprops.oracle.rules.dtypes import FLOAT_DTYPES, is_fp8, is_ml_float, unsupported_dtype
-from attnprops.oracle.rules.errors import (
-    AttentionInputError,
-    DtypeError,
-    NonFiniteInputError,
-    QueryStartError,
-    ScaleError,
-    ShapeError,
-    WindowError,
-)
+from attnprops.oracle.rules.dtypes import FLOAT_DTYPES
+from attnprops.oracle.rules.dtypes import is_fp8
+from attnprops.oracle.rules.dtypes import is_ml_float
+from attnprops.oracle.rules.dtypes import unsupported_dtype
+from attnprops.oracle.rules.errors import AttentionInputError
+from attnprops.oracle.rules.errors import DtypeError
+from attnprops.oracle.rules.errors import NonFiniteInputError
+from attnprops.oracle.rules.errors import QueryStartError
+from attnprops.oracle.rules.errors import ScaleError
+from attnprops.oracle.rules.errors import ShapeError
+from attnprops.oracle.rules.errors import WindowError
 
 __all__ = [
     "as_real",

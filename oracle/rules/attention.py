@@ -10,31 +10,25 @@ from typing import NamedTuple
 import numpy as np
 
 from attnprops.oracle.rules.alibi import check_alibi_slopes
-from attnprops.oracle.rules.arguments import (
-    check_float_array,
-    check_is_causal,
-    check_mask,
-    check_query_start,
-    check_scale,
-    check_window,
-    window_visible,
-)
+from attnprops.oracle.rules.arguments import check_float_array
+from attnprops.oracle.rules.arguments import check_is_causal
+from attnprops.oracle.rules.arguments import check_mask
+from attnprops.oracle.rules.arguments import check_query_start
+from attnprops.oracle.rules.arguments import check_scale
+from attnprops.oracle.rules.arguments import check_window
+from attnprops.oracle.rules.arguments import window_visible
 from attnprops.oracle.rules.dtypes import compute_dtype
-from attnprops.oracle.rules.errors import (
-    AttentionInputError,
-    DtypeError,
-    FullyMaskedRowError,
-    QueryStartError,
-    ScoreOverflowError,
-    ShapeError,
-)
+from attnprops.oracle.rules.errors import AttentionInputError
+from attnprops.oracle.rules.errors import DtypeError
+from attnprops.oracle.rules.errors import FullyMaskedRowError
+from attnprops.oracle.rules.errors import QueryStartError
+from attnprops.oracle.rules.errors import ScoreOverflowError
+from attnprops.oracle.rules.errors import ShapeError
 from attnprops.oracle.rules.options import takes_options
-from attnprops.oracle.rules.packing import (
-    check_chunk_size,
-    check_segment_ids,
-    chunk_visible,
-    segment_visible,
-)
+from attnprops.oracle.rules.packing import check_chunk_size
+from attnprops.oracle.rules.packing import check_segment_ids
+from attnprops.oracle.rules.packing import chunk_visible
+from attnprops.oracle.rules.packing import segment_visible
 from attnprops.oracle.rules.sinks import check_sinks
 from attnprops.oracle.rules.softcap import check_softcap
 

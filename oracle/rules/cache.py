@@ -7,15 +7,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from attnprops.oracle.rules.arguments import (
-    _as_array,
-    _is_int,
-    check_float_array,
-    check_positive_int,
-    pages_needed,
-)
-from attnprops.oracle.rules.dtypes import FLOAT_DTYPES, unsupported_dtype
-from attnprops.oracle.rules.errors import AttentionInputError, DtypeError, ShapeError
+from attnprops.oracle.rules.arguments import _as_array
+from attnprops.oracle.rules.arguments import _is_int
+from attnprops.oracle.rules.arguments import check_float_array
+from attnprops.oracle.rules.arguments import check_positive_int
+from attnprops.oracle.rules.arguments import pages_needed
+from attnprops.oracle.rules.dtypes import FLOAT_DTYPES
+from attnprops.oracle.rules.dtypes import unsupported_dtype
+from attnprops.oracle.rules.errors import AttentionInputError
+from attnprops.oracle.rules.errors import DtypeError
+from attnprops.oracle.rules.errors import ShapeError
 
 __all__ = [
     "DTYPE_BYTES",

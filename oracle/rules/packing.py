@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnprops.oracle.rules.arguments import _is_int, _is_int_dtype
-from attnprops.oracle.rules.errors import SegmentIdsError, WindowError
+from attnprops.oracle.rules.arguments import _is_int
+from attnprops.oracle.rules.arguments import _is_int_dtype
+from attnprops.oracle.rules.errors import SegmentIdsError
+from attnprops.oracle.rules.errors import WindowError
 
 __all__ = [
     "check_chunk_size",

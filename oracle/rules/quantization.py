@@ -43,8 +43,11 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from attnprops.oracle.rules.arguments import as_real, read_only_copy
-from attnprops.oracle.rules.dtypes import FP8_DTYPES, compute_dtype, is_ml_float
+from attnprops.oracle.rules.arguments import as_real
+from attnprops.oracle.rules.arguments import read_only_copy
+from attnprops.oracle.rules.dtypes import FP8_DTYPES
+from attnprops.oracle.rules.dtypes import compute_dtype
+from attnprops.oracle.rules.dtypes import is_ml_float
 from attnprops.oracle.rules.errors import QuantizationError
 
 __all__ = [

@@ -66,25 +66,21 @@ from typing import NamedTuple
 import numpy as np
 
 from attnprops.oracle.rules.alibi import check_alibi_slopes
-from attnprops.oracle.rules.arguments import (
-    _as_array,
-    _is_int,
-    _is_int_dtype,
-    check_float_array,
-    check_window,
-    pages_needed,
-)
+from attnprops.oracle.rules.arguments import _as_array
+from attnprops.oracle.rules.arguments import _is_int
+from attnprops.oracle.rules.arguments import _is_int_dtype
+from attnprops.oracle.rules.arguments import check_float_array
+from attnprops.oracle.rules.arguments import check_window
+from attnprops.oracle.rules.arguments import pages_needed
 from attnprops.oracle.rules.cache import check_cached_query
-from attnprops.oracle.rules.errors import (
-    AttentionInputError,
-    BlockTableError,
-    CacheSeqlensError,
-    DtypeError,
-    NonFiniteInputError,
-    PagedCacheError,
-    ShapeError,
-    WindowError,
-)
+from attnprops.oracle.rules.errors import AttentionInputError
+from attnprops.oracle.rules.errors import BlockTableError
+from attnprops.oracle.rules.errors import CacheSeqlensError
+from attnprops.oracle.rules.errors import DtypeError
+from attnprops.oracle.rules.errors import NonFiniteInputError
+from attnprops.oracle.rules.errors import PagedCacheError
+from attnprops.oracle.rules.errors import ShapeError
+from attnprops.oracle.rules.errors import WindowError
 
 __all__ = [
     "KVCacheCall",

@@ -7,8 +7,11 @@ import mpmath
 import numpy as np
 import pytest
 
-from attnprops import impl, oracle
-from attnprops.oracle.rules import AlibiError, ScoreOverflowError, check_alibi_slopes
+from attnprops import impl
+from attnprops import oracle
+from attnprops.oracle.rules import AlibiError
+from attnprops.oracle.rules import ScoreOverflowError
+from attnprops.oracle.rules import check_alibi_slopes
 
 
 def test_the_bias_is_minus_slope_times_distance_bottom_right():

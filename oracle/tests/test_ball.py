@@ -13,14 +13,17 @@ import ml_dtypes
 import mpmath
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from numpy.testing import assert_array_equal
 
 from attnprops import oracle
 from attnprops.oracle import ball
-from attnprops.oracle.rules import AttentionInputError, ScoreOverflowError, compute_dtype
+from attnprops.oracle.rules import AttentionInputError
+from attnprops.oracle.rules import ScoreOverflowError
+from attnprops.oracle.rules import compute_dtype
 
 # Value regimes. "spread" mixes exponents from subnormal to 1e4: dot products whose terms
 # span thousands of bits. Not much larger: the 50-digit oracle rounds each score to 50 digits

@@ -11,11 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from attnprops import oracle
-from attnprops.oracle.rules import (
-    SegmentIdsError,
-    cu_seqlens_from_segment_ids,
-    segment_ids_from_cu_seqlens,
-)
+from attnprops.oracle.rules import SegmentIdsError
+from attnprops.oracle.rules import cu_seqlens_from_segment_ids
+from attnprops.oracle.rules import segment_ids_from_cu_seqlens
 
 lengths = st.lists(st.integers(0, 5), min_size=0, max_size=6)  # [] : cu_seqlens [0]
 

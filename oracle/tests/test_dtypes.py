@@ -7,17 +7,16 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from attnprops import impl, oracle
+from attnprops import impl
+from attnprops import oracle
 from attnprops.oracle import ball
-from attnprops.oracle.rules import (
-    BFLOAT16,
-    FLOAT_DTYPES,
-    DtypeError,
-    ShapeError,
-    compute_dtype,
-    kv_cache_bytes,
-    paged_kv_cache_bytes,
-)
+from attnprops.oracle.rules import BFLOAT16
+from attnprops.oracle.rules import FLOAT_DTYPES
+from attnprops.oracle.rules import DtypeError
+from attnprops.oracle.rules import ShapeError
+from attnprops.oracle.rules import compute_dtype
+from attnprops.oracle.rules import kv_cache_bytes
+from attnprops.oracle.rules import paged_kv_cache_bytes
 
 BF16 = BFLOAT16
 

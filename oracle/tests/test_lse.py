@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import mpmath
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 

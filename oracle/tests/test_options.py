@@ -5,15 +5,14 @@ import inspect
 import numpy as np
 import pytest
 
-from attnprops import impl, oracle
+from attnprops import impl
+from attnprops import oracle
 from attnprops.oracle import ball
-from attnprops.oracle.rules import (
-    CACHED_OPTIONS,
-    OPTIONS,
-    SERVING_OPTIONS,
-    check_attention_call,
-    takes_options,
-)
+from attnprops.oracle.rules import CACHED_OPTIONS
+from attnprops.oracle.rules import OPTIONS
+from attnprops.oracle.rules import SERVING_OPTIONS
+from attnprops.oracle.rules import check_attention_call
+from attnprops.oracle.rules import takes_options
 
 PUBLIC = [
     check_attention_call,

@@ -5,14 +5,16 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose, assert_array_equal
+from numpy.testing import assert_allclose
+from numpy.testing import assert_array_equal
 
 from attnprops import oracle
 from attnprops.oracle import lab
 from attnprops.oracle.lab import KEY as K
 from attnprops.oracle.lab import QUERY as Q
 from attnprops.oracle.lab import VALUE as V
-from attnprops.oracle.rules import DtypeError, ShapeError
+from attnprops.oracle.rules import DtypeError
+from attnprops.oracle.rules import ShapeError
 
 
 def test_scaled_scores_seed000():

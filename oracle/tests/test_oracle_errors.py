@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnprops import impl, oracle
-from attnprops.oracle.rules import (
-    AttentionInputError,
-    DtypeError,
-    FullyMaskedRowError,
-    NonFiniteInputError,
-    ScaleError,
-    ShapeError,
-)
-from attnprops.oracle.violations import EXAMPLE_IDS, example
+from attnprops import impl
+from attnprops import oracle
+from attnprops.oracle.rules import AttentionInputError
+from attnprops.oracle.rules import DtypeError
+from attnprops.oracle.rules import FullyMaskedRowError
+from attnprops.oracle.rules import NonFiniteInputError
+from attnprops.oracle.rules import ScaleError
+from attnprops.oracle.rules import ShapeError
+from attnprops.oracle.violations import EXAMPLE_IDS
+from attnprops.oracle.violations import example
 
 
 @pytest.mark.parametrize("example_id", EXAMPLE_IDS)

@@ -13,13 +13,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnprops import impl, oracle
-from attnprops.oracle.rules import (
-    QuantizationError,
-    calibrated_scale,
-    check_quantization_scale,
-    fp8_max,
-)
+from attnprops import impl
+from attnprops import oracle
+from attnprops.oracle.rules import QuantizationError
+from attnprops.oracle.rules import calibrated_scale
+from attnprops.oracle.rules import check_quantization_scale
+from attnprops.oracle.rules import fp8_max
 
 CACHES = [impl.QuantizedKVCache, oracle.QuantizedKVCache]
 IDS = ["impl", "oracle"]

@@ -10,9 +10,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from attnprops import impl, oracle
+from attnprops import impl
+from attnprops import oracle
 from attnprops.oracle import ball
-from attnprops.oracle.rules import ScoreOverflowError, overflow_threshold
+from attnprops.oracle.rules import ScoreOverflowError
+from attnprops.oracle.rules import overflow_threshold
 
 ATTENTIONS = {
     "impl": impl.attention,

@@ -6,12 +6,15 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from attnprops import oracle
-from attnprops.oracle.rules import FullyMaskedRowError, SinksError, check_sinks
+from attnprops.oracle.rules import FullyMaskedRowError
+from attnprops.oracle.rules import SinksError
+from attnprops.oracle.rules import check_sinks
 
 _UNIT = st.floats(-4, 4)
 

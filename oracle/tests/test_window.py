@@ -7,13 +7,11 @@ import numpy as np
 import pytest
 
 from attnprops import oracle
-from attnprops.oracle.rules import (
-    WindowError,
-    check_attention_call,
-    check_attention_inputs,
-    check_window,
-    window_visible,
-)
+from attnprops.oracle.rules import WindowError
+from attnprops.oracle.rules import check_attention_call
+from attnprops.oracle.rules import check_attention_inputs
+from attnprops.oracle.rules import check_window
+from attnprops.oracle.rules import window_visible
 
 
 def _seen(window, Tq, Tk, query_start=None, is_causal=False):

@@ -32,15 +32,19 @@ import numpy as np
 
 from attnprops.oracle import lab
 from attnprops.oracle.violations.attention import ATTENTION
-from attnprops.oracle.violations.cache import APPEND, CACHE
-from attnprops.oracle.violations.calls import Call, Example, FixedExample, Pick, Violation
-from attnprops.oracle.violations.quantization import QUANTIZATION, quantized_append_base
-from attnprops.oracle.violations.serving import (
-    KVCACHE_RULES,
-    SERVING,
-    paged_append_base,
-    ragged_base,
-)
+from attnprops.oracle.violations.cache import APPEND
+from attnprops.oracle.violations.cache import CACHE
+from attnprops.oracle.violations.calls import Call
+from attnprops.oracle.violations.calls import Example
+from attnprops.oracle.violations.calls import FixedExample
+from attnprops.oracle.violations.calls import Pick
+from attnprops.oracle.violations.calls import Violation
+from attnprops.oracle.violations.quantization import QUANTIZATION
+from attnprops.oracle.violations.quantization import quantized_append_base
+from attnprops.oracle.violations.serving import KVCACHE_RULES
+from attnprops.oracle.violations.serving import SERVING
+from attnprops.oracle.violations.serving import paged_append_base
+from attnprops.oracle.violations.serving import ragged_base
 
 VIOLATIONS: tuple[Violation, ...] = ATTENTION + CACHE + SERVING + QUANTIZATION
 BY_RULE = {v.rule: v for v in VIOLATIONS}

@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnprops.oracle.rules import DtypeError, NonFiniteInputError, ShapeError
-from attnprops.oracle.violations.calls import (
-    Example,
-    Violation,
-    changed,
-    doubled_batch,
-    lengths,
-    nonfinite,
-    one_cell,
-    other_float,
-    score_shape,
-)
+from attnprops.oracle.rules import DtypeError
+from attnprops.oracle.rules import NonFiniteInputError
+from attnprops.oracle.rules import ShapeError
+from attnprops.oracle.violations.calls import Example
+from attnprops.oracle.violations.calls import Violation
+from attnprops.oracle.violations.calls import changed
+from attnprops.oracle.violations.calls import doubled_batch
+from attnprops.oracle.violations.calls import lengths
+from attnprops.oracle.violations.calls import nonfinite
+from attnprops.oracle.violations.calls import one_cell
+from attnprops.oracle.violations.calls import other_float
+from attnprops.oracle.violations.calls import score_shape
 
 
 def _query_ndim(call, pick):

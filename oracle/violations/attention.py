@@ -7,21 +7,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnprops.oracle.rules import (
-    AttentionInputError,
-    FullyMaskedRowError,
-    QueryStartError,
-    ScaleError,
-    ScoreOverflowError,
-)
+from attnprops.oracle.rules import AttentionInputError
+from attnprops.oracle.rules import FullyMaskedRowError
+from attnprops.oracle.rules import QueryStartError
+from attnprops.oracle.rules import ScaleError
+from attnprops.oracle.rules import ScoreOverflowError
 from attnprops.oracle.violations.arrays import ARRAYS
-from attnprops.oracle.violations.calls import (
-    Example,
-    Violation,
-    changed,
-    lengths,
-    score_shape,
-)
+from attnprops.oracle.violations.calls import Example
+from attnprops.oracle.violations.calls import Violation
+from attnprops.oracle.violations.calls import changed
+from attnprops.oracle.violations.calls import lengths
+from attnprops.oracle.violations.calls import score_shape
 from attnprops.oracle.violations.variants import VARIANTS
 
 

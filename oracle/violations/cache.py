@@ -9,15 +9,15 @@ from __future__ import annotations
 import numpy as np
 
 from attnprops.oracle import lab
-from attnprops.oracle.rules import DtypeError, NonFiniteInputError, ShapeError
-from attnprops.oracle.violations.calls import (
-    Example,
-    Violation,
-    changed,
-    doubled_batch,
-    nonfinite,
-    other_float,
-)
+from attnprops.oracle.rules import DtypeError
+from attnprops.oracle.rules import NonFiniteInputError
+from attnprops.oracle.rules import ShapeError
+from attnprops.oracle.violations.calls import Example
+from attnprops.oracle.violations.calls import Violation
+from attnprops.oracle.violations.calls import changed
+from attnprops.oracle.violations.calls import doubled_batch
+from attnprops.oracle.violations.calls import nonfinite
+from attnprops.oracle.violations.calls import other_float
 
 
 def _append_dtype(name):

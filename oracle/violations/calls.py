@@ -4,7 +4,10 @@ of a break function, a fixed example, a violation; and the helpers the break fun
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any
+from typing import Callable
+from typing import NamedTuple
+from typing import Sequence
 
 import numpy as np
 

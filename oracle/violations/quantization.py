@@ -12,7 +12,9 @@ import numpy as np
 
 from attnprops.oracle import lab
 from attnprops.oracle.rules import QuantizationError
-from attnprops.oracle.violations.calls import Call, Example, Violation
+from attnprops.oracle.violations.calls import Call
+from attnprops.oracle.violations.calls import Example
+from attnprops.oracle.violations.calls import Violation
 
 SCALE = 2.0**-8
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 import numpy as np
 
 from attnprops.oracle import lab
-from attnprops.oracle.rules import (
-    BlockTableError,
-    CacheSeqlensError,
-    PagedCacheError,
-    WindowError,
-    pages_needed,
-)
-from attnprops.oracle.violations.calls import Call, Example, Violation
+from attnprops.oracle.rules import BlockTableError
+from attnprops.oracle.rules import CacheSeqlensError
+from attnprops.oracle.rules import PagedCacheError
+from attnprops.oracle.rules import WindowError
+from attnprops.oracle.rules import pages_needed
+from attnprops.oracle.violations.calls import Call
+from attnprops.oracle.violations.calls import Example
+from attnprops.oracle.violations.calls import Violation
 
 PAGE_SIZE = 2  # the base paged call's pages: the lab's 3 positions in pages 2 and 0 of 3
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnprops.oracle.rules import (
-    AlibiError,
-    SegmentIdsError,
-    SinksError,
-    SoftcapError,
-    WindowError,
-)
-from attnprops.oracle.violations.calls import Example, Violation, changed
+from attnprops.oracle.rules import AlibiError
+from attnprops.oracle.rules import SegmentIdsError
+from attnprops.oracle.rules import SinksError
+from attnprops.oracle.rules import SoftcapError
+from attnprops.oracle.rules import WindowError
+from attnprops.oracle.violations.calls import Example
+from attnprops.oracle.violations.calls import Violation
+from attnprops.oracle.violations.calls import changed
 
 __all__ = ["VARIANTS"]
 

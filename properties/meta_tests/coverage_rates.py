@@ -13,14 +13,12 @@ import statistics
 import sys
 from collections import Counter
 
-from attnprops.properties.meta_tests.test_strategy_coverage import (
-    DRAWS_PER_RUN,
-    KEY_PADDING_SHAPED,
-    REQUIRED,
-    RUNS,
-    features,
-    pooled_draws,
-)
+from attnprops.properties.meta_tests.test_strategy_coverage import DRAWS_PER_RUN
+from attnprops.properties.meta_tests.test_strategy_coverage import KEY_PADDING_SHAPED
+from attnprops.properties.meta_tests.test_strategy_coverage import REQUIRED
+from attnprops.properties.meta_tests.test_strategy_coverage import RUNS
+from attnprops.properties.meta_tests.test_strategy_coverage import features
+from attnprops.properties.meta_tests.test_strategy_coverage import pooled_draws
 from attnprops.properties.strategies import attention_cases
 
 

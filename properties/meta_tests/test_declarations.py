@@ -9,7 +9,8 @@ import types
 import numpy as np
 import pytest
 
-from attnprops.properties.subject import SubjectError, load_subject
+from attnprops.properties.subject import SubjectError
+from attnprops.properties.subject import load_subject
 
 
 def _subject(monkeypatch, caps):
@@ -195,7 +196,8 @@ def test_windows_reach_a_subject_in_its_declared_convention(monkeypatch):
     """The suite draws ``window=(left, right)``; a subject declaring Hugging Face's
     convention is called with ``sliding_window=left + 1`` instead (and only causal, without
     a right side, by the strategies); one declaring ``offsets`` gets the pair unchanged."""
-    from hypothesis import given, settings
+    from hypothesis import given
+    from hypothesis import settings
 
     from attnprops import impl
     from attnprops.properties.strategies import subject_cases

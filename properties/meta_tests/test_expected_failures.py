@@ -21,7 +21,8 @@ except ImportError:  # a vendored copy of properties/ has no ci/: plain subproce
     run_pytest = None
 
 from attnprops import properties
-from attnprops.properties.expected_failures import ExpectedFailure, read_expected_failures
+from attnprops.properties.expected_failures import ExpectedFailure
+from attnprops.properties.expected_failures import read_expected_failures
 from attnprops.properties.options import suite_args
 
 pytest_plugins = ["pytester"]

@@ -15,23 +15,20 @@ import pytest
 
 from attnprops import oracle
 from attnprops.oracle import lab
-from attnprops.properties._support import (
-    LAB_CAUSAL,
-    LAB_KEY,
-    LAB_QUERY,
-    LAB_VALUE,
-    case_from,
-    lab_dtype,
-)
+from attnprops.properties._support import LAB_CAUSAL
+from attnprops.properties._support import LAB_KEY
+from attnprops.properties._support import LAB_QUERY
+from attnprops.properties._support import LAB_VALUE
+from attnprops.properties._support import case_from
+from attnprops.properties._support import lab_dtype
 from attnprops.properties.bounds import attention_bounds
-from attnprops.properties.checks import (
-    PropertyViolation,
-    assert_equal,
-    assert_shape_dtype,
-    assert_within,
-    describe_result,
-)
-from attnprops.properties.subject import SubjectError, load_subject
+from attnprops.properties.checks import PropertyViolation
+from attnprops.properties.checks import assert_equal
+from attnprops.properties.checks import assert_shape_dtype
+from attnprops.properties.checks import assert_within
+from attnprops.properties.checks import describe_result
+from attnprops.properties.subject import SubjectError
+from attnprops.properties.subject import load_subject
 
 
 def test_assert_within_fails_outside_the_bound_and_on_nan():
@@ -168,7 +165,8 @@ def test_a_warning_made_an_error_is_reported_as_a_warning():
 
     import pytest
 
-    from attnprops.properties.checks import PropertyViolation, call_subject
+    from attnprops.properties.checks import PropertyViolation
+    from attnprops.properties.checks import call_subject
 
     def warns():
         warnings.warn("divide by zero encountered in divide", RuntimeWarning, stacklevel=1)

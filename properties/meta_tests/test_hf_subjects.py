@@ -14,9 +14,13 @@ import pytest
 
 from attnprops import oracle
 from attnprops.oracle import lab
-from attnprops.properties._support import LAB_KEY, LAB_QUERY, LAB_VALUE
+from attnprops.properties._support import LAB_KEY
+from attnprops.properties._support import LAB_QUERY
+from attnprops.properties._support import LAB_VALUE
 from attnprops.properties.expected_failures import read_expected_failures
-from attnprops.properties.meta_tests.test_subjects import _close, _module, _rng_case
+from attnprops.properties.meta_tests.test_subjects import _close
+from attnprops.properties.meta_tests.test_subjects import _module
+from attnprops.properties.meta_tests.test_subjects import _rng_case
 from attnprops.properties.subject import load_subject
 
 HF_SUBJECTS = [

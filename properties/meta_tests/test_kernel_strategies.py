@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import find, given, settings
+from hypothesis import find
+from hypothesis import given
+from hypothesis import settings
 
 from attnprops.properties._support import visibility
-from attnprops.properties.kernel_cases import MASK_KINDS, KernelSpec, kernel_specs
+from attnprops.properties.kernel_cases import MASK_KINDS
+from attnprops.properties.kernel_cases import KernelSpec
+from attnprops.properties.kernel_cases import kernel_specs
 from attnprops.properties.reference_rows import boundary_rows
-from attnprops.properties.sizes import (
-    LEN_ENV_VAR,
-    LIMITS,
-    TILES,
-    boundary_sizes,
-    capacity,
-    capacity_sizes,
-    limits,
-    primes_up_to,
-)
+from attnprops.properties.sizes import LEN_ENV_VAR
+from attnprops.properties.sizes import LIMITS
+from attnprops.properties.sizes import TILES
+from attnprops.properties.sizes import boundary_sizes
+from attnprops.properties.sizes import capacity
+from attnprops.properties.sizes import capacity_sizes
+from attnprops.properties.sizes import limits
+from attnprops.properties.sizes import primes_up_to
 
 
 def test_boundary_rows_reach_tile_edges():

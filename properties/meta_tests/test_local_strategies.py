@@ -21,7 +21,8 @@ import numpy as np
 
 from attnprops.oracle.rules import check_attention_inputs
 from attnprops.properties.kernel_cases import kernel_specs
-from attnprops.properties.meta_tests.test_strategy_coverage import _scores, pooled_draws
+from attnprops.properties.meta_tests.test_strategy_coverage import _scores
+from attnprops.properties.meta_tests.test_strategy_coverage import pooled_draws
 from attnprops.properties.strategies import attention_cases
 
 SMALL = (

@@ -6,13 +6,20 @@ in fp8's subnormal range."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck
+from hypothesis import Phase
+from hypothesis import given
+from hypothesis import settings
 
-from attnprops.oracle.rules import FP8_NAMES, quantize
-from attnprops.properties.kernel_cases import kernel_specs, subject_kernel_specs
+from attnprops.oracle.rules import FP8_NAMES
+from attnprops.oracle.rules import quantize
+from attnprops.properties.kernel_cases import kernel_specs
+from attnprops.properties.kernel_cases import subject_kernel_specs
 from attnprops.properties.meta_tests.test_strategy_coverage import pooled_draws
 from attnprops.properties.quantized_cases import quantized_runs
-from attnprops.properties.strategies import BFLOAT16, attention_cases, subject_cases
+from attnprops.properties.strategies import BFLOAT16
+from attnprops.properties.strategies import attention_cases
+from attnprops.properties.strategies import subject_cases
 from attnprops.properties.subject import load_subject
 
 FLOAT16_MAX = 65504.0

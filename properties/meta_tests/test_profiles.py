@@ -8,9 +8,12 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import database, settings
+from hypothesis import database
+from hypothesis import settings
 
-from attnprops.properties.profiles import DATABASE_ENV_VAR, database_from, load_profile
+from attnprops.properties.profiles import DATABASE_ENV_VAR
+from attnprops.properties.profiles import database_from
+from attnprops.properties.profiles import load_profile
 
 
 def test_dir_database_is_a_directory_database(tmp_path):

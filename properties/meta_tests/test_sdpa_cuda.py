@@ -10,7 +10,8 @@ import importlib
 import numpy as np
 import pytest
 
-from attnprops.properties.subject_import import SubjectError, install_hint
+from attnprops.properties.subject_import import SubjectError
+from attnprops.properties.subject_import import install_hint
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import types
 
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from attnprops.properties.draws import pin_seeds

@@ -25,11 +25,17 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import Phase, given, seed, settings
+from hypothesis import Phase
+from hypothesis import given
+from hypothesis import seed
+from hypothesis import settings
 
 from attnprops import oracle
-from attnprops.oracle.rules import AttentionInputError, check_attention_inputs
-from attnprops.properties.invalid import INVALID_KINDS, fully_masked_cases, invalid_cases
+from attnprops.oracle.rules import AttentionInputError
+from attnprops.oracle.rules import check_attention_inputs
+from attnprops.properties.invalid import INVALID_KINDS
+from attnprops.properties.invalid import fully_masked_cases
+from attnprops.properties.invalid import invalid_cases
 from attnprops.properties.mask_draws import MASK_LAYOUTS
 from attnprops.properties.strategies import attention_cases
 

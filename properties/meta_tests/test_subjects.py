@@ -20,9 +20,14 @@ try:
 except ImportError:  # a vendored copy of properties/ has no ci/
     run_pytest = None
 
-from attnprops import impl, oracle, properties
+from attnprops import impl
+from attnprops import oracle
+from attnprops import properties
 from attnprops.oracle import lab
-from attnprops.properties._support import LAB_DECODE, LAB_KEY, LAB_QUERY, LAB_VALUE
+from attnprops.properties._support import LAB_DECODE
+from attnprops.properties._support import LAB_KEY
+from attnprops.properties._support import LAB_QUERY
+from attnprops.properties._support import LAB_VALUE
 from attnprops.properties.options import suite_args
 from attnprops.properties.subject import load_subject
 from attnprops.properties.subject_import import install_hint

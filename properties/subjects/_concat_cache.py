@@ -15,7 +15,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from attnprops.oracle.rules import check_cache_append, check_cache_config
+from attnprops.oracle.rules import check_cache_append
+from attnprops.oracle.rules import check_cache_config
 
 __all__ = ["ConcatKVCache", "appended"]
 

@@ -8,7 +8,9 @@ import numpy as np
 import torch
 from torch.nn.attention.experimental._paged_attention import PagedAttention
 
-from attnprops.properties.subjects._torch_masks import to_numpy, to_tensor, torch_dtype
+from attnprops.properties.subjects._torch_masks import to_numpy
+from attnprops.properties.subjects._torch_masks import to_tensor
+from attnprops.properties.subjects._torch_masks import torch_dtype
 
 __all__ = ["SEQUENCE_SLOTS", "PagedKVCache"]
 

@@ -37,20 +37,17 @@ import numpy as np
 import torch
 import transformers  # missing: load_subject's hint names the ``hf`` extra
 
-from attnprops.oracle.rules import (
-    check_cache_append,
-    check_cache_instance,
-    check_cached_query,
-    takes_options,
-)
+from attnprops.oracle.rules import check_cache_append
+from attnprops.oracle.rules import check_cache_instance
+from attnprops.oracle.rules import check_cached_query
+from attnprops.oracle.rules import takes_options
 from attnprops.properties.subjects._hf_cache import KVCache
-from attnprops.properties.subjects._hf_masks import (
-    build_mask,
-    layer_config,
-    model_mask,
-    within_int64,
-)
-from attnprops.properties.subjects._torch_masks import to_numpy, to_tensor
+from attnprops.properties.subjects._hf_masks import build_mask
+from attnprops.properties.subjects._hf_masks import layer_config
+from attnprops.properties.subjects._hf_masks import model_mask
+from attnprops.properties.subjects._hf_masks import within_int64
+from attnprops.properties.subjects._torch_masks import to_numpy
+from attnprops.properties.subjects._torch_masks import to_tensor
 
 __version__ = f"transformers {transformers.__version__}, torch {torch.__version__}"
 

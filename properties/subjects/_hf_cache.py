@@ -12,13 +12,13 @@ import torch
 from transformers import PreTrainedConfig
 from transformers.cache_utils import DynamicCache
 
-from attnprops.oracle.rules import (
-    check_cache_append,
-    check_cache_config,
-    check_positive_int,
-    check_rolling_window,
-)
-from attnprops.properties.subjects._torch_masks import to_numpy, to_tensor, torch_dtype
+from attnprops.oracle.rules import check_cache_append
+from attnprops.oracle.rules import check_cache_config
+from attnprops.oracle.rules import check_positive_int
+from attnprops.oracle.rules import check_rolling_window
+from attnprops.properties.subjects._torch_masks import to_numpy
+from attnprops.properties.subjects._torch_masks import to_tensor
+from attnprops.properties.subjects._torch_masks import torch_dtype
 
 __all__ = ["KVCache", "RollingKVCache"]
 

@@ -64,17 +64,16 @@ from __future__ import annotations
 
 import torch
 from transformers import PreTrainedConfig
-from transformers.masking_utils import (
-    ALL_MASK_ATTENTION_FUNCTIONS,
-    bidirectional_mask_function,
-    causal_mask_function,
-    create_causal_mask,
-    create_sliding_window_causal_mask,
-    sliding_window_causal_mask_function,
-)
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+from transformers.masking_utils import bidirectional_mask_function
+from transformers.masking_utils import causal_mask_function
+from transformers.masking_utils import create_causal_mask
+from transformers.masking_utils import create_sliding_window_causal_mask
+from transformers.masking_utils import sliding_window_causal_mask_function
 
 from attnprops.oracle.rules import check_positive_int
-from attnprops.properties.subjects._torch_masks import first_position, to_tensor
+from attnprops.properties.subjects._torch_masks import first_position
+from attnprops.properties.subjects._torch_masks import to_tensor
 
 __all__ = ["build_mask", "join", "key_padding", "layer_config", "model_mask", "within_int64"]
 

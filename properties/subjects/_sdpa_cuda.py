@@ -35,19 +35,22 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import SDPBackend
+from torch.nn.attention import sdpa_kernel
 
-from attnprops.oracle.rules import (
-    CACHED_OPTIONS,
-    OPTIONS,
-    check_cache_instance,
-    check_cached_query,
-    takes_options,
-)
+from attnprops.oracle.rules import CACHED_OPTIONS
+from attnprops.oracle.rules import OPTIONS
+from attnprops.oracle.rules import check_cache_instance
+from attnprops.oracle.rules import check_cached_query
+from attnprops.oracle.rules import takes_options
 from attnprops.properties.subject_import import SubjectError
 from attnprops.properties.subjects._concat_cache import appended
-from attnprops.properties.subjects._torch_masks import first_position, to_numpy, to_tensor
-from attnprops.properties.subjects.torch_sdpa import KVCache, options_mask, sdpa_operands
+from attnprops.properties.subjects._torch_masks import first_position
+from attnprops.properties.subjects._torch_masks import to_numpy
+from attnprops.properties.subjects._torch_masks import to_tensor
+from attnprops.properties.subjects.torch_sdpa import KVCache
+from attnprops.properties.subjects.torch_sdpa import options_mask
+from attnprops.properties.subjects.torch_sdpa import sdpa_operands
 
 __version__ = torch.__version__  # the CUDA subjects' version line
 __all__ = [

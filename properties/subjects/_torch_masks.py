@@ -10,7 +10,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnprops.oracle.rules import BFLOAT16, sinks_within
+from attnprops.oracle.rules import BFLOAT16
+from attnprops.oracle.rules import sinks_within
 
 __all__ = [
     "additive",

@@ -43,8 +43,10 @@ from __future__ import annotations
 
 from transformers.models.llama.modeling_llama import eager_attention_forward
 
-from attnprops.properties.subjects._hf_attention import HFAttention, __version__
-from attnprops.properties.subjects._hf_cache import KVCache, RollingKVCache
+from attnprops.properties.subjects._hf_attention import HFAttention
+from attnprops.properties.subjects._hf_attention import __version__
+from attnprops.properties.subjects._hf_cache import KVCache
+from attnprops.properties.subjects._hf_cache import RollingKVCache
 
 __all__ = [
     "KVCache",

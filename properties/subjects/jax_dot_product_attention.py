@@ -53,14 +53,13 @@ import math
 import jax
 import numpy as np
 
-from attnprops.oracle.rules import (
-    FLOAT_DTYPES,
-    check_cache_instance,
-    check_cached_query,
-    kv_cache_elements,
-    takes_options,
-)
-from attnprops.properties.subjects._concat_cache import ConcatKVCache, appended
+from attnprops.oracle.rules import FLOAT_DTYPES
+from attnprops.oracle.rules import check_cache_instance
+from attnprops.oracle.rules import check_cached_query
+from attnprops.oracle.rules import kv_cache_elements
+from attnprops.oracle.rules import takes_options
+from attnprops.properties.subjects._concat_cache import ConcatKVCache
+from attnprops.properties.subjects._concat_cache import appended
 
 jax.config.update("jax_enable_x64", True)
 

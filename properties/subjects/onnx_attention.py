@@ -56,15 +56,14 @@ from functools import partial
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto
+from onnx import helper
 
-from attnprops.oracle.rules import (
-    check_cache_append,
-    check_cache_instance,
-    check_cached_query,
-    read_only_copy,
-    takes_options,
-)
+from attnprops.oracle.rules import check_cache_append
+from attnprops.oracle.rules import check_cache_instance
+from attnprops.oracle.rules import check_cached_query
+from attnprops.oracle.rules import read_only_copy
+from attnprops.oracle.rules import takes_options
 from attnprops.properties.subjects._concat_cache import ConcatKVCache
 
 __version__ = onnx.__version__

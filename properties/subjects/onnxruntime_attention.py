@@ -21,11 +21,9 @@ import onnxruntime
 from attnprops.properties.subjects.onnx_attention import (
     ATTNPROPS_CAPABILITIES as _REFERENCE_CAPABILITIES,
 )
-from attnprops.properties.subjects.onnx_attention import (
-    KVCache,
-    OnnxAttention,
-    Runner,
-)
+from attnprops.properties.subjects.onnx_attention import KVCache
+from attnprops.properties.subjects.onnx_attention import OnnxAttention
+from attnprops.properties.subjects.onnx_attention import Runner
 
 __all__ = ["KVCache", "attention", "attention_weights", "cached_attention"]
 __version__ = onnxruntime.__version__

@@ -20,14 +20,15 @@ from __future__ import annotations
 import numpy as np
 
 from attnprops import oracle
-from attnprops.oracle import KVCache, PagedKVCache, RollingKVCache, ball
-from attnprops.oracle.rules import (
-    CACHED_OPTIONS,
-    SERVING_OPTIONS,
-    check_flag,
-    kv_cache_bytes,
-    takes_options,
-)
+from attnprops.oracle import KVCache
+from attnprops.oracle import PagedKVCache
+from attnprops.oracle import RollingKVCache
+from attnprops.oracle import ball
+from attnprops.oracle.rules import CACHED_OPTIONS
+from attnprops.oracle.rules import SERVING_OPTIONS
+from attnprops.oracle.rules import check_flag
+from attnprops.oracle.rules import kv_cache_bytes
+from attnprops.oracle.rules import takes_options
 
 __version__ = f"oracle ({oracle.DIGITS} digits)"
 

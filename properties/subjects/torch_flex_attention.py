@@ -47,11 +47,15 @@ import warnings
 import numpy as np
 import torch
 from torch.nn.attention.experimental._paged_attention import PagedAttention
-from torch.nn.attention.flex_attention import AuxRequest, create_block_mask, flex_attention
+from torch.nn.attention.flex_attention import AuxRequest
+from torch.nn.attention.flex_attention import create_block_mask
+from torch.nn.attention.flex_attention import flex_attention
 
-from attnprops.oracle.rules import SERVING_OPTIONS, takes_options
+from attnprops.oracle.rules import SERVING_OPTIONS
+from attnprops.oracle.rules import takes_options
 from attnprops.properties.subjects._flex_paged_cache import PagedKVCache
-from attnprops.properties.subjects._torch_masks import to_numpy, to_tensor
+from attnprops.properties.subjects._torch_masks import to_numpy
+from attnprops.properties.subjects._torch_masks import to_tensor
 
 __version__ = torch.__version__
 

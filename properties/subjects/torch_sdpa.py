@@ -58,23 +58,20 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnprops.oracle.rules import (
-    BFLOAT16,
-    CACHED_OPTIONS,
-    check_cache_instance,
-    check_cached_query,
-    kv_cache_elements,
-    takes_options,
-)
-from attnprops.properties.subjects._concat_cache import ConcatKVCache, appended
-from attnprops.properties.subjects._torch_masks import (
-    cpu_lse,
-    sdpa_mask,
-    to_numpy,
-    to_tensor,
-    torch_dtype,
-    with_sink_key,
-)
+from attnprops.oracle.rules import BFLOAT16
+from attnprops.oracle.rules import CACHED_OPTIONS
+from attnprops.oracle.rules import check_cache_instance
+from attnprops.oracle.rules import check_cached_query
+from attnprops.oracle.rules import kv_cache_elements
+from attnprops.oracle.rules import takes_options
+from attnprops.properties.subjects._concat_cache import ConcatKVCache
+from attnprops.properties.subjects._concat_cache import appended
+from attnprops.properties.subjects._torch_masks import cpu_lse
+from attnprops.properties.subjects._torch_masks import sdpa_mask
+from attnprops.properties.subjects._torch_masks import to_numpy
+from attnprops.properties.subjects._torch_masks import to_tensor
+from attnprops.properties.subjects._torch_masks import torch_dtype
+from attnprops.properties.subjects._torch_masks import with_sink_key
 
 __version__ = torch.__version__
 ATTNPROPS_EXPECTED_FAILURES = "torch_sdpa.xfail.txt"  # known deviations, docs/findings.md

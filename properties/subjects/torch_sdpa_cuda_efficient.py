@@ -29,13 +29,12 @@ device.
 from __future__ import annotations
 
 # __version__, KVCache and kv_cache_bytes are re-exported: the subject's version, cache and sizes
-from attnprops.properties.subjects._sdpa_cuda import (
-    CAPABILITIES,
-    SDPBackend,
-    __version__,  # noqa: F401
-    subject_functions,
-)
-from attnprops.properties.subjects.torch_sdpa import KVCache, kv_cache_bytes  # noqa: F401
+from attnprops.properties.subjects._sdpa_cuda import CAPABILITIES
+from attnprops.properties.subjects._sdpa_cuda import SDPBackend
+from attnprops.properties.subjects._sdpa_cuda import __version__  # noqa: F401
+from attnprops.properties.subjects._sdpa_cuda import subject_functions
+from attnprops.properties.subjects.torch_sdpa import KVCache  # noqa: F401
+from attnprops.properties.subjects.torch_sdpa import kv_cache_bytes  # noqa: F401
 
 ATTNPROPS_EXPECTED_FAILURES = "torch_sdpa_cuda_efficient.xfail.txt"
 

@@ -26,8 +26,11 @@ import torch.nn.functional as F
 
 from attnprops.oracle.rules import check_cache_instance
 from attnprops.properties.subjects._concat_cache import appended
-from attnprops.properties.subjects._torch_masks import sdpa_mask, to_numpy, to_tensor
-from attnprops.properties.subjects.torch_sdpa import KVCache, kv_cache_bytes
+from attnprops.properties.subjects._torch_masks import sdpa_mask
+from attnprops.properties.subjects._torch_masks import to_numpy
+from attnprops.properties.subjects._torch_masks import to_tensor
+from attnprops.properties.subjects.torch_sdpa import KVCache
+from attnprops.properties.subjects.torch_sdpa import kv_cache_bytes
 
 __version__ = torch.__version__
 

@@ -39,8 +39,14 @@ def agreement_bounds(case, visible: np.ndarray, arithmetic: Arithmetic | None = 
     bound)::
 
         |s_j| <= A_j + |b_j| + |a_j| <= S,   |x_j| = |s_j - m| <= 2 S,   sum_j w_j |v_jc| <= V_c
-        eta_j <= E = (gamma(D + 5) + gamma_c(4)') max_j A_j + u S + us' max_j |b_j|
-                     + gamma_s(4) max_j |a_j| + C + 4 u S + 2 u (Tk + 1) + rho
+        eta_j <= E = d + xi(2 (S + d), S + d, S + d) + 2 u (Tk + 1) + rho,
+        d = (gamma(D + 5) + gamma_c(4)') max_j A_j + u S + us' max_j |b_j|
+            + gamma_s(4) max_j |a_j| + C        (delta_j at its largest)
+
+    (``xi``: item 2's rounding of the shifted scores and rescales,
+    :meth:`~properties.arithmetic.Arithmetic.exponent_rounding`, ``4 u (S + d)`` for ``exp``,
+    at the subject's own ``|s^_j| <= S + d`` and ``|x^_j| <= 2 (S + d)``; ``4u`` per
+    evaluation instead of ``2u`` under ``exp2``)
 
     (``C``: the cap's term of item 1 at ``max_j A_j``, an upper bound of it at every ``j``;
     0 without ``softcap``; ``gamma_c(4)'``: item 1's scale term, 0 without ``parameter_dtypes`` (which also adds
@@ -112,16 +118,16 @@ def agreement_from(maxima: RowMaxima, arithmetic: Arithmetic, *, query_ndim: int
     u, us, rho, tw, tp, to, tn = arithmetic.terms(Tk)
     tiny = float(ml_dtypes.finfo(arithmetic.compute).smallest_subnormal)
     with np.errstate(over="ignore", invalid="ignore"):
-        e = (
+        d = (  # item 1's delta_j at its largest
             (gamma(D + 5, u) + arithmetic.scale_error()) * maxima.a_max
             + u * maxima.s_max
             + (gamma(2, us) if np.any(maxima.alibi_max) else us) * maxima.b_max
             + gamma(4, us) * maxima.alibi_max
             + _softcap_error(maxima.softcap, maxima.a_max, u, tiny, arithmetic.parameter_roundoff())
-            + 4 * u * maxima.s_max
-            + 2 * u * (Tk + 1)
-            + rho
         )
+        score = maxima.s_max + d  # the subject's |s^_j| <= S + d, |x^_j| <= 2 (S + d)
+        xi = arithmetic.exponent_rounding(2 * score, score, score)
+        e = d + xi + arithmetic.exp_roundoff() * (Tk + 1) + rho
         c = (1 + gamma(Tk + 1, u)) * (1 + tn)  # R = expm1(2E) c + (c - 1)
         c_minus_1 = np.expm1(np.log1p(gamma(Tk + 1, u)) + np.log1p(tn))
         r = np.expm1(2 * e) * c + c_minus_1

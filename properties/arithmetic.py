@@ -32,14 +32,18 @@ class Arithmetic(NamedTuple):
     weighted sum (FlashAttention's ``P``); ``accumulate``: the dtype the weighted sum ``P
     V`` accumulates in (None: ``compute``); ``parameters``: the dtype the scale (and its
     square root) and the soft cap are rounded to, where less precise than ``compute``
-    (None: ``compute``; item 1). Output rounding to ``storage`` is always part of the model
-    (item 3)."""
+    (None: ``compute``; item 1); ``exp2``: the softmax's exponentials are ``exp2`` of the
+    scores times one constant ``scale * log2 e`` (or ``log2 e``) rounded to ``compute``, and the
+    running-max rescales likewise (FlashAttention's ``softmax_scale_log2``, xFormers'
+    memory-efficient kernel), ``exp2`` within 2 ulps (item 2; :meth:`exponent_rounding`).
+    Output rounding to ``storage`` is always part of the model (item 3)."""
 
     storage: np.dtype
     compute: np.dtype
     rounds_weights: bool = False
     accumulate: np.dtype | None = None
     parameters: np.dtype | None = None
+    exp2: bool = False
 
     @classmethod
     def of(cls, dtype) -> "Arithmetic":
@@ -72,6 +76,42 @@ class Arithmetic(NamedTuple):
         """``gamma_c(4)`` of item 1: the relative error of a scale rounded to, and its
         square root taken in, ``parameters`` (0 when None)."""
         return gamma(4, self.parameter_roundoff())
+
+    def exp_roundoff(self) -> float:
+        """What one evaluation of ``exp`` (or a rescale's) may move its exponent by, item 2:
+        ``2u`` for ``exp`` within 1 ulp (an ulp is at most ``2u`` relative), ``4u`` for
+        ``exp2`` within 2 ulps (the maximum the CUDA C++ Programming Guide documents for
+        ``exp2f``; a kernel whose approximate ``exp2`` is worse fails, as it should)."""
+        u = unit_roundoff(self.compute)
+        return 4 * u if self.exp2 else 2 * u
+
+    def exponent_rounding(self, shifted, score, largest):
+        """Item 2's ``xi_j``: what forming the exponent ``x_j = s_j - m`` and the running-max
+        rescales that reach key ``j`` round, in the exponent (natural units), given upper
+        bounds of the subject's own ``|x_j|`` (``shifted``), ``|s_j|`` (``score``) and
+        ``max_k |s_k|`` (``largest``), arrays that broadcast.
+
+        ``exp``: ``u |x_j|`` for the subtraction, and ``u |x_j|`` for the rescales (their
+        exponents ``m_k - m_{k+1}`` telescope to at most ``|x_j|``): ``2u |x_j|``.
+
+        ``exp2``: the constant is ``c' = c (1 + t1)``, ``|t1| <= gamma(2)`` (``log2 e``
+        and the product rounded, in ``compute`` or finer). The exponent is ``fl(fl(t_j c') -
+        fl(t_m c'))`` (``t`` the scores before the folded factor; an FMA rounds once less),
+        which in natural units is ``(s_j (1 + d4) - s_m (1 + d2)) (1 + t1) (1 + d3)``: at most
+        ``gamma(3) |x_j| + (1 + gamma(3)) u (|s_j| + |s_m|)`` off (Higham lemma 3.3). A
+        rescale ``exp2(fl(fl(m_k - m_{k+1}) c'))`` is ``gamma(4)`` relative off in its
+        exponent, and the rescales telescope as for ``exp``: ``gamma(4) |x_j|``. So::
+
+            xi_j = (gamma(3) + gamma(4)) |x_j| + (1 + gamma(3)) u (|s_j| + max_k |s_k|)
+
+        The ``u |s_m|`` term is absolute: a large maximum (a sink of 85, finding F15) moves
+        every small weight of its row by ``u |s_m|`` relative, which ``exp``'s
+        ``u |x_j|`` does not charge."""
+        u = unit_roundoff(self.compute)
+        if not self.exp2:
+            return 2 * u * shifted
+        g3 = gamma(3, u)
+        return (g3 + gamma(4, u)) * shifted + (1 + g3) * u * (score + largest)
 
     def weighted_sum_roundoff(self) -> float:
         """``max(u, ua)``: the unit roundoff of item 3's ``gamma_a``."""

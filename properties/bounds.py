@@ -59,12 +59,19 @@ which the float mask is converted and the results are rounded; ``tiny``, ``tinya
    normal in that dtype, as for the scale).
 2. Softmax (Blanchard, Higham & Higham 2021, "Accurately computing the log-sum-exp and
    softmax functions", IMA J. Numer. Anal. 41(4)). Computing ``exp(x_j)`` from perturbed
-   scores perturbs each exponent by ``eta_j = delta_j + 2u|x_j| + 2u(Tk + 1) + rho``: the
-   score error, the rounding of the subtraction and of a running-max rescale in blocked
-   (online) softmax, ``exp``'s own error of at most 1 ulp per evaluation (and per rescale),
-   and ``rho = us / (1 - us)`` when the subject declares ``rounds_weights`` (the unnormalised
+   scores perturbs each exponent by ``eta_j = delta_j + xi_j + 2u(Tk + 1) + rho``: the
+   score error; ``xi_j = 2u |x^_j|``, the rounding of the subtraction and of a running-max
+   rescale in blocked (online) softmax, ``|x^_j| <= |x_j| + delta_j + max_k delta_k`` the
+   subject's own shifted score (its maximum may be another key's); ``exp``'s own error of
+   at most 1 ulp per evaluation (and per rescale); and ``rho = us / (1 - us)`` when the
+   subject declares ``rounds_weights`` (the unnormalised
    weights ``exp(x_j)``, at most 1, rounded to the storage dtype before the weighted sum, as
-   FlashAttention does with ``P``; ``|log(1 + d)| <= rho`` for ``|d| <= us``), else 0. Since
+   FlashAttention does with ``P``; ``|log(1 + d)| <= rho`` for ``|d| <= us``), else 0. A
+   subject that declares ``exp2`` (FlashAttention's ``exp2(t_j c - t_m c)``, ``c = scale log2
+   e`` rounded once, FMA or not; xFormers' memory-efficient kernel likewise) is charged
+   ``xi_j = (gamma(3) + gamma(4)) |x^_j| + (1 + gamma(3)) u (|s^_j| + max_k |s^_k|)``
+   (derived in :meth:`properties.arithmetic.Arithmetic.exponent_rounding`; ``|s^_j| <= |s_j|
+   + delta_j``) and ``4u`` per ``exp2`` (2 ulps) instead of ``2u``. Since
    ``w_j = e^{x_j} / sum_k e^{x_k}``, a perturbation ``eta`` gives
    ``w~_j / w_j = e^{eta_j} / sum_k w_k e^{eta_k}``, which lies in
    ``[e^{-(eta_j + eta_bar)}, e^{eta_j + eta_bar}]`` with
@@ -314,7 +321,13 @@ def _exponent_errors(case, rows: _Rows, arithmetic: Arithmetic) -> np.ndarray:
                 arithmetic.parameter_roundoff(),
             )
         )
-        return np.where(visible, delta + 2 * u * np.abs(shifted) + 2 * u * (Tk + 1) + rho, 0.0)
+        # the subject's own |s_j|, max_k |s_k| and |x_j| (its max may be another key's)
+        score = np.abs(finite_scores) + delta
+        largest = np.where(visible, score, 0.0).max(axis=-1, keepdims=True)
+        slack = np.where(visible, delta, 0.0).max(axis=-1, keepdims=True)
+        xi = arithmetic.exponent_rounding(np.abs(shifted) + delta + slack, score, largest)
+        exps = arithmetic.exp_roundoff() * (Tk + 1)
+        return np.where(visible, delta + xi + exps + rho, 0.0)
 
 
 def attention_bounds(case, parts, arithmetic: Arithmetic | None = None) -> Bounds:

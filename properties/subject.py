@@ -99,6 +99,12 @@ key is optional and an unknown key is an error (a typo must not silently pass):
 ``rounds_weights``     the unnormalised weights ``exp(s - m)`` are rounded to the input dtype
                        before the weighted sum of the values (FlashAttention's ``P``, PyTorch's
                        CPU flash kernel for float16); default False
+``exp2``               the softmax's exponentials are ``exp2`` of the scores times one constant
+                       ``scale * log2 e`` rounded to the compute dtype, the running-max
+                       rescales too, ``exp2`` within 2 ulps (FlashAttention's
+                       ``softmax_scale_log2``, xFormers' memory-efficient kernel: SDPA's CUDA
+                       kernels); the bounds charge its roundings (:mod:`properties.bounds`,
+                       item 2: ``u |s_m|`` per weight, which ``exp`` does not owe); default False
 
 Arithmetic conventions differ: FlashAttention (Dao et al. 2022) accumulates both products in
 float32 and rounds ``P`` to float16/bfloat16 for the second (``compute_dtypes`` float32,
@@ -153,6 +159,7 @@ _DEFAULTS = {
     "accumulate_dtypes": {},
     "parameter_dtypes": {},
     "rounds_weights": False,
+    "exp2": False,
     "window": None,
     "segment_ids": False,
     "chunk_size": False,
@@ -191,6 +198,7 @@ class Capabilities:
     accumulate_dtypes: tuple[tuple[str, str], ...] = ()
     parameter_dtypes: tuple[tuple[str, str], ...] = ()
     rounds_weights: bool = False
+    exp2: bool = False
     window: str | None = None
     segment_ids: bool = False
     chunk_size: bool = False
@@ -234,7 +242,8 @@ class Subject:
         accumulate = None if accumulate is None else np.dtype(accumulate)
         parameters = dict(self.capabilities.parameter_dtypes).get(storage.name)
         parameters = None if parameters is None else np.dtype(parameters)
-        return Arithmetic(storage, np.dtype(compute), rounds, accumulate, parameters)
+        exp2 = self.capabilities.exp2
+        return Arithmetic(storage, np.dtype(compute), rounds, accumulate, parameters, exp2)
 
     def call_kwargs(self, kwargs: dict) -> dict:
         """The properties' keyword arguments in the subject's declared conventions: a
@@ -347,7 +356,14 @@ def load_subject(name: str | None = None) -> Subject:
             f"subject {name!r}: window={caps['window']!r} must be None (no local window) or "
             f"one of {WINDOW_CONVENTIONS}"
         )
-    flags = ("rounds_weights", "validates_inputs", "two_d_inputs", "float_masks", "block_size")
+    flags = (
+        "rounds_weights",
+        "exp2",
+        "validates_inputs",
+        "two_d_inputs",
+        "float_masks",
+        "block_size",
+    )
     flags += ("ragged_cache", "paged_cache", "rolling_cache", "quantized_cache")
     for key in (*flags, "segment_ids", "chunk_size", "alibi", "softcap", "sinks", "lse"):
         if not isinstance(caps[key], (bool, np.bool_)):
@@ -370,6 +386,7 @@ def load_subject(name: str | None = None) -> Subject:
         accumulate_dtypes=accumulate_dtypes,
         parameter_dtypes=parameter_dtypes,
         rounds_weights=bool(caps["rounds_weights"]),
+        exp2=bool(caps["exp2"]),
         window=caps["window"],
         segment_ids=bool(caps["segment_ids"]),
         chunk_size=bool(caps["chunk_size"]),

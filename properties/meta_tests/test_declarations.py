@@ -35,6 +35,8 @@ def test_declared_arithmetic_reaches_the_bounds(monkeypatch):
     assert (double.compute, double.rounds_weights) == (np.dtype("float64"), False)
     plain = _subject(monkeypatch, {})
     assert plain.arithmetic(np.float16).compute == np.dtype("float16")
+    assert not plain.arithmetic(np.float32).exp2
+    assert _subject(monkeypatch, {"exp2": True}).arithmetic(np.float32).exp2
     assert plain.arithmetic(np.float16).accumulation == np.dtype("float16")
 
 
@@ -67,6 +69,7 @@ def test_declared_accumulation_reaches_the_bounds(monkeypatch):
         ({"accumulate_dtypes": {"float32": "bfloat16"}}, "accumulate_dtypes .*at least as"),
         ({"accumulate_dtypes": "float32"}, "accumulate_dtypes=.* must be a dict"),
         ({"rounds_weights": "no"}, "rounds_weights='no' must be True or False"),
+        ({"exp2": 1}, "exp2=1 must be True or False"),
         ({"validates_inputs": 0}, "validates_inputs=0 must be True or False"),
         ({"segment_ids": "yes"}, "segment_ids='yes' must be True or False"),
         ({"chunk_size": 64}, "chunk_size=64 must be True or False"),

@@ -9,6 +9,9 @@ rounded coarser than it declares fails."""
 
 from __future__ import annotations
 
+import math
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -132,3 +135,73 @@ def test_a_cap_rounded_to_float32_meets_its_declared_model_only():
 
     assert _excess(cap_in_float32, case, Arithmetic(FLOAT64, FLOAT64)) > 1
     assert _excess(cap_in_float32, case, Arithmetic(FLOAT64, FLOAT64, parameters=FLOAT32)) <= 1
+
+
+LOG2E = math.log2(math.e)
+
+
+def _exp2_folded(dtype, constant=None):
+    """Attention as FlashAttention forms its weights, in ``dtype``: the scaled scores ``t``
+    (a sink one more key), ``c = log2 e`` rounded to ``dtype`` (or to ``constant``, coarser:
+    a fault), ``exp2(fl(t c) - fl(m c))`` (``m`` the row's largest ``t``), then ``P V / sum
+    P``: the model ``exp2`` declares."""
+
+    def attention(q, k, v, *, sinks=None, **kwargs):
+        assert not kwargs  # the cases below pass sinks only
+        F = np.dtype(dtype).type
+        scale = F(1 / math.sqrt(q.shape[-1]))
+        t = (scale * (q @ np.swapaxes(k, -1, -2))).astype(F)
+        if sinks is not None:
+            sink = np.broadcast_to(sinks.astype(F)[None, :, None, None], (*t.shape[:-1], 1))
+            t = np.concatenate([t, sink], axis=-1)
+        c = F(LOG2E if constant is None else np.asarray(LOG2E, constant).astype(F))
+        mc = (t.max(axis=-1, keepdims=True) * c).astype(F)
+        p = np.exp2(((t * c).astype(F) - mc).astype(F)).astype(F)
+        total = p.sum(axis=-1, keepdims=True, dtype=F)
+        p = p if sinks is None else p[..., :-1]
+        return ((p @ v).astype(F) / total).astype(F)
+
+    return attention
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("seed", range(6))
+def test_exp2_with_a_folded_log2e_meets_the_exp2_model(dtype, seed):
+    """A kernel that forms its weights as ``exp2(fl(t c) - fl(m c))`` stays within the bound
+    of the ``exp2`` model (bounds.py item 2, :meth:`Arithmetic.exponent_rounding`) on scores
+    of tens to hundreds and sinks as large: the roundings of the constant and of ``m c``,
+    ``u |s_m|`` per weight, are charged. One whose ``log2 e`` is a bfloat16 (``2**-9``
+    relative, not the compute dtype's rounding) is outside it: a term, not a tolerance."""
+    rng = np.random.default_rng(seed)
+    F = np.dtype(dtype)
+    q = (rng.standard_normal((1, 2, 8, 16)) * 4).astype(F)
+    k = (rng.standard_normal((1, 2, 40, 16)) * 4).astype(F)
+    v = rng.standard_normal((1, 2, 40, 8)).astype(F)
+    sinks = (rng.uniform(-100, 100, 2)).astype(F)
+    out = _exp2_folded(F)(q, k, v, sinks=sinks).astype(np.float64)
+    parts = ball.attention_parts(q, k, v, sinks=sinks)
+    case = SimpleNamespace(query=q, key=k, value=v, attn_mask=None, scale=None, sinks=sinks)
+    bound = attention_bounds(case, parts, Arithmetic(F, F, exp2=True)).output
+    assert (np.abs(out - parts.output.value) <= bound).all()
+    coarse = _exp2_folded(F, constant=BFLOAT16)(q, k, v, sinks=sinks).astype(np.float64)
+    assert (np.abs(coarse - parts.output.value) > bound).any()
+
+
+def test_the_exp2_model_charges_a_large_maximum_and_plain_exp_does_not():
+    """Finding F15's call (query 0, key 0, value 0.5, a sink of 85, float32): ``exp2`` adds
+    ``u |s_m|``-sized terms for the maximum, the sink, that plain ``exp`` does not owe; the
+    two bounds, relative to the exact output, are the figures docs/findings.md quotes."""
+    F = np.dtype(np.float32)
+    q = k = np.zeros((1, 1, 1, 1), F)
+    v = np.full((1, 1, 1, 1), 0.5, F)
+    sinks = np.array([85.0], F)
+    parts = ball.attention_parts(q, k, v, sinks=sinks)
+    case = SimpleNamespace(query=q, key=k, value=v, attn_mask=None, scale=None, sinks=sinks)
+    exact = float(parts.output.value[0, 0, 0, 0])
+    plain, exp2 = (
+        float(attention_bounds(case, parts, Arithmetic(F, F, exp2=e)).output[0, 0, 0, 0]) / exact
+        for e in (False, True)
+    )
+    assert 2.1e-5 < plain < 2.2e-5 and 6.2e-5 < exp2 < 6.3e-5
+    folded = float(_exp2_folded(F)(q, k, v, sinks=sinks)[0, 0, 0, 0])
+    assert abs(folded - exact) / exact < 4e-6  # the fold alone: far below the kernel's 2.65e-5

@@ -66,6 +66,8 @@ __all__ = [
 # What both CUDA subjects declare but their dtypes (their modules' docstrings say why): the
 # options go through torch_sdpa's masks and sink key; float16 and bfloat16 take float32
 # scores and accumulators, the unnormalised weights rounded to the input dtype before P @ V.
+# Not "exp2", though both kernels fold log2 e into the scale: finding F15 is more than that
+# model explains, and its worst-case slack would hide it (docs/findings.md).
 CAPABILITIES = {
     "validates_inputs": False,
     "fully_masked_rows": "zeros",

@@ -11,7 +11,8 @@ seconds at ``T = 256``. This backend computes the same formula (Vaswani et al. 2
 in interval ("ball") arithmetic, where every number is a midpoint and a radius that provably
 encloses the exact value (Johansson 2017, "Arb: efficient arbitrary-precision midpoint-radius
 interval arithmetic", IEEE Trans. Computers 66(8)). The dot products and the weighted sums are
-``arb_mat`` products, in C; only ``exp`` runs once per visible score in Python.
+``arb_mat`` products, in C, over the key tiles a block of rows sees (:mod:`oracle.ball_tiles`);
+a row's softmax (:mod:`oracle.ball_row`) runs once per visible score in Python.
 
 Exactness. Binary64 (and float16/float32) inputs enter exactly. At the working precision
 (:data:`PRECISION` bits to start) the dot products of binary64 numbers with exponents in the
@@ -45,6 +46,7 @@ from flint import arb
 from flint import arb_mat
 from flint import ctx
 
+from attnprops.oracle import ball_tiles
 from attnprops.oracle.ball_estimates import score_bound
 from attnprops.oracle.ball_estimates import score_estimates
 from attnprops.oracle.ball_rounding import CappedRow
@@ -58,18 +60,20 @@ from attnprops.oracle.ball_rounding import grouped_mean
 from attnprops.oracle.ball_rounding import just_above
 from attnprops.oracle.ball_rounding import rational_scale
 from attnprops.oracle.ball_rounding import to_float
+from attnprops.oracle.ball_row import softmax_row
+from attnprops.oracle.ball_tiles import Tiles
+from attnprops.oracle.ball_tiles import matrix
+from attnprops.oracle.ball_tiles import padded
 from attnprops.oracle.rules import AttentionProblem
 from attnprops.oracle.rules import check_attention_inputs
 from attnprops.oracle.rules import check_flag
 from attnprops.oracle.rules import compute_dtype
 from attnprops.oracle.rules import overflow_threshold
-from attnprops.oracle.rules import raise_score_overflow
-from attnprops.oracle.rules import sink_at
-from attnprops.oracle.rules import slope_at
 from attnprops.oracle.rules import takes_options
 
 PRECISION = 256  # bits to start with
 MAX_PRECISION = 8192  # bits; past this an unresolved value raises
+zero = arb(0)
 
 __all__ = [
     "MAX_PRECISION",
@@ -113,10 +117,21 @@ class BallParts(NamedTuple):
     lse: BallResult | None = None
 
 
-def _matrix(x: np.ndarray) -> arb_mat:
-    """``(m, n)`` float array as an exact ``arb_mat``."""
-    m, n = x.shape
-    return arb_mat(m, n, x.astype(np.float64).ravel().tolist())
+def _rounded(x: arb, exact_of, *args) -> float:
+    """:func:`to_float` of ``x``, with ``exact_of(*args)`` as its ``exact`` only when the
+    ball's ends round apart (building it costs more than rounding most balls)."""
+    try:
+        return to_float(x)
+    except Unresolved:
+        return to_float(x, exact_of(*args))
+
+
+def _output_exact(value: np.ndarray, c: int, tied, keys, nearly):
+    """``exact`` for an output component ``c``: what is known exactly of its row (see
+    :mod:`oracle.ball_rounding`)."""
+    return first_known(
+        exact_mean(value, tied, c), grouped_mean(value, keys, c), beside_mean(value, nearly, c)
+    )
 
 
 def _parts(
@@ -131,114 +146,115 @@ def _parts(
     """The balls of the computation at the current precision, correctly rounded to float64,
     for ``rows_out`` (``rows``: every row computed, ``rows_out`` plus the rows whose scores
     may overflow, ``risky[b, h, i]``); the scores and weights only when ``want_scores``
-    (else they stay ``-inf`` and 0). Raises Unresolved to refine."""
+    (else they stay ``-inf`` and 0). Raises Unresolved to refine.
+
+    The rows go in blocks of :data:`~oracle.ball_tiles.ROW_BLOCK`; a block multiplies only the key tiles
+    (:data:`~oracle.ball_tiles.KEY_TILE` keys) that one of its rows sees, so a causal, windowed or packed call
+    costs about its visible scores."""
     B, Hq, _, D = problem.query.shape
     Tk = problem.key.shape[2]
     Dv = 0 if problem.value is None else problem.value.shape[3]
     limit = arb(overflow_threshold(compute_dtype(problem.dtype)))  # exact
     scale = arb(D).rsqrt() if problem.scale is None else arb(problem.scale)
-    r = len(rows)
-    keep = [n for n, i in enumerate(rows) if i in set(rows_out)]
-    scores = np.full((B, Hq, len(keep), Tk), -np.inf)
-    weights = np.zeros((B, Hq, len(keep), Tk))
-    output = np.zeros((B, Hq, len(keep), Dv))
-    lse = np.full((B, Hq, len(keep)), -np.inf)
-    zero = arb(0)
+    slot = {i: k for k, i in enumerate(rows_out)}  # rows_out and rows are sorted
+    scores = np.full((B, Hq, len(rows_out), Tk), -np.inf)
+    weights = np.zeros((B, Hq, len(rows_out), Tk))
+    output = np.zeros((B, Hq, len(rows_out), Dv))
+    lse = np.full((B, Hq, len(rows_out)), -np.inf)
     rational = rational_scale(problem)
+    # exp (and the weighted sum) at half the working precision: as rigorous, radii about
+    # 2**-128 relative at the start (far inside float64's 2**-53), about 40% less time than
+    # at 256 bits; exp(0) stays exactly 1. The last refinement: all of it.
+    half = max(64, ctx.prec // 2) if ctx.prec < MAX_PRECISION else ctx.prec
+    key_tile, row_block = ball_tiles.KEY_TILE, ball_tiles.ROW_BLOCK
+    tiles = range(-(-Tk // key_tile))
+    width = len(tiles) * key_tile  # the keys, padded to whole tiles
     for b in range(B):
         for g in range(problem.key.shape[1]):
-            key_t = _matrix(problem.key[b, g].T)  # (D, Tk)
-            value = None if problem.value is None else _matrix(problem.value[b, g])  # (Tk, Dv)
+            key_t = Tiles(problem.key[b, g], transpose=True)  # (D, key_tile) each
+            value = None if problem.value is None else problem.value[b, g]
+            value_tiles = None if value is None else Tiles(value)  # (key_tile, Dv) each
             for h in range(g * problem.group, (g + 1) * problem.group):
-                dots = (_matrix(problem.query[b, h, list(rows)]) * key_t).entries()  # exact
-                w_entries = [zero] * (r * Tk)
-                uniform: dict[int, tuple] = {}  # row -> (visible keys, terms), all tied
-                nearly: dict[int, CappedRow] = {}  # rows tied but for saturated caps
-                keys: dict[int, RowKeys] = {}  # rows without a sink: what ties their keys
-                for n, i in enumerate(rows):
-                    visible = np.flatnonzero(problem.visible[b, h, i]).tolist()
-                    if not visible:  # only under fully_masked_rows="zeros": weights 0
+                for start in range(0, len(rows), row_block):
+                    block = list(rows[start : start + row_block])
+                    seen = problem.visible[b, h, block].any(axis=0)  # (Tk,)
+                    used = [t for t in tiles if seen[t * key_tile : (t + 1) * key_tile].any()]
+                    if not used:  # only under fully_masked_rows="zeros": weights 0
                         continue
-                    d = dots[n * Tk : (n + 1) * Tk]
-                    m = int(np.argmax(estimates[b, h, i]))
-                    bias = problem.bias
-                    s = [scale * d[j] for j in visible]
-                    stages = [s]  # the score after each step the rulebook checks for overflow
-                    x = [scale * (d[j] - d[m]) for j in visible]
-                    if problem.softcap is not None:  # c tanh(s / c); a tie stays exactly 0
-                        cap = arb(problem.softcap)
-                        s = [cap * (s_j / cap).tanh() for s_j in s]
-                        s_m = cap * (scale * d[m] / cap).tanh()
-                        x = [zero if t == 0 else s_j - s_m for t, s_j in zip(x, s)]
-                    if bias is not None:
-                        b_row = [arb(float(bias[b, h, i, j])) for j in visible]
-                        b_m = arb(float(bias[b, h, i, m]))
-                        s = [t + b_j for t, b_j in zip(s, b_row)]
-                        stages.append(s)
-                        x = [t + (b_j - b_m) for t, b_j in zip(x, b_row)]
-                    if problem.alibi is not None:  # -slope |p - j|, and its difference to m
-                        slope = arb(slope_at(problem.alibi, b, h))
-                        p = problem.query_start + i
-                        s = [t - slope * abs(p - j) for t, j in zip(s, visible)]
-                        stages.append(s)
-                        x = [t - slope * (abs(p - j) - abs(p - m)) for t, j in zip(x, visible)]
-                    if risky[b, h, i]:  # the rulebook's score-overflow rule, decided exactly
-                        for score in (t for stage in stages for t in stage):
-                            if score.abs_upper() >= limit:  # |s| >= the rounding-to-inf point
-                                if score.abs_lower() >= limit:
-                                    raise_score_overflow(problem)
-                                raise Unresolved
-                    # exp at half the working precision: as rigorous, radii about 2**-128
-                    # relative at the start (far inside float64's 2**-53), about 40% less
-                    # time than at 256 bits; exp(0) stays exactly 1
-                    half = ctx.prec // 2 if ctx.prec < MAX_PRECISION else ctx.prec
-                    sink = sink_at(problem.sinks, h)
-                    with ctx.workprec(max(64, half)):  # the last refinement: all of it
-                        exps = [t.exp() for t in x]
-                        if sink != -np.inf:  # sigma_h - s_m: the sink's term, no value
-                            sink_exp = (arb(sink) - s[visible.index(m)]).exp()
-                    keys_total = sum(exps[1:], exps[0])
-                    total = keys_total if sink == -np.inf else keys_total + sink_exp
-                    w = [e / total for e in exps]
-                    for j, w_j in zip(visible, w):
-                        w_entries[n * Tk + j] = w_j
-                    ones = exps if sink == -np.inf else exps + [sink_exp]
-                    if all(e.is_exact() and e == 1 for e in ones):  # every score tied
-                        uniform[n] = (visible, len(ones))  # the sink's too: its 0 joins
-                    if sink == -np.inf:
-                        keys[n] = RowKeys(problem, d, visible, b, h, i)
-                    if uniform.get(n) is None and problem.softcap is not None and sink == -np.inf:
-                        if all(e.contains(1) for e in exps):  # tied but for saturated caps?
-                            nearly[n] = CappedRow(problem, scale, d, visible, m, b, h, i)
-                    if i in rows_out and want_scores:
-                        k = keep.index(n)
-                        scores[b, h, k, visible] = [  # exact balls (most) need no exact value
-                            float(t) + 0.0
-                            if t.is_exact()
-                            else to_float(t, exact_score(rational, d[j], (b, h, i, j), problem))
-                            for t, j in zip(s, visible)
-                        ]
-                        weights[b, h, k, visible] = [to_float(t) for t in w]
-                    if i in rows_out and want_lse:
-                        k = keep.index(n)
-                        # s_m + log(sum_j exp(x_j)); one key: log(1) = 0, s_m exactly
-                        exact_m = exact_score(rational, d[m], (b, h, i, m), problem)
-                        lse[b, h, k] = to_float(
-                            s[visible.index(m)] + keys_total.log(),
-                            exact_m if len(visible) == 1 else just_above(exact_m),
+                    query = problem.query[b, h, block]
+                    pad = padded(len(block), D, key_tile) - len(block)
+                    query = matrix(np.pad(query, ((0, pad), (0, 0))))
+                    dots = {t: (query * key_t[t]).entries() for t in used}  # exact
+                    weight_rows = []
+                    tied: dict[int, tuple] = {}  # row -> (visible keys, terms), all tied
+                    nearly: dict[int, CappedRow] = {}  # rows tied but for saturated caps
+                    keys: dict[int, RowKeys] = {}  # rows without a sink: what ties their keys
+                    for n, i in enumerate(block):
+                        w_row = [zero] * width
+                        weight_rows.append(w_row)
+                        if not problem.visible[b, h, i].any():  # fully_masked_rows="zeros"
+                            continue
+                        d = [zero] * width  # the row's dot products, exact where visible
+                        for t in used:
+                            d[t * key_tile : (t + 1) * key_tile] = dots[t][
+                                n * key_tile : (n + 1) * key_tile
+                            ]
+                        m = int(np.argmax(estimates[b, h, i]))
+                        out_row = i in slot
+                        row = softmax_row(
+                            problem,
+                            scale,
+                            d,
+                            (b, h, i),
+                            m,
+                            limit=limit,
+                            check_overflow=bool(risky[b, h, i]),
+                            want_scores=want_scores and out_row,
+                            exp_precision=half,
                         )
-                if value is not None:
-                    out = (arb_mat(r, Tk, w_entries) * value).entries()  # (r, Dv)
-                    for k, n in enumerate(keep):
-                        output[b, h, k] = [
-                            to_float(
-                                t,
-                                first_known(
-                                    exact_mean(problem.value[b, g], uniform.get(n), c),
-                                    grouped_mean(problem.value[b, g], keys.get(n), c),
-                                    beside_mean(problem.value[b, g], nearly.get(n), c),
-                                ),
+                        visible = row.visible
+                        for j, w_j in zip(visible, row.weights):
+                            w_row[j] = w_j
+                        if row.tied():
+                            tied[i] = (visible, len(row.exps))  # the sink's 0 joins
+                        no_sink = len(row.exps) == len(visible)
+                        if no_sink:
+                            keys[i] = RowKeys(problem, d, visible, b, h, i)
+                        if i not in tied and problem.softcap is not None and no_sink:
+                            if all(e.contains(1) for e in row.exps):  # tied but for caps?
+                                nearly[i] = CappedRow(problem, scale, d, visible, m, b, h, i)
+                        if out_row and want_scores:
+                            k = slot[i]
+                            scores[b, h, k, visible] = [  # exact balls (most) round at once
+                                _rounded(t, exact_score, rational, d[j], (b, h, i, j), problem)
+                                for t, j in zip(row.scores, visible)
+                            ]
+                            weights[b, h, k, visible] = [to_float(t) for t in row.weights]
+                        if out_row and want_lse:
+                            # s_m + log(sum_j exp(x_j)); one key: log(1) = 0, s_m exactly
+                            exact_m = exact_score(rational, d[m], (b, h, i, m), problem)
+                            lse[b, h, slot[i]] = to_float(
+                                row.score_m + row.keys_total.log(),
+                                exact_m if len(visible) == 1 else just_above(exact_m),
                             )
+                    if value is None:
+                        continue
+                    rows_in = padded(len(block), key_tile, Dv)
+                    weight_rows += [[zero] * width] * (rows_in - len(block))
+                    out = None  # sum over the used tiles of (weights tile) (values tile)
+                    with ctx.workprec(half):
+                        for t in used:
+                            lo, hi = t * key_tile, (t + 1) * key_tile
+                            entries = [w for r in weight_rows for w in r[lo:hi]]
+                            part = arb_mat(rows_in, key_tile, entries) * value_tiles[t]
+                            out = part if out is None else out + part
+                    out = out.entries()  # (len(block), Dv)
+                    for n, i in enumerate(block):
+                        if i not in slot:
+                            continue
+                        info = (tied.get(i), keys.get(i), nearly.get(i))
+                        output[b, h, slot[i]] = [
+                            _rounded(t, _output_exact, value, c, *info)
                             for c, t in enumerate(out[n * Dv : (n + 1) * Dv])
                         ]
     return scores, weights, output, lse

@@ -150,7 +150,10 @@ def exact_score(rational: Fraction | None, dot: arb, index, problem):
         return added_terms(problem, *index)
 
     if problem.softcap is None:
-        return None if rational is None else lambda: rational * fraction(dot) + bias_terms()
+        if rational is None:
+            return None
+        # a dot product of terms thousands of bits apart is no exact ball until refined
+        return lambda: rational * fraction(dot) + bias_terms() if dot.is_exact() else None
 
     def capped():
         if not dot.is_exact():

@@ -127,8 +127,10 @@ def _weights(scores: Scores, lse: np.ndarray | None = None) -> np.ndarray:
             exps[j] = mpmath.exp(x)
         sink = sink_at(scores.sinks, index[1])
         total = mpmath.fsum(exps)
-        if lse is not None:  # exps[m] == 1: total >= 1
-            lse[index] = row[m] + mpmath.log(total)
+        if lse is not None:  # exps[m] == 1: s_m + log1p(the other terms), which keeps the
+            # digits of a tiny sum (log(1 + 9e-37) at 50 digits kept 13 of them)
+            rest = mpmath.fsum(e for j, e in enumerate(exps) if j != m)
+            lse[index] = row[m] + mpmath.log1p(rest)
         if sink != -np.inf:  # the sink's term joins the denominator only
             total += mpmath.exp(sink_shift(scores, index, m))
         weights[index] = [e / total for e in exps]

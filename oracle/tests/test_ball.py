@@ -7,6 +7,7 @@ rounding boundary, which only the ball reference can resolve (it refines until i
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from fractions import Fraction
 
 import ml_dtypes
@@ -21,6 +22,9 @@ from numpy.testing import assert_array_equal
 
 from attnprops import oracle
 from attnprops.oracle import ball
+from attnprops.oracle import ball_tiles
+from attnprops.oracle import exact_scores
+from attnprops.oracle import reference
 from attnprops.oracle.rules import AttentionInputError
 from attnprops.oracle.rules import ScoreOverflowError
 from attnprops.oracle.rules import compute_dtype
@@ -88,6 +92,31 @@ def calls(draw):
     return q, k, v, kwargs
 
 
+# (KEY_TILE, ROW_BLOCK, PAD_FROM): the module's own, or tiles and blocks smaller than the
+# calls, padded with zero rows or not
+TILINGS = st.sampled_from(
+    [
+        (ball_tiles.KEY_TILE, ball_tiles.ROW_BLOCK, ball_tiles.PAD_FROM),
+        (1, 1, ball_tiles.PAD_FROM),
+        (2, 3, (1, 1)),
+        (3, 2, (1, 1)),
+        (2, 4, (2, 2)),
+    ]
+)
+
+
+@contextmanager
+def tiled(tiling):
+    """``oracle.ball_tiles`` with ``tiling`` = (keys per tile, rows per block, when to pad),
+    restored after."""
+    saved = ball_tiles.KEY_TILE, ball_tiles.ROW_BLOCK, ball_tiles.PAD_FROM
+    ball_tiles.KEY_TILE, ball_tiles.ROW_BLOCK, ball_tiles.PAD_FROM = tiling
+    try:
+        yield
+    finally:
+        ball_tiles.KEY_TILE, ball_tiles.ROW_BLOCK, ball_tiles.PAD_FROM = saved
+
+
 def _outcome(function, *args, **kwargs):
     try:
         return function(*args, **kwargs), None
@@ -99,7 +128,9 @@ def _outcome(function, *args, **kwargs):
 @given(call=calls())
 def test_ball_reference_equals_the_50_digit_oracle_bit_for_bit(call):
     """Scores, weights, output and lse are the 50-digit oracle's float64s, bit for bit (both are
-    the exact values correctly rounded), or both raise the same error with the same message."""
+    the exact values correctly rounded), or both raise the same error with the same message;
+    where 50 digits are too few (:func:`_assert_the_oracle_lacked_digits`), the oracle's at
+    :data:`MANY_DIGITS`."""
     q, k, v, kwargs = call
     expected, expected_error = _outcome(oracle.attention_parts, q, k, v, **kwargs)
     got, got_error = _outcome(ball.attention_parts, q, k, v, lse=True, **kwargs)
@@ -109,37 +140,79 @@ def test_ball_reference_equals_the_50_digit_oracle_bit_for_bit(call):
     for part in ("scores", "weights", "output", "lse"):
         want, have = getattr(expected, part).value, getattr(got, part).value
         assert have.dtype == np.float64 and have.shape == want.shape, part
-        for index in zip(*np.nonzero(~((have == want) | (np.isnan(have) & np.isnan(want))))):
-            _assert_undecidable_at_50_digits(
-                getattr(expected, part).exact[index], have[index], want[index], part
-            )
+        differ = ~((have == want) | (np.isnan(have) & np.isnan(want)))
+        if differ.any():
+            _assert_the_oracle_lacked_digits(call, part, have, differ)
         nonzero = want != 0  # a zero's sign: see oracle.ball_rounding.to_float
         assert (np.signbit(have) == np.signbit(want))[nonzero].all(), part
 
 
-def _assert_undecidable_at_50_digits(exact50, have: float, want: float, part: str) -> None:
-    """Where the two differ, the 50-digit oracle must be the one that cannot decide: its
-    value lies within ``1e-40`` (relative) of the midpoint of two adjacent float64s, one of
-    them the ball's (a score of ``0.75 * scale - 1.3e-59``, whose exact value lies just below
-    a midpoint, rounds up at 50 digits: the ``-1.3e-59`` is lost). Anything else is a bug."""
-    assert np.nextafter(want, have) == have, (part, have, want)
-    with mpmath.workdps(60):  # the midpoint of two float64s is exact in 60 digits
-        midpoint = (mpmath.mpf(have) + mpmath.mpf(want)) / 2
-        close = abs(exact50 - midpoint) <= mpmath.mpf("1e-40") * abs(midpoint)
-    assert close, (part, have, want, exact50)
+MANY_DIGITS = 1000  # enough for every value calls() draws: its smallest float is 2**-1074
+
+
+@contextmanager
+def oracle_digits(digits: int):
+    """The 50-digit oracle computing at ``digits`` significant digits, restored after."""
+    saved = reference.DIGITS, exact_scores.DIGITS
+    reference.DIGITS = exact_scores.DIGITS = digits
+    try:
+        yield
+    finally:
+        reference.DIGITS, exact_scores.DIGITS = saved
+
+
+def _assert_the_oracle_lacked_digits(call, part: str, have: np.ndarray, differ) -> None:
+    """Where the ball reference and the 50-digit oracle differ, the 50 digits must be too
+    few: the oracle at :data:`MANY_DIGITS` returns the ball's value (an ALiBi slope of
+    ``2.5e-57`` moves two tied weights by less than ``1e-50``, and an output whose values
+    cancel, ``0.5`` and ``-0.5``, is ``6.3e-58``, not the 50-digit ``0``), or its value lies
+    within ``1e-40`` (relative) of the midpoint of two adjacent float64s, one of them the
+    ball's (a score of ``0.75 * scale - 1.3e-59``, whose exact value lies just below a
+    midpoint, rounds up even then). Anything else is a bug."""
+    q, k, v, kwargs = call
+    with oracle_digits(MANY_DIGITS):
+        precise = getattr(oracle.attention_parts(q, k, v, **kwargs), part)
+    for index in zip(*np.nonzero(differ)):
+        want = precise.value[index]
+        if have[index] == want:
+            continue
+        assert np.nextafter(want, have[index]) == have[index], (part, have[index], want)
+        with mpmath.workdps(60):  # the midpoint of two float64s is exact in 60 digits
+            midpoint = (mpmath.mpf(have[index]) + mpmath.mpf(want)) / 2
+            close = abs(precise.exact[index] - midpoint) <= mpmath.mpf("1e-40") * abs(midpoint)
+        assert close, (part, have[index], want, precise.exact[index])
 
 
 @settings(max_examples=40)
-@given(call=calls(), data=st.data())
-def test_rows_are_the_same_rows_of_the_whole_call(call, data):
-    """``rows=`` returns exactly those rows of the whole call, sorted, repeats dropped."""
+@given(call=calls(), tiling=TILINGS)
+def test_tiles_and_blocks_change_nothing(call, tiling):
+    """Key tiles and row blocks that cut the call (down to one key, one row) give the same
+    parts bit for bit as the module's own (each value is the exact one correctly rounded),
+    and the same errors."""
+    q, k, v, kwargs = call
+    whole, error = _outcome(ball.attention_parts, q, k, v, lse=True, **kwargs)
+    with tiled(tiling):
+        cut, cut_error = _outcome(ball.attention_parts, q, k, v, lse=True, **kwargs)
+    assert cut_error == error
+    if error is not None:
+        return
+    for part in ("scores", "weights", "output", "lse"):
+        assert_array_equal(getattr(cut, part).value, getattr(whole, part).value, err_msg=part)
+
+
+@settings(max_examples=40)
+@given(call=calls(), data=st.data(), tiling=TILINGS)
+def test_rows_are_the_same_rows_of_the_whole_call(call, data, tiling):
+    """``rows=`` returns exactly those rows of the whole call, sorted, repeats dropped (the
+    rows' blocks cut by ``tiling`` or not)."""
     q, k, v, kwargs = call
     whole, error = _outcome(ball.attention_parts, q, k, v, **kwargs)
     if error is not None:
         return
     Tq = q.shape[-2]
     rows = data.draw(st.lists(st.integers(0, Tq - 1), min_size=1, max_size=4), label="rows")
-    some = ball.attention_parts(q, k, v, rows=rows, **kwargs)
+    with tiled(tiling):
+        some = ball.attention_parts(q, k, v, rows=rows, **kwargs)
     kept = sorted(set(rows))
     assert some.rows == tuple(kept)
     for part in ("scores", "weights", "output"):
@@ -395,3 +468,42 @@ def test_score_estimates_are_the_scores_in_float64():
     want = 5.0 * np.tanh(np.array([0.8, 0.0]) / 5.0) + np.array([0.0, 1.0])
     np.testing.assert_allclose(score_estimates(problem)[0, 0, 0], want, rtol=1e-15)
     assert score_estimates(problem)[0, 0, 0].argmax() == 1
+
+
+def test_the_lse_of_a_dominant_key_keeps_the_digits_of_the_other_terms():
+    """``lse = s_m + log1p(sum of the other terms)``: ``log(1 + e**-83)`` at 50 digits kept
+    only 13 of them (the oracle returned ``8.985825944049378e-37``); both references now
+    round ``e**-83 - e**-166 / 2`` correctly."""
+    q = np.full((1, 1, 1, 1), -83.0)
+    k = np.array([[[[0.0], [1.0]]]])
+    v = np.zeros((1, 1, 2, 1))
+    expected = 8.985825944049381e-37
+    assert oracle.attention_parts(q, k, v).lse.value.item() == expected
+    assert ball.attention_parts(q, k, v, lse=True).lse.value.item() == expected
+
+
+def test_a_dot_product_inexact_at_the_starting_precision_is_refined_not_a_crash():
+    """A score's dot product whose terms lie thousands of bits apart is no exact ball at
+    :data:`oracle.ball.PRECISION`: the ``lse`` rounding asks for the score's exact value and
+    must get None (refine), not a ValueError from ``fmpq`` (a draw found it)."""
+    q = np.full((1, 1, 1, 4), -278.0)
+    tiny = 1.7153705760119593e-66
+    k = np.array([[[[1.0, tiny, tiny, tiny], [3.058277514569583e-293, tiny, tiny, tiny]]]])
+    v = np.zeros((1, 1, 2, 1))
+    with oracle_digits(MANY_DIGITS):
+        expected = oracle.attention_parts(q, k, v).lse.value
+    assert_array_equal(ball.attention_parts(q, k, v, lse=True).lse.value, expected)
+
+
+def test_weights_tied_to_fifty_digits_still_weigh_their_values():
+    """An ALiBi slope of ``2.5e-57`` moves two keys' weights apart by about ``1e-57``; values
+    ``0.5`` and ``-0.5`` then give ``0.5 tanh(slope / 2)``, which the ball reference rounds
+    correctly and the 50-digit oracle rounds to 0 (its digits end first)."""
+    q, k = np.zeros((1, 1, 1, 1)), np.zeros((1, 1, 2, 1))
+    v = np.array([[[[0.5], [-0.5]]]])
+    slopes = np.array([2.5163065744672856e-57])  # p = Tk - Tq = 1: scores -slope, 0
+    got = ball.attention(q, k, v, alibi_slopes=slopes).item()
+    with oracle_digits(MANY_DIGITS):
+        expected = oracle.attention(q, k, v, alibi_slopes=slopes).value.item()
+    assert got == expected == -6.290766436168214e-58
+    assert oracle.attention(q, k, v, alibi_slopes=slopes).value.item() == 0.0

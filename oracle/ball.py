@@ -148,9 +148,9 @@ def _parts(
     may overflow, ``risky[b, h, i]``); the scores and weights only when ``want_scores``
     (else they stay ``-inf`` and 0). Raises Unresolved to refine.
 
-    The rows go in blocks of :data:`~oracle.ball_tiles.ROW_BLOCK`; a block multiplies only the key tiles
-    (:data:`~oracle.ball_tiles.KEY_TILE` keys) that one of its rows sees, so a causal, windowed or packed call
-    costs about its visible scores."""
+    The rows go in blocks of :data:`~oracle.ball_tiles.ROW_BLOCK`; a block multiplies only
+    the key tiles (:data:`~oracle.ball_tiles.KEY_TILE` keys) that one of its rows sees, so a
+    causal, windowed or packed call costs about its visible scores."""
     B, Hq, _, D = problem.query.shape
     Tk = problem.key.shape[2]
     Dv = 0 if problem.value is None else problem.value.shape[3]

@@ -60,6 +60,7 @@ from attnprops.oracle.ball_rounding import grouped_mean
 from attnprops.oracle.ball_rounding import just_above
 from attnprops.oracle.ball_rounding import rational_scale
 from attnprops.oracle.ball_rounding import to_float
+from attnprops.oracle.ball_row import ZERO
 from attnprops.oracle.ball_row import softmax_row
 from attnprops.oracle.ball_tiles import Tiles
 from attnprops.oracle.ball_tiles import matrix
@@ -73,7 +74,6 @@ from attnprops.oracle.rules import takes_options
 
 PRECISION = 256  # bits to start with
 MAX_PRECISION = 8192  # bits; past this an unresolved value raises
-zero = arb(0)
 
 __all__ = [
     "MAX_PRECISION",
@@ -190,11 +190,11 @@ def _parts(
                     nearly: dict[int, CappedRow] = {}  # rows tied but for saturated caps
                     keys: dict[int, RowKeys] = {}  # rows without a sink: what ties their keys
                     for n, i in enumerate(block):
-                        w_row = [zero] * width
+                        w_row = [ZERO] * width
                         weight_rows.append(w_row)
                         if not problem.visible[b, h, i].any():  # fully_masked_rows="zeros"
                             continue
-                        d = [zero] * width  # the row's dot products, exact where visible
+                        d = [ZERO] * width  # the row's dot products, exact where visible
                         for t in used:
                             d[t * key_tile : (t + 1) * key_tile] = dots[t][
                                 n * key_tile : (n + 1) * key_tile
@@ -240,7 +240,7 @@ def _parts(
                     if value is None:
                         continue
                     rows_in = padded(len(block), key_tile, Dv)
-                    weight_rows += [[zero] * width] * (rows_in - len(block))
+                    weight_rows += [[ZERO] * width] * (rows_in - len(block))
                     out = None  # sum over the used tiles of (weights tile) (values tile)
                     with ctx.workprec(half):
                         for t in used:

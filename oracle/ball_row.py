@@ -28,7 +28,7 @@ from attnprops.oracle.rules import raise_score_overflow
 from attnprops.oracle.rules import sink_at
 from attnprops.oracle.rules import slope_at
 
-__all__ = ["Row", "softmax_row"]
+__all__ = ["ZERO", "Row", "softmax_row"]
 
 ZERO = arb(0)
 

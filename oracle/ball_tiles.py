@@ -8,10 +8,12 @@ the tiles are padded with zero keys and a block with zero rows, which change no 
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 from flint import arb_mat
 
-__all__ = ["KEY_TILE", "PAD_FROM", "ROW_BLOCK", "Tiles", "matrix", "padded"]
+__all__ = ["KEY_TILE", "KEPT_ENTRIES", "PAD_FROM", "ROW_BLOCK", "Tiles", "matrix", "padded"]
 
 KEY_TILE = 128  # keys per tile of K and V (the last padded with zero keys)
 ROW_BLOCK = 64  # query rows per block
@@ -20,6 +22,12 @@ ROW_BLOCK = 64  # query rows per block
 # development machine with python-flint 0.9): a product of at least PAD_FROM[0] rows whose
 # other dimensions reach PAD_FROM[1] is padded with zero rows to ROW_BLOCK.
 PAD_FROM = (16, 64)
+# Converting a float to an arb entry costs about 170 ns, most of a decode call's time
+# against a long cache; the tiles converted last are kept across calls (a cache's keys are
+# converted once, not once per append). About 48 bytes each: 1 << 23 entries, ~400 MB.
+KEPT_ENTRIES = 1 << 23
+_kept: OrderedDict[tuple, arb_mat] = OrderedDict()  # (shape, bytes) -> tile, oldest first
+_kept_entries = 0
 
 
 def matrix(x: np.ndarray) -> arb_mat:
@@ -28,11 +36,30 @@ def matrix(x: np.ndarray) -> arb_mat:
     return arb_mat(m, n, x.astype(np.float64).ravel().tolist())
 
 
+def _tile(x: np.ndarray) -> arb_mat:
+    """:func:`matrix` of ``x``, reused when the same values were converted lately (keyed by
+    shape and bytes, compared exactly; the :data:`KEPT_ENTRIES` used last are kept). The
+    reference only reads its tiles, so one ``arb_mat`` may serve several calls."""
+    global _kept_entries
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    key = (x.shape, x.tobytes())
+    tile = _kept.get(key)
+    if tile is not None:
+        _kept.move_to_end(key)
+        return tile
+    tile = _kept[key] = matrix(x)
+    _kept_entries += x.size
+    while _kept_entries > KEPT_ENTRIES:
+        (shape, _), _ = _kept.popitem(last=False)
+        _kept_entries -= int(np.prod(shape))
+    return tile
+
+
 class Tiles:
     """An ``(n, c)`` float array as exact ``arb_mat`` tiles of :data:`KEY_TILE` rows (keys),
-    the last padded with zero rows, each converted on first use: ``tiles[t]`` is rows
-    ``[t * KEY_TILE, (t + 1) * KEY_TILE)``, ``(KEY_TILE, c)`` (``transpose``: ``(c,
-    KEY_TILE)``)."""
+    the last padded with zero rows, each converted on first use (or reused, :func:`_tile`):
+    ``tiles[t]`` is rows ``[t * KEY_TILE, (t + 1) * KEY_TILE)``, ``(KEY_TILE, c)``
+    (``transpose``: ``(c, KEY_TILE)``)."""
 
     def __init__(self, x: np.ndarray, transpose: bool = False):
         self.x, self.transpose, self.tiles = x, transpose, {}
@@ -41,7 +68,7 @@ class Tiles:
         if t not in self.tiles:
             tile = self.x[t * KEY_TILE : (t + 1) * KEY_TILE]
             tile = np.pad(tile, ((0, KEY_TILE - len(tile)), (0, 0)))
-            self.tiles[t] = matrix(tile.T if self.transpose else tile)
+            self.tiles[t] = _tile(tile.T if self.transpose else tile)
         return self.tiles[t]
 
 

@@ -200,6 +200,31 @@ def test_tiles_and_blocks_change_nothing(call, tiling):
         assert_array_equal(getattr(cut, part).value, getattr(whole, part).value, err_msg=part)
 
 
+def test_kept_tiles_are_exact_conversions_and_bounded(monkeypatch):
+    """A tile converted by an earlier call is reused only for the same shape and the same
+    values (bytes of ``(2, 4)`` and ``(4, 2)`` zeros are equal, their matrices are not), the
+    kept entries stay within :data:`~oracle.ball_tiles.KEPT_ENTRIES`, and calls that reuse
+    tiles return what fresh conversions give."""
+    monkeypatch.setattr(ball_tiles, "KEPT_ENTRIES", 3 * ball_tiles.KEY_TILE * 4)
+    monkeypatch.setattr(ball_tiles, "_kept", type(ball_tiles._kept)())
+    monkeypatch.setattr(ball_tiles, "_kept_entries", 0)
+    wide, tall = np.zeros((2, 4)), np.zeros((4, 2))
+    assert (ball_tiles._tile(wide).nrows(), ball_tiles._tile(tall).nrows()) == (2, 4)
+    x = np.random.default_rng(5).standard_normal((3, 7)) * 1e-3
+    first = ball_tiles._tile(x)
+    assert ball_tiles._tile(x.copy()) is first
+    assert first.entries() == ball_tiles.matrix(x).entries()
+    assert ball_tiles._tile(x + 2.0**-60) is not first  # a different value is not reused
+    rng = np.random.default_rng(6)
+    q, k, v = (rng.standard_normal((1, 2, n, 4)) for n in (3, 300, 300))
+    fresh = ball.attention_parts(q, k, v, lse=True, is_causal=False)
+    assert ball_tiles._kept_entries <= ball_tiles.KEPT_ENTRIES  # 12 tiles made, 3 kept
+    assert len(ball_tiles._kept) == 3
+    again = ball.attention_parts(q, k, v, lse=True, is_causal=False)
+    for part in ("scores", "weights", "output", "lse"):
+        assert_array_equal(getattr(again, part).value, getattr(fresh, part).value, err_msg=part)
+
+
 @settings(max_examples=40)
 @given(call=calls(), data=st.data(), tiling=TILINGS)
 def test_rows_are_the_same_rows_of_the_whole_call(call, data, tiling):

@@ -7,6 +7,8 @@ with its first message), with ``[done/total]``; on a terminal a status line name
 properties running now. ``-x``/``--maxfail N`` stop after the first / N-th failing property
 (with several workers, properties already running then still finish, so more than N failures
 may be listed: pytest-xdist's documented behaviour).
+``--jobs N`` runs N workers (``auto``: the CPU count), but no more than the tests that ``-k``
+and ``--shard`` select (counted by a collection-only run first).
 ``-k EXPRESSION`` runs only the matching properties (pytest's ``-k``); ``--shard I/N`` runs
 every N-th from the I-th (a CI matrix of N jobs covers the suite once; an empty shard passes,
 unless its ``-k`` selects nothing in any shard). ``--seed N`` seeds a
@@ -51,18 +53,32 @@ from attnprops.properties.subject_import import is_file_name
 NO_TESTS_COLLECTED = int(pytest.ExitCode.NO_TESTS_COLLECTED)  # pytest's exit status 5
 
 
-def _selects_any(args) -> bool:
-    """Whether ``-k`` selects a property test without ``--shard`` (a collection-only run)."""
+def _selected(args, shard: str | None) -> int | None:
+    """How many property tests ``-k`` and ``shard`` select (a collection-only run without
+    workers; the plugin's ``collected`` event), or None when the collection failed."""
+    counts = []
     with tempfile.TemporaryDirectory() as tmp:
-        found = run_suite(
+        run_suite(
             args.impl.strip(),
             Path(tmp),
             profile=args.profile,
             tag="select",
             keyword=args.keyword,
+            shard=shard,
             collect_only=True,
+            progress=lambda event: counts.append(event.get("tests")),
         )
-    return found.returncode == 0
+    return next((n for n in counts if n is not None), None)
+
+
+def _workers(args, jobs: int) -> int:
+    """``--jobs``, but no more workers than the tests ``-k``/``--shard`` select (each worker
+    would start an interpreter and collect the suite for nothing; ``auto`` on a many-core
+    machine would start dozens). Without a selection, or when counting fails, ``jobs``."""
+    if jobs == 1 or not (args.keyword or args.shard):
+        return jobs
+    selected = _selected(args, args.shard)
+    return jobs if selected is None else max(1, min(jobs, selected))
 
 
 def run(args) -> int:
@@ -87,6 +103,7 @@ def run(args) -> int:
         except ValueError as exc:
             raise SystemExit(f"attnprops check: --shard {exc}") from None
     _check_report_paths(args)  # last: it writes the files (empty) to prove they can be
+    jobs = _workers(args, jobs)
     progress = Progress()
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -132,7 +149,7 @@ def run(args) -> int:
         # -k that selects nothing in any shard is a mistake to report.
         if not args.shard:
             return 1
-        if args.keyword and not _selects_any(args):
+        if args.keyword and not _selected(args, shard=None):
             print(f"  -k {args.keyword!r} selects no property test in any shard")
             return 1
         return 0
@@ -258,14 +275,16 @@ def _by_reason(skips: list[tuple[str, str]]) -> dict[str, list[str]]:
 
 def summary(args, result) -> dict:
     """The ``--json`` report: ``{"schema": 1, "subject", "profile", "seed" (``--seed``, or
-    null: a random profile then drew from a seed of its own), "passed" (the exit
-    status is 0), "returncode" (pytest's), "seconds", "tests_run", "failed" (test ids, a
-    parametrized property once per id, as pytest counts them), "skipped": [{"test",
-    "reason"}], "xfailed" (expected-failures-file entries), "robustness_not_met" (robustness
-    -tier properties missed, reported), "examples" (per test), "failures" and "robustness":
-    [{"test", "is_property_violation", "message", "falsifying_example", "subject_frame",
-    "explicit", "nodeid"}], "error": the end of pytest's output when the suite could not run
-    (exit status other than 0 and 1, or 1 without a failure), else ""}``."""
+    null: a random profile then drew from a seed of its own), "passed" (the exit status is
+    0), "returncode" (pytest's), "seconds", "workers" (pytest processes that ran tests:
+    ``--jobs``, or fewer when ``-k``/``--shard`` select fewer tests), "tests_run", "failed"
+    (test ids, a parametrized property once per id, as pytest counts them), "skipped":
+    [{"test", "reason"}], "xfailed" (expected-failures-file entries), "robustness_not_met"
+    (robustness-tier properties missed, reported), "examples" (per test), "failures" and
+    "robustness": [{"test", "is_property_violation", "message", "falsifying_example",
+    "subject_frame", "explicit", "nodeid"}], "error": the end of pytest's output when the
+    suite could not run (exit status other than 0 and 1, or 1 without a failure), else
+    ""}``."""
     robust = len({f.nodeid for f in result.robustness})
     return {
         "schema": 1,
@@ -275,6 +294,7 @@ def summary(args, result) -> dict:
         "passed": result.returncode == 0,
         "returncode": result.returncode,
         "seconds": round(result.seconds, 3),
+        "workers": result.workers,
         "tests_run": result.tests_run,
         "failed": len({f.nodeid for f in result.failures}),
         "skipped": [{"test": t, "reason": r} for t, r in result.skips],

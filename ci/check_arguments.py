@@ -30,7 +30,12 @@ def add_arguments(parser) -> None:
         help=f"Hypothesis profile, one of {', '.join(PROFILES)} (default: "
         "$HYPOTHESIS_PROFILE or ci)",
     )
-    parser.add_argument("--jobs", default="auto", help="pytest-xdist workers (default auto)")
+    parser.add_argument(
+        "--jobs",
+        default="auto",
+        help="pytest-xdist workers (default auto: the CPU count); never more than the tests "
+        "-k and --shard select",
+    )
     stop = parser.add_mutually_exclusive_group()
     stop.add_argument(
         "-x",

@@ -62,6 +62,7 @@ class RunResult:
     subject: str
     returncode: int
     seconds: float
+    workers: int = 1  # pytest processes that ran tests (1: no pytest-xdist workers)
     tests_run: int = 0
     skipped: int = 0
     xfailed: int = 0
@@ -259,6 +260,7 @@ def run_suite(
         subject=subject,
         returncode=run.returncode,
         seconds=seconds,
+        workers=max(1, jobs),
         tests_run=count,
         skipped=skipped,
         xfailed=xfailed,

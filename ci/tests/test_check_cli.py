@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from attnprops.ci import check
 from attnprops.ci.cli import main
 from attnprops.properties.selection import parse_shard
 
@@ -175,6 +176,22 @@ def test_a_pasted_test_id_gets_a_hint(capsys):
         "(a test id's [parameters] are not -k words: give its words joined by 'and', "
         "e.g. -k 'invalid_inputs_raise and ndim')"
     )
+
+
+def test_jobs_are_capped_by_the_tests_selected(stopped_run, monkeypatch, capsys):
+    """``--jobs 8`` starts no more workers than ``-k`` and ``--shard`` leave tests (here 2 of
+    the 3 that ``-k`` selects); without a selection ``--jobs`` stands (nothing is counted)."""
+    monkeypatch.chdir(stopped_run)
+    few = "test_single_visible_key or test_seed_examples"
+    argv = ["--profile", "dev", "--jobs", "8", "-k", few, "--shard", "1/2", "--json", "cap.json"]
+    main(["check", "--impl", "./raises.py", *argv])
+    report = json.loads(Path("cap.json").read_text())
+    selected = report["tests_run"] + len(report["skipped"]) + report["xfailed"]
+    assert 1 < selected < 8, report
+    assert report["workers"] == selected, report
+    capsys.readouterr()
+    args = type("Args", (), {"keyword": None, "shard": None, "impl": "./raises.py"})()
+    assert check._workers(args, 8) == 8
 
 
 def test_check_imports_a_package_folder_and_names_a_plain_folder(tmp_path, monkeypatch, capsys):

@@ -166,14 +166,15 @@ def _parts(
     # 2**-128 relative at the start (far inside float64's 2**-53), about 40% less time than
     # at 256 bits; exp(0) stays exactly 1. The last refinement: all of it.
     half = max(64, ctx.prec // 2) if ctx.prec < MAX_PRECISION else ctx.prec
-    key_tile, row_block = ball_tiles.KEY_TILE, ball_tiles.ROW_BLOCK
+    # fewer keys than a tile: one tile of just those (no zero keys to multiply)
+    key_tile, row_block = min(ball_tiles.KEY_TILE, Tk), ball_tiles.ROW_BLOCK
     tiles = range(-(-Tk // key_tile))
     width = len(tiles) * key_tile  # the keys, padded to whole tiles
     for b in range(B):
         for g in range(problem.key.shape[1]):
-            key_t = Tiles(problem.key[b, g], transpose=True)  # (D, key_tile) each
+            key_t = Tiles(problem.key[b, g], key_tile, transpose=True)  # (D, key_tile) each
             value = None if problem.value is None else problem.value[b, g]
-            value_tiles = None if value is None else Tiles(value)  # (key_tile, Dv) each
+            value_tiles = None if value is None else Tiles(value, key_tile)  # (key_tile, Dv)
             for h in range(g * problem.group, (g + 1) * problem.group):
                 for start in range(0, len(rows), row_block):
                     block = list(rows[start : start + row_block])

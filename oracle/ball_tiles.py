@@ -57,18 +57,18 @@ def _tile(x: np.ndarray) -> arb_mat:
 
 
 class Tiles:
-    """An ``(n, c)`` float array as exact ``arb_mat`` tiles of :data:`KEY_TILE` rows (keys),
-    the last padded with zero rows, each converted on first use (or reused, :func:`_tile`):
-    ``tiles[t]`` is rows ``[t * KEY_TILE, (t + 1) * KEY_TILE)``, ``(KEY_TILE, c)``
-    (``transpose``: ``(c, KEY_TILE)``)."""
+    """An ``(n, c)`` float array as exact ``arb_mat`` tiles of ``size`` rows (keys; the
+    reference uses :data:`KEY_TILE`, or ``n`` when that is fewer), the last padded with
+    zero rows, each converted on first use (or reused, :func:`_tile`): ``tiles[t]`` is rows
+    ``[t * size, (t + 1) * size)``, ``(size, c)`` (``transpose``: ``(c, size)``)."""
 
-    def __init__(self, x: np.ndarray, transpose: bool = False):
-        self.x, self.transpose, self.tiles = x, transpose, {}
+    def __init__(self, x: np.ndarray, size: int, transpose: bool = False):
+        self.x, self.size, self.transpose, self.tiles = x, size, transpose, {}
 
     def __getitem__(self, t: int) -> arb_mat:
         if t not in self.tiles:
-            tile = self.x[t * KEY_TILE : (t + 1) * KEY_TILE]
-            tile = np.pad(tile, ((0, KEY_TILE - len(tile)), (0, 0)))
+            tile = self.x[t * self.size : (t + 1) * self.size]
+            tile = np.pad(tile, ((0, self.size - len(tile)), (0, 0)))
             self.tiles[t] = _tile(tile.T if self.transpose else tile)
         return self.tiles[t]
 

@@ -4,8 +4,9 @@ builders, the ``DynamicCache`` and the NumPy <-> torch crossing. Not a subject i
 has no ``attention``); each subject binds one transformers attention function to
 :class:`HFAttention`.
 
-Checked against transformers 5.24.0 and torch 2.13.0+cpu; the files named below are that
-release's (``transformers/masking_utils.py``, ``transformers/cache_utils.py``,
+Install: ``pip install transformers torch`` (from a clone, the extra: ``pip install -e
+.[hf]``). Checked against transformers 5.24.0 and torch 2.13.0+cpu; the files named below
+are that release's (``transformers/masking_utils.py``, ``transformers/cache_utils.py``,
 ``transformers/integrations/sdpa_attention.py``,
 ``transformers/models/llama/modeling_llama.py``).
 

@@ -2,9 +2,8 @@
 Llama model (``transformers/models/llama/modeling_llama.py``), called as ``LlamaAttention``
 calls it.
 
-Install: ``pip install transformers torch`` (from a clone, the extra: ``pip install -e
-.[hf]``). Run: ``attnprops check --impl attnprops.properties.subjects.hf_eager_attention``.
-Checked against transformers 5.24.0 and torch 2.13.0+cpu.
+Run: ``attnprops check --impl attnprops.properties.subjects.hf_eager_attention``
+(what to install, and the releases checked: :mod:`._hf_attention`).
 
 The call is the model's (the stand-in module, the masks of ``masking_utils.eager_mask`` /
 ``create_causal_mask``, the ``DynamicCache``; every mapping is in the docstring of

@@ -1,9 +1,8 @@
 """Subject: Hugging Face transformers' ``sdpa_attention_forward``
 (``transformers/integrations/sdpa_attention.py``), called as a Llama layer calls it.
 
-Install: ``pip install transformers torch`` (from a clone, the extra: ``pip install -e
-.[hf]``). Run: ``attnprops check --impl attnprops.properties.subjects.hf_sdpa_attention``.
-Checked against transformers 5.24.0 and torch 2.13.0+cpu.
+Run: ``attnprops check --impl attnprops.properties.subjects.hf_sdpa_attention``
+(what to install, and the releases checked: :mod:`._hf_attention`).
 
 The call is the model's (the stand-in module, the masks of ``masking_utils.sdpa_mask`` /
 ``create_causal_mask``, the ``DynamicCache``; every mapping is in the docstring of

@@ -80,6 +80,15 @@ def oracle_with_bounds(case, subject):
     return parts, attention_bounds(case, parts, subject.arithmetic(case.dtype))
 
 
+def assert_output_within(out, case, parts, bounds, *, what: str, shape_what: str) -> None:
+    """``out`` is an ndarray of the oracle's output shape and ``case``'s dtype, without NaN
+    (else a violation naming ``shape_what``), within ``bounds.output`` of
+    ``parts.output.value`` element by element (else one naming ``what``)."""
+    __tracebackhide__ = True
+    out = assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype, what=shape_what)
+    assert_within(out=out, expected=parts.output.value, bound=bounds.output, what=what, case=case)
+
+
 def subject_output(subject, case, parts, what: str = "attention") -> np.ndarray:
     """The subject's ``attention`` for ``case`` (a raise is a violation: the call is valid),
     required to be an ndarray of the oracle's output shape ``parts.output.shape`` and the
@@ -285,10 +294,5 @@ def assert_decode_matches_oracle(subject, case, chunks, what: str):
     __tracebackhide__ = True
     parts, bounds = oracle_with_bounds(case, subject)
     cache, decoded = decode_in_chunks(subject, case, chunks)
-    decoded = assert_shape_dtype(
-        out=decoded, shape=parts.output.shape, dtype=case.dtype, what="decoded outputs"
-    )
-    assert_within(
-        out=decoded, expected=parts.output.value, bound=bounds.output, what=what, case=case
-    )
+    assert_output_within(decoded, case, parts, bounds, what=what, shape_what="decoded outputs")
     return cache

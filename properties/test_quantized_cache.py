@@ -22,6 +22,7 @@ from attnprops.oracle.rules import fp8_max
 from attnprops.oracle.violations import BY_RULE
 from attnprops.oracle.violations import Call
 from attnprops.properties._support import assert_cache_unchanged
+from attnprops.properties._support import assert_output_within
 from attnprops.properties._support import cache_state
 from attnprops.properties._support import decode_in_chunks
 from attnprops.properties._support import oracle_with_bounds
@@ -124,15 +125,13 @@ def test_quantized_cache_attention_equals_attention_over_the_dequantized_kv(subj
     cache, decoded = _decoded(subject, run)
     dequantized = run.case._replace(key=np.array(cache.keys), value=np.array(cache.values))
     parts, bounds = oracle_with_bounds(dequantized, subject)
-    decoded = assert_shape_dtype(
-        out=decoded, shape=parts.output.shape, dtype=run.case.dtype, what="decoded outputs"
-    )
-    assert_within(
-        out=decoded,
-        expected=parts.output.value,
-        bound=bounds.output,
+    assert_output_within(
+        decoded,
+        dequantized,
+        parts,
+        bounds,
         what=f"{run.case.mask_layout}: decoded vs attention over the dequantized K/V",
-        case=dequantized,
+        shape_what="decoded outputs",
     )
 
 

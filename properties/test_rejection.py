@@ -11,10 +11,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from attnprops.oracle.violations import BY_RULE
+from attnprops.properties._support import assert_output_within
 from attnprops.properties._support import oracle_with_bounds
 from attnprops.properties.checks import assert_equal
-from attnprops.properties.checks import assert_shape_dtype
-from attnprops.properties.checks import assert_within
 from attnprops.properties.checks import call_subject
 from attnprops.properties.checks import describe_result
 from attnprops.properties.checks import fail
@@ -129,11 +128,11 @@ def test_fully_masked_rows_follow_declared_convention(subject, case):
             f"fully masked row"
         )
     parts, bounds = oracle_with_bounds(case, subject)
-    out = assert_shape_dtype(out=out, shape=parts.output.shape, dtype=case.dtype, what="output")
-    assert_within(
-        out=out,
-        expected=parts.output.value,
-        bound=bounds.output,
+    assert_output_within(
+        out,
+        case,
+        parts,
+        bounds,
         what="output with fully masked rows (zeros convention)",
-        case=case,
+        shape_what="output",
     )

@@ -16,14 +16,13 @@ from hypothesis import note
 from hypothesis import strategies as st
 
 from attnprops.properties._support import assert_cache_unchanged
+from attnprops.properties._support import assert_output_within
 from attnprops.properties._support import cache_state
 from attnprops.properties._support import decode_in_chunks
 from attnprops.properties._support import oracle_with_bounds
 from attnprops.properties.cache_draws import append_chunks
 from attnprops.properties.cache_draws import run_arrays
 from attnprops.properties.checks import assert_equal
-from attnprops.properties.checks import assert_shape_dtype
-from attnprops.properties.checks import assert_within
 from attnprops.properties.checks import fail
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.strategies import AttentionCase
@@ -78,18 +77,13 @@ def test_rolling_cache_equals_full_windowed_attention(subject, run):
     cache, decoded = decode_in_chunks(
         subject, case, chunks, cache=_new_rolling(subject, case, capacity)
     )
-    decoded = assert_shape_dtype(
-        out=decoded,
-        shape=parts.output.shape,
-        dtype=case.dtype,
-        what="decoded outputs",
-    )
-    assert_within(
-        out=decoded,
-        expected=parts.output.value,
-        bound=bounds.output,
+    assert_output_within(
+        decoded,
+        case,
+        parts,
+        bounds,
         what=f"rolling cache of {capacity} vs full attention with window {case.window}",
-        case=case,
+        shape_what="decoded outputs",
     )
     total = case.key.shape[2]
     if len(cache) != total:

@@ -52,6 +52,7 @@ from attnprops.oracle.ball_estimates import score_estimates
 from attnprops.oracle.ball_rounding import CappedRow
 from attnprops.oracle.ball_rounding import RowKeys
 from attnprops.oracle.ball_rounding import Unresolved
+from attnprops.oracle.ball_rounding import beside_group_mean
 from attnprops.oracle.ball_rounding import beside_mean
 from attnprops.oracle.ball_rounding import exact_mean
 from attnprops.oracle.ball_rounding import exact_score
@@ -130,7 +131,10 @@ def _output_exact(value: np.ndarray, c: int, tied, keys, nearly):
     """``exact`` for an output component ``c``: what is known exactly of its row (see
     :mod:`oracle.ball_rounding`)."""
     return first_known(
-        exact_mean(value, tied, c), grouped_mean(value, keys, c), beside_mean(value, nearly, c)
+        exact_mean(value, tied, c),
+        grouped_mean(value, keys, c),
+        beside_mean(value, nearly, c),
+        beside_group_mean(value, keys, c),
     )
 
 
@@ -220,7 +224,7 @@ def _parts(
                             tied[i] = (visible, len(row.exps))  # the sink's 0 joins
                         no_sink = len(row.exps) == len(visible)
                         if no_sink:
-                            keys[i] = RowKeys(problem, d, visible, b, h, i)
+                            keys[i] = RowKeys(problem, d, visible, b, h, i, m, scale)
                         if i not in tied and problem.softcap is not None and no_sink:
                             if all(e.contains(1) for e in row.exps):  # tied but for caps?
                                 nearly[i] = CappedRow(problem, scale, d, visible, m, b, h, i)

@@ -6,8 +6,9 @@ straddles a rounding boundary (a midpoint of two float64s), and what is known ex
 decides: a rational value (a score under a rational scale, the mean of a row whose scores
 all tie) is rounded from its :class:`fractions.Fraction`; a transcendental value that lies
 closer to a rational limit than any precision resolves, on a known side of it
-(:class:`OneSided`: a saturated softcap ``c tanh(t)``, a row tied but for saturated caps, the
-``lse`` of a dominant score), is rounded from that side; anything else raises
+(:class:`OneSided`: a saturated softcap ``c tanh(t)``, a row tied but for saturated caps, a
+row whose other keys' weights are too small to resolve, the ``lse`` of a dominant score), is
+rounded from that side; anything else raises
 :class:`Unresolved`, and :func:`oracle.ball.attention_parts` refines the precision (never a
 guess).
 """
@@ -31,6 +32,7 @@ __all__ = [
     "OneSided",
     "RowKeys",
     "Unresolved",
+    "beside_group_mean",
     "beside_mean",
     "exact_mean",
     "added_terms",
@@ -180,7 +182,8 @@ def exact_mean(value: np.ndarray, tied: tuple | None, c: int):
 class RowKeys(NamedTuple):
     """What ties a row's visible keys exactly: keys with the same dot product (exact) and the
     same added terms (:func:`added_terms`) have the same score (capped or not) and so the
-    same weight, whatever the scale."""
+    same weight, whatever the scale. ``m``: the key of the row's largest score (estimated);
+    ``scale``: the scale as a ball."""
 
     problem: AttentionProblem
     dots: list
@@ -188,6 +191,15 @@ class RowKeys(NamedTuple):
     b: int
     h: int
     i: int
+    m: int
+    scale: arb
+
+    def ties(self, j: int) -> tuple:
+        """What key ``j``'s score is a function of (its exact dot product, its added terms);
+        None while the dot product's ball is not exact."""
+        if not self.dots[j].is_exact():
+            return None
+        return fraction(self.dots[j]), added_terms(self.problem, self.b, self.h, self.i, j)
 
 
 def grouped_mean(value: np.ndarray, row: RowKeys | None, c: int):
@@ -201,17 +213,59 @@ def grouped_mean(value: np.ndarray, row: RowKeys | None, c: int):
         return None
 
     def exact():
-        problem = row.problem
         groups: dict[tuple, list] = {}
         for j in row.visible:
-            if not row.dots[j].is_exact():
+            key = row.ties(j)
+            if key is None:
                 return None
-            key = (fraction(row.dots[j]), added_terms(problem, row.b, row.h, row.i, j))
             groups.setdefault(key, []).append(Fraction(float(value[j, c])))
         means = {sum(g) / len(g) for g in groups.values()}
         return means.pop() if len(means) == 1 else None
 
     return exact
+
+
+def beside_group_mean(value: np.ndarray, row: RowKeys | None, c: int):
+    """``exact`` for :func:`to_float` of output component ``c`` of a row without a sink or a
+    cap (None: not such a row) whose other keys' weights are too small to resolve: with
+    ``G`` the keys tied with key ``m`` (:meth:`RowKeys.ties`), ``M`` their values' mean (a
+    rational, perhaps a float64 midpoint) and ``x_k = s_k - s_m`` for the other keys, the
+    output is ``M + sum_k e^{x_k} (v_kc - M) / (|G| + sum_k e^{x_k})``: :class:`OneSided` at
+    ``M`` on the side of the sign of ``sum_k e^{x_k} (v_kc - M)`` (each ``e^{x_k}`` to
+    relative accuracy: ``x_k = scale (d_k - d_m) + (b_k - b_m)``, no cancellation; keys
+    ``0, 75, 75, 75, 75`` against query 76 leave key 0 a weight of ``e^{-5700}``), or None
+    while that sum's ball contains 0, a dot product is not exact, or every key is in ``G``
+    (:func:`exact_mean`, :func:`grouped_mean`)."""
+    if row is None or row.problem.softcap is not None:
+        return None
+
+    def exact():
+        top = row.ties(row.m)
+        if top is None:
+            return None
+        group, others = [], []
+        for j in row.visible:
+            key = row.ties(j)
+            if key is None:
+                return None
+            (group if key == top else others).append(j)
+        if not others:
+            return None
+        mean = sum(Fraction(float(value[j, c])) for j in group) / len(group)
+        lean = arb(0)
+        for k in others:
+            added = row.ties(k)[1] - top[1]
+            x = row.scale * (row.dots[k] - row.dots[row.m]) + arb(_fmpq(added))
+            lean += x.exp() * arb(_fmpq(Fraction(float(value[k, c])) - mean))
+        if not (lean > 0 or lean < 0):
+            return None
+        return OneSided(mean, 1 if lean > 0 else -1)
+
+    return exact
+
+
+def _fmpq(x: Fraction) -> fmpq:
+    return fmpq(x.numerator, x.denominator)
 
 
 def first_known(*exacts):

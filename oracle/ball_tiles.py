@@ -25,8 +25,10 @@ PAD_FROM = (16, 64)
 # Converting a float to an arb entry costs about 170 ns, most of a decode call's time
 # against a long cache; the tiles converted last are kept across calls (a cache's keys are
 # converted once, not once per append). Measured: 58 bytes an entry with its key, so
-# 1 << 23 entries take about 460 MiB.
-KEPT_ENTRIES = 1 << 23
+# 1 << 22 entries take about 230 MiB per process (a pytest -n 8 run: up to 1.8 GiB). The K
+# and V of any ci-profile kernel-sized call fit (properties.sizes: max_kv = 1 << 20 in all);
+# thorough's largest (1 << 23) do not, and their long decodes convert older tiles again.
+KEPT_ENTRIES = 1 << 22
 _kept: OrderedDict[tuple, arb_mat] = OrderedDict()  # (shape, bytes) -> tile, oldest first
 _kept_entries = 0
 

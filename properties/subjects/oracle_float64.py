@@ -6,11 +6,12 @@ rather than a bug of a subject. Run: ``attnprops check --impl attnprops.properti
 (slow: exact arithmetic runs for the subject and for the expected values).
 
 Every call runs the ball-arithmetic reference (:mod:`oracle.ball`, every row), which returns
-the float64s of the 50-digit oracle (``oracle/tests/test_ball.py``: bit for bit, but where the
-oracle's 50 digits do not decide the rounding) and is faster at every size: measured, a
+the float64s of the 50-digit oracle (``oracle/tests/test_ball.py``: bit for bit, but where
+the oracle's 50 digits do not decide the rounding) and is faster at every size: measured, a
 decode of 8 keys (D=4) 0.4 ms vs 1.3 ms, of 1024 keys (D=64) 17 ms (7 ms with K/V kept from
-an earlier call) vs 221 ms; seconds, not hours, at kernel sizes. So the suite's small-case properties, which take their expected
-values from the 50-digit oracle, compare two exact references run against this subject.
+an earlier call) vs 221 ms; seconds, not hours, at kernel sizes. So the suite's small-case
+properties, which take their expected values from the 50-digit oracle, compare two exact
+references when run against this subject.
 
 It follows the project's conventions exactly (it *is* the rulebook, :mod:`oracle.rules`):
 invalid inputs raise :class:`oracle.rules.AttentionInputError`, a fully masked row raises.
@@ -60,11 +61,11 @@ __all__ = [
 
 def attention(query, key, value, *, return_lse=False, **options):
     """The output ``(B, Hq, Tq, Dv)`` (or ``(Tq, Dv)``), exact and rounded once to float64
-    (:func:`oracle.ball.attention`, equal to ``oracle.attention(...).value``). Keyword arguments and rules as :func:`impl.attention` (without
-    ``block_size``): ``attn_mask``, ``is_causal``, ``query_start``, ``scale``, ``window``,
-    ``segment_ids``, ``chunk_size``, ``alibi_slopes``, ``softcap``, ``sinks``; with
-    ``return_lse=True`` the pair ``(output, lse)``, the rows' log-sum-exp also exact and
-    rounded once.
+    (:func:`oracle.ball.attention`, equal to ``oracle.attention(...).value``). Keyword
+    arguments and rules as :func:`impl.attention` (without ``block_size``): ``attn_mask``,
+    ``is_causal``, ``query_start``, ``scale``, ``window``, ``segment_ids``, ``chunk_size``,
+    ``alibi_slopes``, ``softcap``, ``sinks``; with ``return_lse=True`` the pair ``(output,
+    lse)``, the rows' log-sum-exp also exact and rounded once.
 
     Raises:
         oracle.rules.AttentionInputError for any broken rule (including a fully masked row);

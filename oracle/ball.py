@@ -193,7 +193,7 @@ def _parts(
                     weight_rows = []
                     tied: dict[int, tuple] = {}  # row -> (visible keys, terms), all tied
                     nearly: dict[int, CappedRow] = {}  # rows tied but for saturated caps
-                    keys: dict[int, RowKeys] = {}  # rows without a sink: what ties their keys
+                    keys: dict[int, RowKeys] = {}  # what ties each row's keys
                     for n, i in enumerate(block):
                         w_row = [ZERO] * width
                         weight_rows.append(w_row)
@@ -223,8 +223,7 @@ def _parts(
                         if row.tied():
                             tied[i] = (visible, len(row.exps))  # the sink's 0 joins
                         no_sink = len(row.exps) == len(visible)
-                        if no_sink:
-                            keys[i] = RowKeys(problem, d, visible, b, h, i, m, scale)
+                        keys[i] = RowKeys(problem, d, visible, b, h, i, m, scale)
                         if i not in tied and problem.softcap is not None and no_sink:
                             if all(e.contains(1) for e in row.exps):  # tied but for caps?
                                 nearly[i] = CappedRow(problem, scale, d, visible, m, b, h, i)

@@ -25,6 +25,7 @@ from flint import arb
 from flint import fmpq
 
 from attnprops.oracle.rules import AttentionProblem
+from attnprops.oracle.rules import sink_at
 from attnprops.oracle.rules import slope_at
 
 __all__ = [
@@ -201,15 +202,20 @@ class RowKeys(NamedTuple):
             return None
         return fraction(self.dots[j]), added_terms(self.problem, self.b, self.h, self.i, j)
 
+    @property
+    def sink(self) -> float:
+        """The row's sink logit (``-inf``: none)."""
+        return sink_at(self.problem.sinks, self.h)
+
 
 def grouped_mean(value: np.ndarray, row: RowKeys | None, c: int):
     """``exact`` for :func:`to_float` of output component ``c`` of a row without a sink
-    (None: no such row): when the visible keys fall into groups of exactly tied keys
+    (None: no such row, or a row with a sink): when the visible keys fall into groups of exactly tied keys
     (:class:`RowKeys`) whose values ``value[:, c]`` have one mean, the output is that mean
     whatever the groups' weights (they sum to 1), a rational that may be a float64 midpoint
     (keys ``0, 0, 1, 1`` with values ``1, 2**-53, 1, 2**-53``: ``0.5 + 2**-54``); None
     otherwise (or while a dot product's ball is not exact)."""
-    if row is None:
+    if row is None or row.sink != -np.inf:
         return None
 
     def exact():
@@ -226,16 +232,17 @@ def grouped_mean(value: np.ndarray, row: RowKeys | None, c: int):
 
 
 def beside_group_mean(value: np.ndarray, row: RowKeys | None, c: int):
-    """``exact`` for :func:`to_float` of output component ``c`` of a row without a sink or a
-    cap (None: not such a row) whose other keys' weights are too small to resolve: with
+    """``exact`` for :func:`to_float` of output component ``c`` of a row without a cap (None:
+    not such a row) whose other keys' (and sink's) weights are too small to resolve: with
     ``G`` the keys tied with key ``m`` (:meth:`RowKeys.ties`), ``M`` their values' mean (a
-    rational, perhaps a float64 midpoint) and ``x_k = s_k - s_m`` for the other keys, the
-    output is ``M + sum_k e^{x_k} (v_kc - M) / (|G| + sum_k e^{x_k})``: :class:`OneSided` at
-    ``M`` on the side of the sign of ``sum_k e^{x_k} (v_kc - M)`` (each ``e^{x_k}`` to
-    relative accuracy: ``x_k = scale (d_k - d_m) + (b_k - b_m)``, no cancellation; keys
-    ``0, 75, 75, 75, 75`` against query 76 leave key 0 a weight of ``e^{-5700}``), or None
-    while that sum's ball contains 0, a dot product is not exact, or every key is in ``G``
-    (:func:`exact_mean`, :func:`grouped_mean`)."""
+    rational, perhaps a float64 midpoint), ``x_k = s_k - s_m`` for the other keys and the
+    sink counted as a key of value 0 (its logit ``sigma``, ``x = sigma - s_m``), the output
+    is ``M + sum_k e^{x_k} (v_kc - M) / (|G| + sum_k e^{x_k})``: :class:`OneSided` at ``M`` on
+    the side of the sign of ``sum_k e^{x_k} (v_kc - M)`` (each ``e^{x_k}`` to relative
+    accuracy: ``x_k = scale (d_k - d_m) + (b_k - b_m)``, no cancellation; keys ``0, 75, 75,
+    75, 75`` against query 76 leave key 0 a weight of ``e^{-5700}``), or None while that
+    sum's ball contains 0, a dot product is not exact, or every key is in ``G`` without a
+    sink (:func:`exact_mean`, :func:`grouped_mean`)."""
     if row is None or row.problem.softcap is not None:
         return None
 
@@ -249,7 +256,7 @@ def beside_group_mean(value: np.ndarray, row: RowKeys | None, c: int):
             if key is None:
                 return None
             (group if key == top else others).append(j)
-        if not others:
+        if not others and row.sink == -np.inf:
             return None
         mean = sum(Fraction(float(value[j, c])) for j in group) / len(group)
         lean = arb(0)
@@ -257,6 +264,9 @@ def beside_group_mean(value: np.ndarray, row: RowKeys | None, c: int):
             added = row.ties(k)[1] - top[1]
             x = row.scale * (row.dots[k] - row.dots[row.m]) + arb(_fmpq(added))
             lean += x.exp() * arb(_fmpq(Fraction(float(value[k, c])) - mean))
+        if row.sink != -np.inf:  # a key of value 0 at score sigma
+            s_m = row.scale * row.dots[row.m] + arb(_fmpq(top[1]))
+            lean += (arb(row.sink) - s_m).exp() * arb(_fmpq(-mean))
         if not (lean > 0 or lean < 0):
             return None
         return OneSided(mean, 1 if lean > 0 else -1)

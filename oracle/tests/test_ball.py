@@ -480,27 +480,34 @@ def test_groups_of_tied_keys_with_one_mean_give_that_mean_exactly():
     assert capped[0, 0] == 0.5
 
 
-@pytest.mark.parametrize("sign", [1, -1])
+@pytest.mark.parametrize("weak", [85.0, -85.0, "sink"])
 @pytest.mark.parametrize("order", [[0, 1, 2, 3, 4], [0, 1, 2, 4, 3], [4, 3, 2, 1, 0]])
-def test_a_tied_group_on_a_midpoint_leans_to_the_side_of_a_negligible_key(order, sign):
+def test_a_tied_group_on_a_midpoint_leans_to_the_side_of_a_negligible_key(order, weak):
     """Found running the suite against oracle_float64 (key permutation invariance): query 76,
     keys 0, 75, 75, 75, 75; the four tied keys' values have a float64 midpoint for mean, and
     key 0's weight ``e^{-5700}`` moves the output off it by less than 8192 bits resolve; it
-    raised ReferenceUnresolvedError. Its value, above or below the mean, decides the side
-    (checked against mpmath at 3000 digits), in every key order."""
+    raised ReferenceUnresolvedError. Key 0's value, above or below the mean, decides the side;
+    a sink of logit 0 in its place (a key of value 0) pulls the output below. Checked against
+    mpmath at 3000 digits, in every key order."""
     odd = (2 * round(1.03070533 * 2**44) + 1) * 2.0**-45  # (odd + 255) / 4: a midpoint
+    weak_value = 0.0 if weak == "sink" else weak
     key = np.array([[0.0], [75.0], [75.0], [75.0], [75.0]])
-    value = np.array([[85.0 * sign], [odd], [85.0], [85.0], [85.0]])
+    value = np.array([[weak_value], [odd], [85.0], [85.0], [85.0]])
     mean = (Fraction(odd) + 255) / 4
     near = float(mean)
     low, high = sorted((near, math.nextafter(near, math.inf if near < mean else -math.inf)))
     assert Fraction(low) + Fraction(high) == 2 * mean  # the mean is a midpoint
-    want = high if sign > 0 else low
+    want = high if weak_value > mean else low
     with mpmath.workdps(3000):
-        tiny = mpmath.exp(-76 * 75)
-        exact = (value[0, 0] * tiny + odd + 255) / (tiny + 4)
+        tiny = mpmath.exp(-76 * 75)  # key 0's (or the sink's) weight against a tied key's
+        exact = (weak_value * tiny + odd + 255) / (tiny + 4)
         assert min((low, high), key=lambda f: abs(mpmath.mpf(f) - exact)) == want
-    out = ball.attention(np.array([[76.0]]), key[order], value[order])
+    if weak == "sink":
+        order = [j - 1 for j in order if j]  # the four tied keys alone, and the sink
+        key, value, sinks = key[1:], value[1:], np.array([0.0])
+    else:
+        sinks = None
+    out = ball.attention(np.array([[76.0]]), key[order], value[order], sinks=sinks)
     assert out[0, 0] == want
 
 

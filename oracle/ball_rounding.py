@@ -240,9 +240,10 @@ def beside_group_mean(value: np.ndarray, row: RowKeys | None, c: int):
     is ``M + sum_k e^{x_k} (v_kc - M) / (|G| + sum_k e^{x_k})``: :class:`OneSided` at ``M`` on
     the side of the sign of ``sum_k e^{x_k} (v_kc - M)`` (each ``e^{x_k}`` to relative
     accuracy: ``x_k = scale (d_k - d_m) + (b_k - b_m)``, no cancellation; keys ``0, 75, 75,
-    75, 75`` against query 76 leave key 0 a weight of ``e^{-5700}``), or None while that
-    sum's ball contains 0, a dot product is not exact, or every key is in ``G`` without a
-    sink (:func:`exact_mean`, :func:`grouped_mean`)."""
+    75, 75`` against query 76 leave key 0 a weight of ``e^{-5700}``; tied keys share one
+    ``e^x``, so a group of them whose values have the mean ``M`` adds exactly 0), or None
+    while that sum's ball contains 0, a dot product is not exact, or every key is in ``G``
+    without a sink (:func:`exact_mean`, :func:`grouped_mean`)."""
     if row is None or row.problem.softcap is not None:
         return None
 
@@ -250,20 +251,22 @@ def beside_group_mean(value: np.ndarray, row: RowKeys | None, c: int):
         top = row.ties(row.m)
         if top is None:
             return None
-        group, others = [], []
+        groups: dict[tuple, list] = {}  # the keys by what ties them, G the group of m
         for j in row.visible:
             key = row.ties(j)
             if key is None:
                 return None
-            (group if key == top else others).append(j)
-        if not others and row.sink == -np.inf:
+            groups.setdefault(key, []).append(Fraction(float(value[j, c])))
+        group = groups.pop(top)
+        if not groups and row.sink == -np.inf:
             return None
-        mean = sum(Fraction(float(value[j, c])) for j in group) / len(group)
+        mean = sum(group) / len(group)
         lean = arb(0)
-        for k in others:
-            added = row.ties(k)[1] - top[1]
-            x = row.scale * (row.dots[k] - row.dots[row.m]) + arb(_fmpq(added))
-            lean += x.exp() * arb(_fmpq(Fraction(float(value[k, c])) - mean))
+        for (dot, added), values in groups.items():  # tied keys share e^x: their sum, exactly
+            pull = sum(values) - len(values) * mean
+            if pull:
+                x = row.scale * (arb(_fmpq(dot)) - row.dots[row.m]) + arb(_fmpq(added - top[1]))
+                lean += x.exp() * arb(_fmpq(pull))
         if row.sink != -np.inf:  # a key of value 0 at score sigma
             s_m = row.scale * row.dots[row.m] + arb(_fmpq(top[1]))
             lean += (arb(row.sink) - s_m).exp() * arb(_fmpq(-mean))

@@ -480,6 +480,14 @@ def test_groups_of_tied_keys_with_one_mean_give_that_mean_exactly():
     assert capped[0, 0] == 0.5
 
 
+def _sides_of_midpoint(mean: Fraction) -> tuple[float, float]:
+    """The two float64s next to ``mean``, which must be their midpoint."""
+    near = float(mean)
+    low, high = sorted((near, math.nextafter(near, math.inf if near < mean else -math.inf)))
+    assert Fraction(low) + Fraction(high) == 2 * mean
+    return low, high
+
+
 @pytest.mark.parametrize("weak", [85.0, -85.0, "sink"])
 @pytest.mark.parametrize("order", [[0, 1, 2, 3, 4], [0, 1, 2, 4, 3], [4, 3, 2, 1, 0]])
 def test_a_tied_group_on_a_midpoint_leans_to_the_side_of_a_negligible_key(order, weak):
@@ -494,9 +502,7 @@ def test_a_tied_group_on_a_midpoint_leans_to_the_side_of_a_negligible_key(order,
     key = np.array([[0.0], [75.0], [75.0], [75.0], [75.0]])
     value = np.array([[weak_value], [odd], [85.0], [85.0], [85.0]])
     mean = (Fraction(odd) + 255) / 4
-    near = float(mean)
-    low, high = sorted((near, math.nextafter(near, math.inf if near < mean else -math.inf)))
-    assert Fraction(low) + Fraction(high) == 2 * mean  # the mean is a midpoint
+    low, high = _sides_of_midpoint(mean)
     want = high if weak_value > mean else low
     with mpmath.workdps(3000):
         tiny = mpmath.exp(-76 * 75)  # key 0's (or the sink's) weight against a tied key's
@@ -509,6 +515,27 @@ def test_a_tied_group_on_a_midpoint_leans_to_the_side_of_a_negligible_key(order,
         sinks = None
     out = ball.attention(np.array([[76.0]]), key[order], value[order], sinks=sinks)
     assert out[0, 0] == want
+
+
+@pytest.mark.parametrize("weak_value", [85.0, -85.0])
+def test_a_second_group_with_the_same_mean_leaves_the_lean_to_the_negligible_key(weak_value):
+    """As above, plus two keys at 74.75 (weight ``e^{-19}`` each, not negligible) whose
+    values ``odd / 2`` and ``127.5`` have the same mean: their pulls cancel exactly, which
+    the reference sees by summing a tied group's values before multiplying by its ``e^x``
+    (term by term, the cancellation leaves a ball wider than ``e^{-5700}`` at 8192 bits)."""
+    odd = (2 * round(1.03070533 * 2**44) + 1) * 2.0**-45
+    key = np.array([[0.0], [75.0], [75.0], [75.0], [75.0], [74.75], [74.75]])
+    value = np.array([[weak_value], [odd], [85.0], [85.0], [85.0], [odd / 2], [127.5]])
+    mean = (Fraction(odd) + 255) / 4
+    assert (Fraction(odd / 2) + Fraction(127.5)) / 2 == mean
+    low, high = _sides_of_midpoint(mean)
+    want = high if weak_value > mean else low
+    with mpmath.workdps(3000):
+        tiny, second = mpmath.exp(-76 * 75), mpmath.exp(-19)
+        pair = mpmath.mpf(odd / 2) + mpmath.mpf(127.5)
+        exact = (weak_value * tiny + odd + 255 + second * pair) / (tiny + 4 + 2 * second)
+        assert min((low, high), key=lambda f: abs(mpmath.mpf(f) - exact)) == want
+    assert ball.attention(np.array([[76.0]]), key, value)[0, 0] == want
 
 
 def test_score_estimates_are_the_scores_in_float64():

@@ -49,15 +49,14 @@ from flint import ctx
 from attnprops.oracle import ball_tiles
 from attnprops.oracle.ball_estimates import score_bound
 from attnprops.oracle.ball_estimates import score_estimates
+from attnprops.oracle.ball_groups import RowKeys
+from attnprops.oracle.ball_groups import grouped_limit
 from attnprops.oracle.ball_rounding import CappedRow
-from attnprops.oracle.ball_rounding import RowKeys
 from attnprops.oracle.ball_rounding import Unresolved
-from attnprops.oracle.ball_rounding import beside_group_mean
 from attnprops.oracle.ball_rounding import beside_mean
 from attnprops.oracle.ball_rounding import exact_mean
 from attnprops.oracle.ball_rounding import exact_score
 from attnprops.oracle.ball_rounding import first_known
-from attnprops.oracle.ball_rounding import grouped_mean
 from attnprops.oracle.ball_rounding import just_above
 from attnprops.oracle.ball_rounding import rational_scale
 from attnprops.oracle.ball_rounding import to_float
@@ -131,10 +130,7 @@ def _output_exact(value: np.ndarray, c: int, tied, keys, nearly):
     """``exact`` for an output component ``c``: what is known exactly of its row (see
     :mod:`oracle.ball_rounding`)."""
     return first_known(
-        exact_mean(value, tied, c),
-        grouped_mean(value, keys, c),
-        beside_mean(value, nearly, c),
-        beside_group_mean(value, keys, c),
+        exact_mean(value, tied, c), beside_mean(value, nearly, c), grouped_limit(value, keys, c)
     )
 
 

@@ -7,8 +7,8 @@ decides: a rational value (a score under a rational scale, the mean of a row who
 all tie) is rounded from its :class:`fractions.Fraction`; a transcendental value that lies
 closer to a rational limit than any precision resolves, on a known side of it
 (:class:`OneSided`: a saturated softcap ``c tanh(t)``, a row tied but for saturated caps, a
-row whose other keys' weights are too small to resolve, the ``lse`` of a dominant score), is
-rounded from that side; anything else raises
+row beside the mean of its tied groups (:mod:`oracle.ball_groups`), the ``lse`` of a dominant
+score), is rounded from that side; anything else raises
 :class:`Unresolved`, and :func:`oracle.ball.attention_parts` refines the precision (never a
 guess).
 """
@@ -25,22 +25,18 @@ from flint import arb
 from flint import fmpq
 
 from attnprops.oracle.rules import AttentionProblem
-from attnprops.oracle.rules import sink_at
 from attnprops.oracle.rules import slope_at
 
 __all__ = [
     "CappedRow",
     "OneSided",
-    "RowKeys",
     "Unresolved",
-    "beside_group_mean",
     "beside_mean",
     "exact_mean",
     "added_terms",
     "exact_score",
     "first_known",
     "fraction",
-    "grouped_mean",
     "just_above",
     "rational_scale",
     "to_float",
@@ -120,7 +116,7 @@ def rational_scale(problem: AttentionProblem) -> Fraction | None:
     ``a_g``, ``S_g`` their values' sum, ``N_g`` their count; algebraic scores) is rational
     only when every group has the same mean ``S_g / N_g`` (Lindemann-Weierstrass: the
     ``e^{a_g}`` of distinct algebraic ``a_g`` are linearly independent over the algebraic
-    numbers), and is then that mean (:func:`exact_mean`, :func:`grouped_mean`, which finds
+    numbers), and is then that mean (:func:`exact_mean`, :func:`~oracle.ball_groups.grouped_limit`, which finds
     the groups of keys with equal inputs: a tie by coincidence of other inputs is not found,
     and such a row may raise). Every other value is transcendental, so it is no midpoint and
     its ball resolves, but for the saturated ones of :class:`OneSided`.
@@ -143,7 +139,8 @@ def added_terms(problem: AttentionProblem, b: int, h: int, i: int, j: int) -> Fr
 
 def exact_score(rational: Fraction | None, dot: arb, index, problem):
     """``exact`` for :func:`to_float` of a score ``scale * dot + b - slope |p - j|``: a
-    Fraction, or None when the scale is irrational (the score is then no midpoint). Capped,
+    Fraction, or None when the scale is irrational and ``dot != 0`` (the score is then no
+    midpoint; ``dot == 0`` leaves ``b - slope |p - j|``, whatever the scale). Capped,
     ``c tanh(scale * dot / c) + b - slope |p - j|`` (any scale): for ``dot != 0``,
     :class:`OneSided` at ``c sign(dot) + b - slope |p - j|`` on the side ``-sign(dot)``
     (``|tanh t| < 1``; ``c > 0`` and ``scale > 0``, the rulebook's); ``dot == 0`` is exactly
@@ -153,10 +150,15 @@ def exact_score(rational: Fraction | None, dot: arb, index, problem):
         return added_terms(problem, *index)
 
     if problem.softcap is None:
-        if rational is None:
-            return None
-        # a dot product of terms thousands of bits apart is no exact ball until refined
-        return lambda: rational * fraction(dot) + bias_terms() if dot.is_exact() else None
+
+        def plain():
+            if not dot.is_exact():  # terms thousands of bits apart: not exact until refined
+                return None
+            if rational is None:
+                return bias_terms() if dot.is_zero() else None
+            return rational * fraction(dot) + bias_terms()
+
+        return plain
 
     def capped():
         if not dot.is_exact():
@@ -178,107 +180,6 @@ def exact_mean(value: np.ndarray, tied: tuple | None, c: int):
         return None
     visible, terms = tied
     return lambda: sum(Fraction(float(value[j, c])) for j in visible) / terms
-
-
-class RowKeys(NamedTuple):
-    """What ties a row's visible keys exactly: keys with the same dot product (exact) and the
-    same added terms (:func:`added_terms`) have the same score (capped or not) and so the
-    same weight, whatever the scale. ``m``: the key of the row's largest score (estimated);
-    ``scale``: the scale as a ball."""
-
-    problem: AttentionProblem
-    dots: list
-    visible: list
-    b: int
-    h: int
-    i: int
-    m: int
-    scale: arb
-
-    def ties(self, j: int) -> tuple:
-        """What key ``j``'s score is a function of (its exact dot product, its added terms);
-        None while the dot product's ball is not exact."""
-        if not self.dots[j].is_exact():
-            return None
-        return fraction(self.dots[j]), added_terms(self.problem, self.b, self.h, self.i, j)
-
-    @property
-    def sink(self) -> float:
-        """The row's sink logit (``-inf``: none)."""
-        return sink_at(self.problem.sinks, self.h)
-
-
-def grouped_mean(value: np.ndarray, row: RowKeys | None, c: int):
-    """``exact`` for :func:`to_float` of output component ``c`` of a row without a sink
-    (None: no such row, or a row with a sink): when the visible keys fall into groups of exactly tied keys
-    (:class:`RowKeys`) whose values ``value[:, c]`` have one mean, the output is that mean
-    whatever the groups' weights (they sum to 1), a rational that may be a float64 midpoint
-    (keys ``0, 0, 1, 1`` with values ``1, 2**-53, 1, 2**-53``: ``0.5 + 2**-54``); None
-    otherwise (or while a dot product's ball is not exact)."""
-    if row is None or row.sink != -np.inf:
-        return None
-
-    def exact():
-        groups: dict[tuple, list] = {}
-        for j in row.visible:
-            key = row.ties(j)
-            if key is None:
-                return None
-            groups.setdefault(key, []).append(Fraction(float(value[j, c])))
-        means = {sum(g) / len(g) for g in groups.values()}
-        return means.pop() if len(means) == 1 else None
-
-    return exact
-
-
-def beside_group_mean(value: np.ndarray, row: RowKeys | None, c: int):
-    """``exact`` for :func:`to_float` of output component ``c`` of a row without a cap (None:
-    not such a row) whose other keys' (and sink's) weights are too small to resolve: with
-    ``G`` the keys tied with key ``m`` (:meth:`RowKeys.ties`), ``M`` their values' mean (a
-    rational, perhaps a float64 midpoint), ``x_k = s_k - s_m`` for the other keys and the
-    sink counted as a key of value 0 (its logit ``sigma``, ``x = sigma - s_m``), the output
-    is ``M + sum_k e^{x_k} (v_kc - M) / (|G| + sum_k e^{x_k})``: :class:`OneSided` at ``M`` on
-    the side of the sign of ``sum_k e^{x_k} (v_kc - M)`` (each ``e^{x_k}`` to relative
-    accuracy: ``x_k = scale (d_k - d_m) + (b_k - b_m)``, no cancellation; keys ``0, 75, 75,
-    75, 75`` against query 76 leave key 0 a weight of ``e^{-5700}``; tied keys share one
-    ``e^x``, so a group of them whose values have the mean ``M`` adds exactly 0), or None
-    while that sum's ball contains 0, a dot product is not exact, or every key is in ``G``
-    without a sink (:func:`exact_mean`, :func:`grouped_mean`)."""
-    if row is None or row.problem.softcap is not None:
-        return None
-
-    def exact():
-        top = row.ties(row.m)
-        if top is None:
-            return None
-        groups: dict[tuple, list] = {}  # the keys by what ties them, G the group of m
-        for j in row.visible:
-            key = row.ties(j)
-            if key is None:
-                return None
-            groups.setdefault(key, []).append(Fraction(float(value[j, c])))
-        group = groups.pop(top)
-        if not groups and row.sink == -np.inf:
-            return None
-        mean = sum(group) / len(group)
-        lean = arb(0)
-        for (dot, added), values in groups.items():  # tied keys share e^x: their sum, exactly
-            pull = sum(values) - len(values) * mean
-            if pull:
-                x = row.scale * (arb(_fmpq(dot)) - row.dots[row.m]) + arb(_fmpq(added - top[1]))
-                lean += x.exp() * arb(_fmpq(pull))
-        if row.sink != -np.inf:  # a key of value 0 at score sigma
-            s_m = row.scale * row.dots[row.m] + arb(_fmpq(top[1]))
-            lean += (arb(row.sink) - s_m).exp() * arb(_fmpq(-mean))
-        if not (lean > 0 or lean < 0):
-            return None
-        return OneSided(mean, 1 if lean > 0 else -1)
-
-    return exact
-
-
-def _fmpq(x: Fraction) -> fmpq:
-    return fmpq(x.numerator, x.denominator)
 
 
 def first_known(*exacts):

@@ -538,6 +538,68 @@ def test_a_second_group_with_the_same_mean_leaves_the_lean_to_the_negligible_key
     assert ball.attention(np.array([[76.0]]), key, value)[0, 0] == want
 
 
+_ONE_UP, _TWO_UP = 1 + 2.0**-52, 1 + 2.0**-51
+_TINIEST = 2.0**-1074
+NEAR_GROUP_MEANS = {  # found by a fresh attack (2026-12-06): each raised ReferenceUnresolvedError
+    "cap, a tied pair on a midpoint, a key of weight e^-8000": (
+        [[1.0]], [[1e6], [1e6], [-1e6]], [[1.0], [_ONE_UP], [2.0]], dict(softcap=4000.0)
+    ),
+    "cap doing nothing, a mask of -1e4": (
+        [[0.0]], [[0.0]] * 3, [[1.0], [_ONE_UP], [2.0]],
+        dict(softcap=1.0, attn_mask=np.array([[0.0, 0.0, -1e4]])),
+    ),
+    "cap, a sink of weight e^-10000": (
+        [[0.0]], [[0.0]] * 2, [[_ONE_UP], [_TWO_UP]], dict(softcap=1.0, sinks=np.array([-1e4]))
+    ),
+    "a sink tied with the top key, a subnormal midpoint": (
+        [[-1.0]], [[0.0], [1e4]], [[_TINIEST], [1.0]], dict(sinks=np.array([0.0]))
+    ),
+    "a mask that ties two keys of different dot products": (
+        [[1.0]], [[1.0], [0.0], [-1e4]], [[1.0], [_ONE_UP], [0.0]],
+        dict(attn_mask=np.array([[0.0, 1.0, 0.0]])),
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", NEAR_GROUP_MEANS, ids=list(NEAR_GROUP_MEANS))
+def test_outputs_beside_the_mean_of_tied_groups_are_rounded_from_their_side(case):
+    """Outputs closer to a float64 midpoint (the mean of a group of tied scores, a sink
+    counting as a key of value 0) than 8192 bits resolve, equal to the oracle's at 5000
+    digits (scale 1)."""
+    q, k, v, options = NEAR_GROUP_MEANS[case]
+    q, k, v = np.array(q), np.array(k), np.array(v)
+    with oracle_digits(5000):
+        want = oracle.attention(q, k, v, scale=1.0, **options).value
+    assert_array_equal(ball.attention(q, k, v, scale=1.0, **options), want)
+
+
+def test_a_sink_tied_with_one_group_of_the_same_mean_as_another_gives_that_mean():
+    """Found by a fresh attack: keys 1, 1 (values 3 and 1.5 * 2**-52) tie with a sink of
+    logit 1 (a key of value 0), keys 0, 0 (values 1 and 1 + 2**-52) have the same mean, 1 +
+    2**-53: the output is that midpoint exactly, whatever the weights, so ties to even give
+    1.0. It raised ReferenceUnresolvedError."""
+    query, key = np.array([[1.0]]), np.array([[1.0], [1.0], [0.0], [0.0]])
+    value = np.array([[3.0], [1.5 * 2.0**-52], [1.0], [_ONE_UP]])
+    assert (Fraction(3.0) + Fraction(1.5 * 2.0**-52)) / 3 == 1 + Fraction(1, 2**53)
+    out = ball.attention(query, key, value, scale=1.0, sinks=np.array([1.0]))
+    assert out[0, 0] == 1.0
+
+
+def test_a_dominant_score_of_dot_product_zero_is_rational_whatever_the_scale():
+    """Found by a fresh attack: D = 2 (scale 1/sqrt(2)), the dominant key's dot product is 0,
+    so its score is its mask entry minus ALiBi's, ``1 + 2**-53``, a midpoint, and ``lse`` lies
+    just above it (the other key's term is ``e^-7071``): the correctly rounded ``1 +
+    2**-52``. It raised ReferenceUnresolvedError (an irrational scale made no score exact)."""
+    query, key = np.array([[1.0, 0.0]]), np.array([[-1e4, 0.0], [0.0, 1.0]])
+    options = dict(
+        attn_mask=np.array([[0.0, _ONE_UP]]), alibi_slopes=np.array([2.0**-53]), query_start=0
+    )
+    with oracle_digits(5000):
+        want = oracle.attention_parts(query, key, np.zeros((2, 1)), **options).lse.value
+    lse = ball.attention_parts(query, key, None, lse=True, **options).lse.value
+    assert lse[0] == want[0] == _ONE_UP
+
+
 def test_score_estimates_are_the_scores_in_float64():
     """The estimates that pick each row's subtracted key are the scores themselves, scaled,
     capped and biased (in float64), so the key picked is a largest one: with a small scale

@@ -213,7 +213,7 @@ def _parts(
                             want_scores=want_scores and out_row,
                             exp_precision=half,
                         )
-                        visible = row.visible
+                        visible, m = row.visible, row.m
                         for j, w_j in zip(visible, row.weights):
                             w_row[j] = w_j
                         if row.tied():

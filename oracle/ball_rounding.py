@@ -80,11 +80,13 @@ def to_float(x: arb, exact=None) -> float:
     different float64s, ``exact()`` decides: a :class:`fractions.Fraction` (the exact value of
     a value that is rational, :func:`rational_scale`) is rounded to nearest, ties to even; a
     :class:`OneSided` value is the float64 its ball's part on that side of the limit rounds
-    to, when all of that part rounds to one float64. Otherwise (or without ``exact``) raises
-    :class:`Unresolved` (the caller refines). A ball that rounds to zero gives ``+0.0`` (as the
+    to, when all of that part rounds to one float64. Otherwise (or without ``exact``, or for
+    a ball that is not finite) raises :class:`Unresolved` (the caller refines). A ball that rounds to zero gives ``+0.0`` (as the
     50-digit oracle's exact zeros; a zero's sign is unknowable when the ball contains 0)."""
     if x.is_exact():  # radius 0 (most scores): the midpoint rounded to nearest, ties to even
         return float(x) + 0.0
+    if not x.is_finite():  # an exponential past the working precision's exponent range
+        raise Unresolved
     low = float(x.lower())
     if low != float(x.upper()):
         value = None if exact is None else exact()

@@ -35,9 +35,9 @@ ZERO = arb(0)
 
 class Row(NamedTuple):
     """A row's balls over its visible keys ``visible`` (a list of key indices): ``scores``
-    (``s_j``, None when not asked for), ``score_m`` (``s_m``), ``exps`` (``exp(x_j)``, the
-    sink's term last when the row has a sink), ``keys_total`` (``sum_j exp(x_j)`` over the
-    keys alone) and ``weights`` (``w_j``)."""
+    (``s_j``, None when not asked for), ``score_m`` (``s_m``, key ``m``'s), ``exps``
+    (``exp(x_j)``, the sink's term last when the row has a sink), ``keys_total`` (``sum_j
+    exp(x_j)`` over the keys alone) and ``weights`` (``w_j``)."""
 
     visible: list
     scores: list | None
@@ -45,6 +45,7 @@ class Row(NamedTuple):
     exps: list
     keys_total: arb
     weights: list
+    m: int
 
     def tied(self) -> bool:
         """Every term of the softmax is exactly 1 (every score tied, a sink's too)."""
@@ -64,7 +65,11 @@ def softmax_row(
     exp_precision: int,
 ) -> Row:
     """The balls of row ``where = (b, h, i)`` from its exact dot products ``dots`` (a list of
-    ``arb`` indexed by key, exact wherever visible), subtracting key ``m``'s score.
+    ``arb`` indexed by key, exact wherever visible), subtracting key ``m``'s score; or, when
+    the keys' terms certainly sum to more than their count (some score exceeds key ``m``'s:
+    a float64 estimate that picked ``m`` overflowed or cancelled), the score of the key with
+    the largest term (``Row.m``), so that what :mod:`oracle.ball_groups` and the ``lse``'s
+    rounding compare with is the row's largest score.
 
     ``check_overflow``: apply the rulebook's score-overflow rule to every score after each
     step (``|s| >= limit``, the dtype's rounding-to-inf point: raise; a ball straddling it:
@@ -75,6 +80,22 @@ def softmax_row(
     Raises:
         oracle.rules.ScoreOverflowError; Unresolved.
     """
+    args = (problem, scale, dots, where)
+    options = dict(
+        limit=limit,
+        check_overflow=check_overflow,
+        want_scores=want_scores,
+        exp_precision=exp_precision,
+    )
+    row, shifts = _row(*args, m, **options)
+    if row.keys_total > len(row.visible):  # some x_j > 0: m is not the largest score
+        best = max(range(len(shifts)), key=lambda t: shifts[t].mid())
+        row, _ = _row(*args, row.visible[best], **options)
+    return row
+
+
+def _row(problem, scale, dots, where, m, *, limit, check_overflow, want_scores, exp_precision):
+    """:func:`softmax_row` subtracting key ``m``'s score; also the shifts ``x_j``."""
     b, h, i = where
     visible = np.flatnonzero(problem.visible[b, h, i]).tolist()
     full = want_scores or check_overflow or problem.softcap is not None
@@ -117,4 +138,5 @@ def softmax_row(
     total = keys_total if sink == -np.inf else keys_total + sink_exp
     weights = [e / total for e in exps]
     terms = exps if sink == -np.inf else exps + [sink_exp]
-    return Row(visible, s if want_scores else None, s[at_m], terms, keys_total, weights)
+    row = Row(visible, s if want_scores else None, s[at_m], terms, keys_total, weights, m)
+    return row, x

@@ -8,6 +8,7 @@ rounding boundary, which only the ball reference can resolve (it refines until i
 from __future__ import annotations
 
 import math
+import sys
 from contextlib import contextmanager
 from fractions import Fraction
 
@@ -598,6 +599,48 @@ def test_a_dominant_score_of_dot_product_zero_is_rational_whatever_the_scale():
         want = oracle.attention_parts(query, key, np.zeros((2, 1)), **options).lse.value
     lse = ball.attention_parts(query, key, None, lse=True, **options).lse.value
     assert lse[0] == want[0] == _ONE_UP
+
+
+def test_a_largest_score_its_float64_estimate_misses_is_still_the_one_subtracted():
+    """Found by a fresh attack: the float64 estimates that pick each row's subtracted key
+    overflow (``q k = 2**1100``) or cancel (``2**127 + 6000 - 2**127``), so key 0 was taken
+    although keys 1 and 2 tie above it (by ``2**48`` and 6000); their values' mean is a float64
+    midpoint and key 0's value lies above it, so the output is just above: rounded up. The
+    ``lse`` of two keys whose larger score is the midpoint ``2**100 + 2**47`` lies just above
+    it. Each raised ReferenceUnresolvedError; in another key order each was right."""
+    up = 1 + 2.0**-52
+    query, key = np.array([[2.0**1000]]), np.array([[2.0**100], [2.0**100 * up], [2.0**100 * up]])
+    out = ball.attention(query, key, np.array([[2.0], [1.0], [up]]), scale=2.0**-1000)
+    assert out[0, 0] == up
+    query = np.array([[2.0**100, 1.0, -(2.0**100)]], np.float32)
+    key = np.array([[0, 0, 0], [2.0**27, 6000, 2.0**27], [2.0**27, 6000, 2.0**27]], np.float32)
+    value = np.array([[2.0], [1.0], [2.0**-53]], np.float32)
+    assert ball.attention(query, key, value, scale=1.0)[0, 0] == 0.5 + 2.0**-53
+    key = np.array([[2.0**98], [(2**53 + 1) // 3 * 2.0**47]])  # times 3: 2**100 + 2**47
+    parts = ball.attention_parts(np.array([[3 * 2.0**1000]]), key, None, lse=True, scale=2.0**-1000)
+    assert parts.lse.value[0] == 2.0**100 + 2.0**48
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(attn_mask=np.array([[-sys.float_info.max]]), sinks=np.array([0.0])),
+        dict(sinks=np.array([1e100])),
+    ],
+    ids=["a finfo.min mask", "a sink of 1e100"],
+)
+def test_a_sink_that_outweighs_every_key_beyond_the_exponent_range_gives_zero(options):
+    """Found by a fresh attack: the sink's term ``e^(1e100)`` (or ``e^(1.8e308)`` against a
+    key masked with ``finfo.min``) is no finite ball at the starting precision; rounding
+    the output asked for the exact value of an infinite end and flint raised a plain
+    ValueError. A ball that is not finite now refines; the weight ``e^(-1e100)`` rounds to
+    0. The 4-D form: Hugging Face's ``finfo.min`` mask on every key, zero sinks, GQA."""
+    one = np.array([[1.0]])
+    assert ball.attention(one, one, one, **options)[0, 0] == 0.0
+    rng = np.random.default_rng(3)
+    q, k, v = rng.standard_normal((2, 4, 3, 2)), *rng.standard_normal((2, 2, 2, 3, 2))
+    mask = np.full((2, 1, 3, 3), -sys.float_info.max)
+    assert_array_equal(ball.attention(q, k, v, attn_mask=mask, sinks=np.zeros(4)), 0.0)
 
 
 def test_score_estimates_are_the_scores_in_float64():

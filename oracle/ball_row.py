@@ -16,6 +16,7 @@ shift by the maximum: Blanchard, Higham & Higham 2021).
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import NamedTuple
 
 import numpy as np
@@ -23,6 +24,8 @@ from flint import arb
 from flint import ctx
 
 from attnprops.oracle.ball_rounding import Unresolved
+from attnprops.oracle.ball_rounding import fraction
+from attnprops.oracle.ball_rounding import rational_scale
 from attnprops.oracle.rules import AttentionProblem
 from attnprops.oracle.rules import raise_score_overflow
 from attnprops.oracle.rules import sink_at
@@ -124,11 +127,16 @@ def _row(problem, scale, dots, where, m, *, limit, check_overflow, want_scores, 
         stages.append(s)
         x = [t - slope * (abs(p - j) - abs(p - m)) for t, j in zip(x, visible)]
     if check_overflow:  # the rulebook's score-overflow rule, decided exactly
-        for score in (t for stage in stages for t in stage):
-            if score.abs_upper() >= limit:  # |s| >= the rounding-to-inf point
-                if score.abs_lower() >= limit:
-                    raise_score_overflow(problem)
-                raise Unresolved
+        for stage, scores in enumerate(stages):
+            for j, score in zip(keys, scores):
+                if score.abs_upper() >= limit:  # |s| >= the rounding-to-inf point
+                    if score.abs_lower() >= limit:
+                        raise_score_overflow(problem)
+                    exact = _rational_score(problem, dots[j], where, j, stage)
+                    if exact is None:  # irrational: a finer ball decides
+                        raise Unresolved
+                    if abs(exact) >= fraction(limit):
+                        raise_score_overflow(problem)
     sink = sink_at(problem.sinks, h)
     with ctx.workprec(exp_precision):
         exps = [t.exp() for t in x]
@@ -140,3 +148,29 @@ def _row(problem, scale, dots, where, m, *, limit, check_overflow, want_scores, 
     terms = exps if sink == -np.inf else exps + [sink_exp]
     row = Row(visible, s if want_scores else None, s[at_m], terms, keys_total, weights, m)
     return row, x
+
+
+def _rational_score(problem, dot: arb, where, j: int, stage: int) -> Fraction | None:
+    """Key ``j``'s exact score after the overflow rule's step ``stage`` (0: scaled, before
+    any cap; then the float mask added, then ALiBi's ``-slope |p - j|``) when it is rational:
+    a rational scale (``1/3`` for D = 9 is one, though no ball of it is exact), uncapped or
+    before the cap, or a dot product of 0 (``c tanh(0) = 0``); None otherwise, or while the
+    dot product's ball is not exact. A score exactly at the rounding-to-inf point needs it:
+    its ball straddles the point at every precision."""
+    if not dot.is_exact():
+        return None
+    d, rational = fraction(dot), rational_scale(problem)
+    if d == 0:
+        value = Fraction(0)
+    elif rational is not None and (stage == 0 or problem.softcap is None):
+        value = rational * d
+    else:
+        return None
+    b, h, i = where
+    steps = ["mask"] * (problem.bias is not None) + ["alibi"] * (problem.alibi is not None)
+    for step in steps[:stage]:
+        if step == "mask":
+            value += Fraction(float(problem.bias[b, h, i, j]))
+        else:
+            value -= Fraction(slope_at(problem.alibi, b, h)) * abs(problem.query_start + i - j)
+    return value

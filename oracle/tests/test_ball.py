@@ -643,6 +643,37 @@ def test_a_sink_that_outweighs_every_key_beyond_the_exponent_range_gives_zero(op
     assert_array_equal(ball.attention(q, k, v, attn_mask=mask, sinks=np.zeros(4)), 0.0)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("added", ["none", "mask", "alibi"])
+def test_a_score_exactly_at_the_rounding_to_inf_point_under_scale_one_third_overflows(dtype, added):
+    """Found by a fresh attack: D = 9 (scale 1/3, rational, but no ball of it is exact) and a
+    dot product of ``3 (L - 2**(e - 25))`` (float32: ``L = 2**128``, e = 128; float64: ``2**1024
+    - 2**970``) put the score exactly at the rounding-to-inf point: the ball straddled it at
+    every precision and raised ReferenceUnresolvedError; the rule decides it exactly now
+    (the score, or the score less ``2**(e - 25)`` brought back by a mask or an ALiBi slope,
+    reaches the point: ScoreOverflowError). A score ``2**-200`` below it passes."""
+    top = 128 if dtype == np.float32 else 1024
+    drop = 25 if dtype == np.float32 else 54  # the point: 2**top - 2**(top - drop)
+    q, k = np.zeros((1, 1, 1, 9), dtype), np.zeros((1, 1, 2, 9), dtype)
+    q[..., 0, :2] = 2.0 ** (top // 2)
+    k[..., 0, 0], k[..., 1, 0] = 3 * 2.0 ** (top // 2), 1.0
+    options = {}
+    if added == "none":
+        k[..., 0, 1] = -3 * 2.0 ** (top // 2 - drop)
+    else:  # one more 2**(top - drop) below, which the mask or ALiBi adds back
+        k[..., 0, 1] = -3 * 2.0 ** (top // 2 - drop + 1)
+        if added == "mask":
+            options["attn_mask"] = np.array([[2.0 ** (top - drop), 0.0]], dtype)
+        else:  # query_start 1: key 0 at distance 1
+            options["alibi_slopes"] = np.array([-(2.0 ** (top - drop))], dtype)
+    v = np.ones((1, 1, 2, 1), dtype)
+    with pytest.raises(ScoreOverflowError):
+        ball.attention(q, k, v, **options)
+    if added == "none":
+        q[..., 0, 2], k[..., 0, 0, 2] = 2.0**-100, -(2.0**-100)  # 2**-200 below the point
+        assert ball.attention(q, k, v)[0, 0, 0, 0] == 1.0
+
+
 def test_score_estimates_are_the_scores_in_float64():
     """The estimates that pick each row's subtracted key are the scores themselves, scaled,
     capped and biased (in float64), so the key picked is a largest one: with a small scale

@@ -54,6 +54,7 @@ from attnprops.oracle.ball_groups import grouped_limit
 from attnprops.oracle.ball_rounding import CappedRow
 from attnprops.oracle.ball_rounding import Unresolved
 from attnprops.oracle.ball_rounding import beside_mean
+from attnprops.oracle.ball_rounding import capped_lse_parts
 from attnprops.oracle.ball_rounding import exact_mean
 from attnprops.oracle.ball_rounding import exact_score
 from attnprops.oracle.ball_rounding import first_known
@@ -235,7 +236,11 @@ def _parts(
                             exact_m = exact_score(rational, d[m], (b, h, i, m), problem)
                             lse[b, h, slot[i]] = to_float(
                                 row.score_m + row.keys_total.log(),
-                                exact_m if len(visible) == 1 else just_above(exact_m),
+                                exact_m
+                                if len(visible) == 1
+                                else just_above(
+                                    exact_m, *capped_lse_parts(problem, scale, d[m], row)
+                                ),
                             )
                     if value is None:
                         continue
@@ -306,8 +311,8 @@ def attention_parts(
         lse: also compute the rows' log-sum-exp (off by default). A dominant key whose score
             is a float64 midpoint puts ``lse`` within ``exp(-gap)`` above that midpoint,
             which no precision short of the gap's resolves: rounded from above when the
-            score is rational (:func:`just_above`); a capped (``tanh``) dominant score's row
-            may still raise.
+            score is rational, and from the side of ``log1p(other terms) - c (1 - tanh
+            a_m)`` around a capped score's limit (:func:`just_above`).
         scores_and_weights: a bool; False: the scores and weights are not rounded (their
             fields are None), which spares about a fifth of a call that wants only the
             output (ValueError without a value).

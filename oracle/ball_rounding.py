@@ -32,6 +32,7 @@ __all__ = [
     "OneSided",
     "Unresolved",
     "beside_mean",
+    "capped_lse_parts",
     "exact_mean",
     "added_terms",
     "exact_score",
@@ -201,20 +202,48 @@ def first_known(*exacts):
     return exact
 
 
-def just_above(exact_m):
+def just_above(exact_m, others=None, cap_gap=None):
     """``exact`` for :func:`to_float` of a row's ``lse = s_m + log(sum_j exp(x_j))`` with more
     than one visible key: the sum exceeds its term ``exp(0) = 1`` for key ``m``, so ``lse``
     lies strictly above ``s_m`` (within ``exp(-gap)`` of it when ``m`` dominates, closer than
     any precision resolves for a gap of thousands): :class:`OneSided` above ``s_m`` when that
-    score is a known rational (``exact_m()`` a Fraction), else None."""
+    score is a known rational (``exact_m()`` a Fraction). A capped ``s_m`` beside its limit
+    ``L = c sign(d_m) + b_m`` (``exact_m()`` a :class:`OneSided`): above ``L`` when ``s_m`` is;
+    below it by ``cap_gap() = c (1 - tanh a_m) = 2 c / (e^{2 a_m} + 1)``, ``lse - L =
+    log1p(others()) - cap_gap()`` (``others()``: the other keys' terms, summed; both to
+    relative accuracy), on the side of its sign. Else None."""
     if exact_m is None:
         return None
 
     def exact():
         s_m = exact_m()
-        return OneSided(s_m, 1) if isinstance(s_m, Fraction) else None
+        if isinstance(s_m, Fraction):
+            return OneSided(s_m, 1)
+        if not isinstance(s_m, OneSided) or others is None:
+            return None
+        if s_m.side > 0:
+            return OneSided(s_m.limit, 1)
+        lean = others().log1p() - cap_gap()
+        if lean > 0 or lean < 0:
+            return OneSided(s_m.limit, 1 if lean > 0 else -1)
+        return None
 
     return exact
+
+
+def capped_lse_parts(problem: AttentionProblem, scale: arb, dot_m: arb, row) -> tuple:
+    """``(others, cap_gap)`` for :func:`just_above` of a capped row (an
+    :class:`oracle.ball_row.Row` subtracting key ``row.m``, exact dot product ``dot_m``):
+    the other keys' terms, summed, and ``c (1 - tanh a_m)`` as ``2 c / (e^{2 a_m} + 1)``,
+    both to relative accuracy; ``(None, None)`` without a cap."""
+    if problem.softcap is None:
+        return None, None
+    at_m, cap = row.visible.index(row.m), arb(problem.softcap)
+    terms = row.exps[: len(row.visible)]
+    others = [e for t, e in enumerate(terms) if t != at_m]
+    return (lambda: sum(others[1:], others[0])), (
+        lambda: 2 * cap / ((2 * scale * dot_m / cap).exp() + 1)
+    )
 
 
 class CappedRow(NamedTuple):

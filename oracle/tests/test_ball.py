@@ -674,6 +674,29 @@ def test_a_score_exactly_at_the_rounding_to_inf_point_under_scale_one_third_over
         assert ball.attention(q, k, v)[0, 0, 0, 0] == 1.0
 
 
+@pytest.mark.parametrize(
+    "key, cap, mask, digits",
+    [
+        ([[1e300], [-1e300]], 4000.0, [2.0**-42, 0.0], 5000),
+        ([[20000.0], [0.0]], 1.0, [2.0**53, 2.0**53 - 20000], 18000),
+    ],
+    ids=["c + b a midpoint, the other key e^-8000 below", "the cap's gap e^-40000, e^-20001"],
+)
+def test_the_lse_of_a_capped_dominant_key_beside_a_midpoint_takes_the_side_of_the_larger_gap(
+    key, cap, mask, digits
+):
+    """Found by two fresh attacks: a capped dominant score ``c tanh(a) + b`` lies ``c (1 -
+    tanh a)`` below its limit ``c + b``, a float64 midpoint, and the other keys lift ``lse``
+    by ``log1p(their terms)``: whichever is larger (here the other keys') names the side. It
+    raised ReferenceUnresolvedError; equal to the oracle at ``digits`` digits (the 50-digit
+    oracle rounds the second to even, ``2**53``)."""
+    query, key, mask = np.array([[1.0]]), np.array(key), np.array([mask])
+    options = dict(scale=1.0, softcap=cap, attn_mask=mask)
+    with oracle_digits(digits):
+        want = oracle.attention_parts(query, key, np.zeros((2, 1)), **options).lse.value
+    assert ball.attention_parts(query, key, None, lse=True, **options).lse.value[0] == want[0]
+
+
 def test_score_estimates_are_the_scores_in_float64():
     """The estimates that pick each row's subtracted key are the scores themselves, scaled,
     capped and biased (in float64), so the key picked is a largest one: with a small scale

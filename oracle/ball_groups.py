@@ -43,6 +43,7 @@ from attnprops.oracle.ball_rounding import OneSided
 from attnprops.oracle.ball_rounding import added_terms
 from attnprops.oracle.ball_rounding import fraction
 from attnprops.oracle.ball_rounding import rational_scale
+from attnprops.oracle.ball_rounding import rational_score
 from attnprops.oracle.rules import AttentionProblem
 from attnprops.oracle.rules import sink_at
 
@@ -83,12 +84,9 @@ class RowKeys(NamedTuple):
         if not self.dots[j].is_exact():
             return None
         dot, added = fraction(self.dots[j]), self._added(j)
-        rational = rational_scale(self.problem)
-        if dot == 0:
-            return ("rational", added)
-        if self.problem.softcap is None and rational is not None:
-            return ("rational", rational * dot + added)
-        return ("irrational", dot, added)
+        capped = self.problem.softcap is not None
+        score = rational_score(rational_scale(self.problem), dot, added, capped)
+        return ("irrational", dot, added) if score is None else ("rational", score)
 
     def _capped(self, dot: arb) -> arb:
         """The capped (or plain) scaled dot product ``c tanh(scale d / c)`` as a ball."""

@@ -40,6 +40,7 @@ __all__ = [
     "fraction",
     "just_above",
     "rational_scale",
+    "rational_score",
     "to_float",
 ]
 
@@ -82,8 +83,9 @@ def to_float(x: arb, exact=None) -> float:
     a value that is rational, :func:`rational_scale`) is rounded to nearest, ties to even; a
     :class:`OneSided` value is the float64 its ball's part on that side of the limit rounds
     to, when all of that part rounds to one float64. Otherwise (or without ``exact``, or for
-    a ball that is not finite) raises :class:`Unresolved` (the caller refines). A ball that rounds to zero gives ``+0.0`` (as the
-    50-digit oracle's exact zeros; a zero's sign is unknowable when the ball contains 0)."""
+    a ball that is not finite) raises :class:`Unresolved` (the caller refines). A ball that
+    rounds to zero gives ``+0.0`` (as the 50-digit oracle's exact zeros; a zero's sign is
+    unknowable when the ball contains 0)."""
     if x.is_exact():  # radius 0 (most scores): the midpoint rounded to nearest, ties to even
         return float(x) + 0.0
     if not x.is_finite():  # an exponential past the working precision's exponent range
@@ -119,9 +121,9 @@ def rational_scale(problem: AttentionProblem) -> Fraction | None:
     ``a_g``, ``S_g`` their values' sum, ``N_g`` their count; algebraic scores) is rational
     only when every group has the same mean ``S_g / N_g`` (Lindemann-Weierstrass: the
     ``e^{a_g}`` of distinct algebraic ``a_g`` are linearly independent over the algebraic
-    numbers), and is then that mean (:func:`exact_mean`, :func:`~oracle.ball_groups.grouped_limit`, which finds
-    the groups of keys with equal inputs: a tie by coincidence of other inputs is not found,
-    and such a row may raise). Every other value is transcendental, so it is no midpoint and
+    numbers), and is then that mean (:func:`exact_mean`,
+    :func:`~oracle.ball_groups.grouped_limit`, which finds the groups of exactly equal
+    scores). Every other value is transcendental, so it is no midpoint and
     its ball resolves, but for the saturated ones of :class:`OneSided`.
     """
     if problem.scale is not None:
@@ -138,6 +140,21 @@ def added_terms(problem: AttentionProblem, b: int, h: int, i: int, j: int) -> Fr
     if problem.alibi is not None:
         added -= Fraction(slope_at(problem.alibi, b, h)) * abs(problem.query_start + i - j)
     return added
+
+
+def rational_score(
+    rational: Fraction | None, dot: Fraction, added: Fraction, capped: bool
+) -> Fraction | None:
+    """A score ``f(dot) + added`` exactly when it is rational (``f``: the scaled dot product,
+    ``c tanh(scale dot / c)`` when ``capped``; ``rational``: :func:`rational_scale`):
+    ``added`` for ``dot == 0`` whatever the scale, ``rational * dot + added`` uncapped under a
+    rational scale; None otherwise (then irrational: ``e^x`` and ``tanh x`` are transcendental
+    for algebraic ``x != 0``)."""
+    if dot == 0:
+        return added
+    if capped or rational is None:
+        return None
+    return rational * dot + added
 
 
 def exact_score(rational: Fraction | None, dot: arb, index, problem):
@@ -157,9 +174,7 @@ def exact_score(rational: Fraction | None, dot: arb, index, problem):
         def plain():
             if not dot.is_exact():  # terms thousands of bits apart: not exact until refined
                 return None
-            if rational is None:
-                return bias_terms() if dot.is_zero() else None
-            return rational * fraction(dot) + bias_terms()
+            return rational_score(rational, fraction(dot), bias_terms(), capped=False)
 
         return plain
 
@@ -238,12 +253,14 @@ def capped_lse_parts(problem: AttentionProblem, scale: arb, dot_m: arb, row) -> 
     both to relative accuracy; ``(None, None)`` without a cap."""
     if problem.softcap is None:
         return None, None
-    at_m, cap = row.visible.index(row.m), arb(problem.softcap)
-    terms = row.exps[: len(row.visible)]
-    others = [e for t, e in enumerate(terms) if t != at_m]
-    return (lambda: sum(others[1:], others[0])), (
-        lambda: 2 * cap / ((2 * scale * dot_m / cap).exp() + 1)
-    )
+    cap = arb(problem.softcap)
+
+    def others() -> arb:  # only when the lse's ball straddles a boundary
+        at_m = row.visible.index(row.m)
+        terms = [e for t, e in enumerate(row.exps[: len(row.visible)]) if t != at_m]
+        return sum(terms[1:], terms[0])
+
+    return others, lambda: 2 * cap / ((2 * scale * dot_m / cap).exp() + 1)
 
 
 class CappedRow(NamedTuple):

@@ -24,8 +24,10 @@ from flint import arb
 from flint import ctx
 
 from attnprops.oracle.ball_rounding import Unresolved
+from attnprops.oracle.ball_rounding import added_terms
 from attnprops.oracle.ball_rounding import fraction
 from attnprops.oracle.ball_rounding import rational_scale
+from attnprops.oracle.ball_rounding import rational_score
 from attnprops.oracle.rules import AttentionProblem
 from attnprops.oracle.rules import raise_score_overflow
 from attnprops.oracle.rules import sink_at
@@ -152,25 +154,19 @@ def _row(problem, scale, dots, where, m, *, limit, check_overflow, want_scores, 
 
 def _rational_score(problem, dot: arb, where, j: int, stage: int) -> Fraction | None:
     """Key ``j``'s exact score after the overflow rule's step ``stage`` (0: scaled, before
-    any cap; then the float mask added, then ALiBi's ``-slope |p - j|``) when it is rational:
-    a rational scale (``1/3`` for D = 9 is one, though no ball of it is exact), uncapped or
-    before the cap, or a dot product of 0 (``c tanh(0) = 0``); None otherwise, or while the
-    dot product's ball is not exact. A score exactly at the rounding-to-inf point needs it:
-    its ball straddles the point at every precision."""
+    any cap; then the float mask added, then ALiBi's ``-slope |p - j|``) when it is rational
+    (:func:`~oracle.ball_rounding.rational_score`: ``1/3`` for D = 9 is a rational scale,
+    though no ball of it is exact); None otherwise, or while the dot product's ball is not
+    exact. A score exactly at the rounding-to-inf point needs it: its ball straddles the
+    point at every precision."""
     if not dot.is_exact():
         return None
-    d, rational = fraction(dot), rational_scale(problem)
-    if d == 0:
-        value = Fraction(0)
-    elif rational is not None and (stage == 0 or problem.softcap is None):
-        value = rational * d
-    else:
-        return None
     b, h, i = where
-    steps = ["mask"] * (problem.bias is not None) + ["alibi"] * (problem.alibi is not None)
-    for step in steps[:stage]:
-        if step == "mask":
-            value += Fraction(float(problem.bias[b, h, i, j]))
-        else:
-            value -= Fraction(slope_at(problem.alibi, b, h)) * abs(problem.query_start + i - j)
-    return value
+    capped = problem.softcap is not None
+    if stage == 0:  # before any cap
+        added, capped = Fraction(0), False
+    elif stage == 1 and problem.bias is not None and problem.alibi is not None:
+        added = Fraction(float(problem.bias[b, h, i, j]))  # the mask alone, ALiBi next
+    else:
+        added = added_terms(problem, b, h, i, j)
+    return rational_score(rational_scale(problem), fraction(dot), added, capped)

@@ -262,7 +262,7 @@ def test_an_explicit_example_failure_says_how_to_see_a_generated_one(
     monkeypatch.chdir(stopped_run)
     _check_raises("-k", "test_output_matches_oracle", profile="ci")
     out = capsys.readouterr().out
-    # Hypothesis 6.155 writes "Falsifying explicit example", later releases "Failing ..."
+    # Hypothesis 6.155 writes "Falsifying explicit example", 6.170 (pinned) "Failing ..."
     assert re.search(r"(Falsifying|Failing) explicit example: test_output_matches_oracle\(", out), (
         out
     )

@@ -68,8 +68,8 @@ def test_select_only_and_shard():
 
 
 def test_explicit_example_headings_of_hypothesis_releases():
-    """Both the pinned Hypothesis (6.155: "Falsifying example") and later releases (6.170:
-    "Failing test case") are read; an explicit @example is told apart from a generated
+    """Both earlier Hypothesis releases (6.155: "Falsifying example") and the pinned one
+    (6.170: "Failing test case") are read; an explicit @example is told apart from a generated
     one."""
     for head, explicit in (
         ("Failing test case", False),

@@ -8,10 +8,12 @@ is marked ``xfail(strict=True, raises=AssertionError)`` with the file's reason
 fixed deviation must be removed from the file). Strict under the derandomized profiles
 (``ci``, ``mutation``), whose draws, and so the listed failures, are the same every run;
 under the random ones (``dev``, ``thorough``) a listed test whose draws miss the deviation
-is reported as XPASS, not failed (the files list what the ``ci`` profile finds; a random run
-meets the same deviation on other properties, which fail as usual). An id that matches no collected test is a
-collection error, so the file cannot rot silently. The plugin (:mod:`properties.plugin`)
-reads the files at configuration and marks the tests at collection.
+is reported as XPASS, not failed (the files list what the ``ci`` profile finds with the
+pinned Hypothesis release, ``ci/constraints.txt``: another release draws other examples; a
+random run meets the same deviation on other properties, which fail as usual). An id that
+matches no collected test is a collection error, so the file cannot rot silently. The
+plugin (:mod:`properties.plugin`) reads the files at configuration and marks the tests at
+collection.
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ its own fixed seed (independent sequences), and asserts only what holds with a s
 whatever the sequences are: with the measured per-run miss rates ``p_f`` (``python -m
 attnprops.properties.meta_tests.coverage_rates``, Hypothesis 6.170.27: worst 0.42, 0.25,
 0.24, ...), every feature is missed by all 16 runs with probability ``sum_f p_f ** 16`` ~
-1e-6; the key-padding rate
-below has a margin of the same order. A change of the strategies that moves these rates
-calls for re-measuring, not for re-seeding.
+1e-6; the key-padding rate below has a margin of the same order. A change of the strategies
+(or of the Hypothesis release) that moves these rates calls for re-measuring, not for
+re-seeding.
 """
 
 from __future__ import annotations

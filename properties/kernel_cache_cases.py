@@ -13,6 +13,8 @@ from attnprops.properties.sizes import TILES
 from attnprops.properties.sizes import boundary_sizes
 from attnprops.properties.sizes import limits
 
+PAGE_SIZES = (*TILES, 512)  # page sizes of real paged KV caches
+
 __all__ = ["cache_runs", "chunks_of", "paged_layouts"]
 
 
@@ -49,13 +51,14 @@ def chunks_of(T: int, pattern: list[int]) -> list[int]:
 @st.composite
 def paged_layouts(draw, subject):
     """``(spec, page_size, shortfalls, spare)``: a decode or chunk call at kernel sizes
-    (causal, the queries the last positions, no mask), pages of a kernel's sizes (16-256) or
-    a boundary size up to 256 (pages past 128, where kernels first written for 128 go wrong,
-    are about two draws in five), each sequence ``shortfalls[b]`` positions shorter than the longest (up to
+    (causal, the queries the last positions, no mask), pages of a kernel's sizes (16-256, and
+    512: FlashAttention 2's paged KV cache takes multiples of 256) or a boundary size up to 512
+    (pages past 128 and past 256, where kernels first written for those go wrong, are drawn
+    often), each sequence ``shortfalls[b]`` positions shorter than the longest (up to
     two pages: lengths end inside pages), and spare pages in the pool."""
     spec = draw(subject_kernel_specs(subject, shapes=("decode", "chunk"), masks=False))
     spec = spec._replace(is_causal=True, query_start=None, block_size=None)
-    page_size = draw(st.one_of(st.sampled_from(TILES), boundary_sizes(256)), label="page size")
+    page_size = draw(st.one_of(st.sampled_from(PAGE_SIZES), boundary_sizes(512)), label="page size")
     room = spec.key_len - spec.query_len
     shortfalls = draw(
         st.lists(

@@ -13,7 +13,8 @@ Shape kinds drawn (shape legend as in :mod:`properties.strategies`):
 
 ``prefill``  ``Tq = Tk`` (self-attention), causal or not.
 ``decode``   ``Tq`` in 1..4 (a token, a short speculative-decoding draft) or, one draw in
-             two, 1..16 (a longer draft verified in one call, as vLLM's and EAGLE's do)
+             two, 1..64 (a longer draft or draft tree verified in one call, as vLLM's and
+             EAGLE's do: one 64-row query tile)
              against ``Tk`` up to the profile's decode length, mostly in its top three
              quarters (flash-decoding's split-KV regime; :func:`~properties.sizes.long_sizes`),
              causal at ``Tk - Tq``: the drafts are causal among themselves.
@@ -61,8 +62,14 @@ from attnprops.properties.variant_draws import fit_window
 SHAPE_KINDS = ("prefill", "decode", "chunk", "cross")
 MASK_KINDS = ("none", "key padding", "random bool", "alibi", "left padding")
 PADDING_KINDS = ("key padding", "left padding")  # (B, 1, 1, Tk) masks of padding lengths
-GROUPS = (1, 2, 4, 8, 3)  # query heads per K/V head (shrinks to 1: MHA)
-MAX_DECODE_QUERIES = 16  # decode's longest speculative draft (Tq)
+# Query heads per K/V head (shrinks to 1: MHA): every group up to 8, the powers of two first;
+# 5, 6 and 7 are real (Qwen2's 28 / 4 heads: 7), and a kernel that rounds a group up to a
+# power of two, or specialises 1, 2, 4 and 8, is wrong there.
+GROUPS = (1, 2, 4, 8, 3, 5, 6, 7)
+# Decode's most queries: a token, a speculative draft or a verified draft tree, up to one
+# 64-row query tile (split-KV decode paths take such short query blocks against long caches;
+# at the earlier most, 16, a causal mask dropped for 17 to 64 queries went unseen).
+MAX_DECODE_QUERIES = 64
 # Strategies drawn in every spec, built once (see properties.sizes.cached_strategy).
 _BOOLEANS = st.booleans()
 _ONE_OR_TWO = st.integers(1, 2)
@@ -251,7 +258,7 @@ def kernel_specs(
     tile-boundary key positions, one of them drawn twice now and then (a document of length
     zero); no key-padding or random masks then (they could hide a document's every key from
     a query), and causal or not. ``grouped``: two K/V heads (as the budget allows) and a
-    group of 2, 4, 8 or 3 query heads each (shrinking to 2), for a law about which K/V head
+    group of 2 to 8 query heads each (:data:`GROUPS` but 1, shrinking to 2), for a law about which K/V head
     a query head reads (with one K/V head, any mapping that stays in range reads it).
     Shrinks towards ``prefill``, ``B = Hkv = G = 1``, tiny or tile-boundary lengths, a tiny
     head dim or 64, no mask, float64, ``unit`` values, seed 0."""

@@ -82,15 +82,19 @@ def test_capacity_sizes_are_the_largest_power_of_two_and_one_past_it():
 def test_specs_stay_within_the_budget():
     """Every drawn spec keeps B*Hq*Tq*Tk and B*Hkv*Tk*(D+Dv) within the profile's limits,
     builds arrays of its sizes, and leaves every query row a visible key; every shape and
-    mask kind is drawn."""
+    mask kind is drawn, GQA groups that are no power of two past 4 (5, 6, 7: a kernel that
+    rounds a group up is wrong there) and decodes of more than 16 queries (a draft tree)."""
     lim = limits("ci")
-    kinds, masks = set(), set()
+    kinds, masks, groups, decode_queries = set(), set(), set(), set()
 
     @settings(max_examples=80, derandomize=True, database=None)
     @given(spec=kernel_specs())
     def check(spec):
         kinds.add(spec.shape)
         masks.add(spec.mask)
+        groups.add(spec.num_heads // spec.num_kv_heads)
+        if spec.shape == "decode":
+            decode_queries.add(spec.query_len)
         assert spec.batch * spec.num_heads * spec.query_len * spec.key_len <= max(
             lim.max_scores, spec.query_len * spec.key_len
         )
@@ -105,6 +109,8 @@ def test_specs_stay_within_the_budget():
     check()
     assert kinds == {"prefill", "decode", "chunk", "cross"}
     assert masks == set(MASK_KINDS), masks
+    assert groups & {5, 6, 7}, groups
+    assert max(decode_queries) > 16, decode_queries
 
 
 def test_env_var_raises_the_limits(monkeypatch):

@@ -9,10 +9,9 @@ Hypothesis 6.170.27, 2026-12-06): small cases at most 0.13 ("segment ids per bat
 element"), then 0.11, 0.07, 0.07, 0.04 and 0.03 or less (all 8 runs miss one of them with
 probability about ``sum_f p_f ** 8`` ~ 1e-7); kernel specs 0.14 ("window starts
 mid-block"), 0.09, 0.08 (~ 2e-7; GQA groups 1 to 8 and decodes of up to 64 queries);
-kernel documents (seeds 1000..1059)
-0.38 ("documents without causality"), 0.05, then 0 (~ 5e-4). The seeds are fixed, so a miss
-shows only after a change of the strategies or of the Hypothesis release, which calls for
-re-measuring.
+kernel documents (seeds 1000..1059) 0.38 ("documents without causality"), 0.05, then 0
+(~ 5e-4). The seeds are fixed, so a miss shows only after a change of the strategies or of
+the Hypothesis release, which calls for re-measuring.
 """
 
 from __future__ import annotations

@@ -37,10 +37,10 @@ from typing import NamedTuple
 
 import numpy as np
 from flint import arb
-from flint import fmpq
 
 from attnprops.oracle.ball_rounding import OneSided
 from attnprops.oracle.ball_rounding import added_terms
+from attnprops.oracle.ball_rounding import exact_ball
 from attnprops.oracle.ball_rounding import fraction
 from attnprops.oracle.ball_rounding import rational_scale
 from attnprops.oracle.ball_rounding import rational_score
@@ -50,10 +50,6 @@ from attnprops.oracle.rules import sink_at
 __all__ = ["RowKeys", "grouped_limit"]
 
 NEARLY_TIED = arb(2) ** -64  # |x_g| below this: g joins the groups whose mean is the limit
-
-
-def _arb(x: Fraction) -> arb:
-    return arb(fmpq(x.numerator, x.denominator))
 
 
 class RowKeys(NamedTuple):
@@ -95,18 +91,17 @@ class RowKeys(NamedTuple):
         cap = arb(self.problem.softcap)
         return cap * (self.scale * dot / cap).tanh()
 
-    def shift(self, j: int | None) -> arb:
-        """``x = S_j - S_m`` (``j`` None: the sink's ``sigma - S_m``) as a ball: exact when
-        both scores are rational, else from exact differences (see the module doc)."""
-        key_m = self.score_key(self.m)
-        key_j = ("rational", Fraction(self.sink)) if j is None else self.score_key(j)
+    def shift(self, j: int | None, key_j: tuple, key_m: tuple) -> arb:
+        """``x = S_j - S_m`` (``j`` None: the sink's ``sigma - S_m``) as a ball, given the
+        two scores' :meth:`score_key`: exact when both scores are rational, else from exact
+        differences (see the module doc)."""
         if key_j[0] == key_m[0] == "rational":
-            return _arb(key_j[1] - key_m[1])
+            return exact_ball(key_j[1] - key_m[1])
         d_m = self.dots[self.m]
         if j is None:
-            return _arb(Fraction(self.sink) - self._added(self.m)) - self._capped(d_m)
-        added = _arb(self._added(j) - self._added(self.m))
-        step = self.scale * _arb(fraction(self.dots[j]) - fraction(d_m))
+            return exact_ball(Fraction(self.sink) - self._added(self.m)) - self._capped(d_m)
+        added = exact_ball(self._added(j) - self._added(self.m))
+        step = self.scale * exact_ball(fraction(self.dots[j]) - fraction(d_m))
         if self.problem.softcap is None:
             return step + added
         cap = arb(self.problem.softcap)
@@ -133,7 +128,8 @@ def grouped_limit(value: np.ndarray, row: RowKeys | None, c: int):
             group[2] += 1
         if row.sink != -np.inf:  # a key of value 0
             groups.setdefault(("rational", Fraction(row.sink)), [None, Fraction(0), 0])[2] += 1
-        shifts = {key: row.shift(g[0]) for key, g in groups.items()}
+        key_m = row.score_key(row.m)
+        shifts = {key: row.shift(g[0], key, key_m) for key, g in groups.items()}
         near = [key for key, x in shifts.items() if abs(x) < NEARLY_TIED]
         if not near:
             return None
@@ -145,7 +141,7 @@ def grouped_limit(value: np.ndarray, row: RowKeys | None, c: int):
         for key, pull in pulls.items():
             if pull:
                 x = shifts[key]
-                lean += (x.expm1() if key in near else x.exp()) * _arb(pull)
+                lean += (x.expm1() if key in near else x.exp()) * exact_ball(pull)
         if lean > 0 or lean < 0:
             return OneSided(limit, 1 if lean > 0 else -1)
         return None

@@ -33,6 +33,7 @@ __all__ = [
     "Unresolved",
     "beside_mean",
     "capped_lse_parts",
+    "exact_ball",
     "exact_mean",
     "added_terms",
     "exact_score",
@@ -109,6 +110,12 @@ def fraction(x: arb) -> Fraction:
     """An exact ball (radius 0, a dyadic rational) as a Fraction."""
     q = x.fmpq()
     return Fraction(int(q.p), int(q.q))
+
+
+def exact_ball(x: Fraction) -> arb:
+    """A ball that contains the Fraction ``x`` at the working precision (radius 0 when ``x``
+    is dyadic and fits it); the inverse of :func:`fraction`."""
+    return arb(fmpq(x.numerator, x.denominator))
 
 
 def rational_scale(problem: AttentionProblem) -> Fraction | None:
@@ -292,7 +299,7 @@ class CappedRow(NamedTuple):
             # the bias and ALiBi difference first, exactly: 0 for keys that share them, so a
             # tiny x is not lost in the rounding of x + b_j (then - b_m)
             delta = added_terms(problem, self.b, self.h, self.i, j) - added_m
-            ys.append((x + arb(fmpq(delta.numerator, delta.denominator))).expm1())
+            ys.append((x + exact_ball(delta)).expm1())
         return ys
 
 

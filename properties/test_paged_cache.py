@@ -78,16 +78,34 @@ def _pool_state(cache, live):
     return keys, vals, cache.seqlens(live), cache.block_table(live)
 
 
-def _check_ownership(cache, live, num_pages, page_size):
-    """No page belongs to two live sequences, and owned + free pages = the pool."""
-    if not live:
-        return
-    table, lengths = cache.block_table(live), cache.seqlens(live)
-    owned = [int(p) for row, n in zip(table, lengths) for p in row[: -(-int(n) // page_size)]]
-    if len(set(owned)) != len(owned):
-        fail(f"a page belongs to two sequences: block_table {table.tolist()}, lengths {lengths}")
-    if any(not 0 <= p < num_pages for p in owned):
-        fail(f"block_table {table.tolist()} names a page outside the pool of {num_pages}")
+def _pages_of(lengths, page_size) -> int:
+    """The pages sequences of ``lengths`` positions own: each its whole pages, no more (a
+    page is taken when an append first reaches it, and given back by ``free``)."""
+    return sum(-(-int(n) // page_size) for n in lengths)
+
+
+def _check_ownership(cache, given_kv, num_pages, page_size):
+    """Each live sequence has the length it was given, read in the caller's order (here the
+    reverse of the ids': ``seqlens`` and ``block_table`` rows follow ``seqs`` as passed, not
+    sorted); no page belongs to two of them; and owned + free pages = the pool (a page a
+    ``free`` does not give back, or an append takes too many of, shows in ``free_pages``)."""
+    order = sorted(given_kv, reverse=True)
+    expected = [given_kv[s][0].shape[2] for s in order]
+    if order:
+        table, lengths = cache.block_table(order), cache.seqlens(order)
+        if [int(n) for n in lengths] != expected:
+            fail(f"seqlens({order}) = {np.asarray(lengths).tolist()}, given {expected}")
+        owned = [int(p) for row, n in zip(table, expected) for p in row[: -(-n // page_size)]]
+        if len(set(owned)) != len(owned):
+            fail(f"a page belongs to two sequences: block_table {table.tolist()}, seqs {order}")
+        if any(not 0 <= p < num_pages for p in owned):
+            fail(f"block_table {table.tolist()} names a page outside the pool of {num_pages}")
+    free = num_pages - _pages_of(expected, page_size)
+    if cache.free_pages != free:
+        fail(
+            f"free_pages = {cache.free_pages}; the pool of {num_pages} pages of {page_size} "
+            f"less the {num_pages - free} owned by sequences of {expected} positions: {free}"
+        )
 
 
 @pytest.mark.requires("paged_cache")
@@ -139,19 +157,21 @@ def test_paged_cache_run_equals_contiguous_decoding(subject, run, data):
             key = data.draw(values((B, Hkv, tokens, D), dtype.name, magnitude), label="key")
             value = data.draw(values((B, Hkv, tokens, Dv), dtype.name, magnitude), label="value")
             before = _pool_state(cache, live)
-            needed = sum(
-                -(-(given_kv[s][0].shape[2] + tokens) // sizes["page_size"])
-                - -(-given_kv[s][0].shape[2] // sizes["page_size"])
-                for s in seqs
+            lengths = [given_kv[s][0].shape[2] for s in seqs]
+            needed = _pages_of([n + tokens for n in lengths], sizes["page_size"]) - _pages_of(
+                lengths, sizes["page_size"]
+            )
+            free = sizes["num_pages"] - _pages_of(
+                [kv[0].shape[2] for kv in given_kv.values()], sizes["page_size"]
             )
             note(f"step {number}: append {tokens} positions to {seqs} ({needed} new pages)")
-            if needed > cache.free_pages:
+            if needed > free:
                 try:
                     cache.append(seqs, key, value)
                 except (ValueError, TypeError):
                     pass
                 else:
-                    fail(f"append of {needed} new pages with {cache.free_pages} free accepted")
+                    fail(f"append of {needed} new pages with {free} free accepted")
                 after = _pool_state(cache, live)
                 for what, old, new in zip(
                     ("key pool", "value pool", "lengths", "block table"), before, after
@@ -179,9 +199,11 @@ def test_paged_cache_run_equals_contiguous_decoding(subject, run, data):
             _assert_sequences(
                 subject, out, query, [given_kv[s] for s in seqs], seqs, sizes, number, magnitude
             )
-        _check_ownership(cache, sorted(given_kv), sizes["num_pages"], sizes["page_size"])
-    live = [s for s in sorted(given_kv) if given_kv[s][0].shape[2]]
-    if live:  # the pool read without the cache: its block table and lengths as they are
+        _check_ownership(cache, given_kv, sizes["num_pages"], sizes["page_size"])
+    # the pool read without the cache, its block table and lengths as they are, the sequences
+    # in descending id order (the caller's order, not the cache's)
+    live = [s for s in sorted(given_kv, reverse=True) if given_kv[s][0].shape[2]]
+    if live:
         query = data.draw(values((len(live), Hkv * group, 1, D), dtype.name, magnitude))
         out = call_subject(
             subject.attention_with_kvcache,

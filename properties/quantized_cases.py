@@ -24,10 +24,12 @@ from attnprops.oracle.rules import fp8_max
 from attnprops.oracle.rules import quantize
 from attnprops.properties.cache_draws import append_chunks
 from attnprops.properties.cache_draws import run_arrays
+from attnprops.properties.kernel_cache_cases import cache_runs
+from attnprops.properties.kernel_cache_cases import chunks_of
 from attnprops.properties.strategies import AttentionCase
 from attnprops.properties.variant_draws import attention_sinks
 
-__all__ = ["QuantizedRun", "calibrated_scales", "quantized_runs"]
+__all__ = ["QuantizedRun", "calibrated_scales", "kernel_quantized_runs", "quantized_runs"]
 
 SMALLEST_SCALE = np.float32(2.0**-126)  # float32's smallest normal: a scale never underflows
 
@@ -68,6 +70,24 @@ def calibrated_scales(x: np.ndarray, storage: str, factors: np.ndarray) -> np.nd
     return np.maximum(scales, SMALLEST_SCALE) * factors.astype(np.float32)
 
 
+def _scales(draw, key: np.ndarray, value: np.ndarray, storage: str, per_head: bool) -> dict:
+    """``{"key": ..., "value": ...}``: each head's calibrated scale times ``2**0`` to ``2**6``
+    (:func:`calibrated_scales`), per head (float32 ``(Hkv,)``) or per tensor (the largest, a
+    float); a draw whose values a scale cannot quantize is rejected."""
+    scales = {}
+    for name, x in (("key", key), ("value", value)):
+        kv_heads = x.shape[1]
+        exponents = st.lists(st.integers(0, 6), min_size=kv_heads, max_size=kv_heads)
+        factors = 2.0 ** np.array(draw(exponents, label=f"{name} scale exponents"))
+        per = calibrated_scales(x, storage, factors)
+        scales[name] = per if per_head else float(per.max())
+        try:  # float16 near 65504: a code may dequantize past it (refused); draw another
+            quantize(x, check_quantization_scale(scales[name], kv_heads, name), storage, name)
+        except QuantizationError:
+            assume(False)
+    return scales
+
+
 @st.composite
 def quantized_runs(draw, subject) -> QuantizedRun:
     """A causal sequence of 1-8 positions (1-2 sequences, 1-3 K/V heads, groups of 1-2, head
@@ -80,18 +100,9 @@ def quantized_runs(draw, subject) -> QuantizedRun:
     storage = draw(st.sampled_from(FP8_NAMES))
     total = draw(st.integers(1, 8))
     q, k, v = draw(run_arrays(total, dtype, magnitude, max_kv_heads=3, max_dim=4))
-    kv_heads, heads = k.shape[1], q.shape[1]
+    heads = q.shape[1]
     per_head = draw(st.booleans())
-    scales = {}
-    for name, x in (("key", k), ("value", v)):
-        exponents = st.lists(st.integers(0, 6), min_size=kv_heads, max_size=kv_heads)
-        factors = 2.0 ** np.array(draw(exponents, label=f"{name} scale exponents"))
-        per = calibrated_scales(x, storage, factors)
-        scales[name] = per if per_head else float(per.max())
-        try:  # float16 near 65504: a code may dequantize past it (refused); draw another
-            quantize(x, check_quantization_scale(scales[name], kv_heads, name), storage, name)
-        except QuantizationError:
-            assume(False)
+    scales = _scales(draw, k, v, storage, per_head)
     sinks = None
     if caps.sinks and draw(st.integers(0, 3)) == 0:
         sinks = draw(attention_sinks(heads, dtype))
@@ -99,4 +110,19 @@ def quantized_runs(draw, subject) -> QuantizedRun:
     chunks = draw(append_chunks(total))
     layout = f"{storage} cache, {'per-head' if per_head else 'per-tensor'} scales"
     case = AttentionCase(q, k, v, None, True, None, scale, layout, magnitude, sinks=sinks)
+    return QuantizedRun(case, storage, scales["key"], scales["value"], tuple(chunks))
+
+
+@st.composite
+def kernel_quantized_runs(draw, subject) -> QuantizedRun:
+    """A kernel-sized causal sequence appended to a quantized cache in hundreds of chunks of
+    mixed sizes (:func:`~properties.kernel_cache_cases.cache_runs`: past any plausible
+    preallocated capacity, up to the profile's ``max_appends`` positions), an fp8 storage
+    dtype and per-head calibrated scales (:func:`calibrated_scales`)."""
+    spec, pattern = draw(cache_runs(subject))
+    case = spec.build()
+    storage = draw(st.sampled_from(FP8_NAMES), label="storage")
+    scales = _scales(draw, case.key, case.value, storage, per_head=True)
+    chunks = chunks_of(case.key.shape[2], pattern)
+    case = case._replace(mask_layout=f"{storage} cache, per-head scales")
     return QuantizedRun(case, storage, scales["key"], scales["value"], tuple(chunks))

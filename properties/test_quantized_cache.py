@@ -23,6 +23,7 @@ from attnprops.oracle.violations import BY_RULE
 from attnprops.oracle.violations import Call
 from attnprops.properties._support import assert_cache_unchanged
 from attnprops.properties._support import assert_output_within
+from attnprops.properties._support import attend
 from attnprops.properties._support import cache_state
 from attnprops.properties._support import decode_in_chunks
 from attnprops.properties._support import oracle_with_bounds
@@ -32,24 +33,40 @@ from attnprops.properties.checks import assert_within
 from attnprops.properties.checks import call_subject
 from attnprops.properties.checks import fail
 from attnprops.properties.invalid import Draws
+from attnprops.properties.kernel_checks import agree
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.quantization_bounds import quantization_bounds
+from attnprops.properties.quantized_cases import kernel_quantized_runs
 from attnprops.properties.quantized_cases import quantized_runs
 
 SUBJECT = current_subject()
 
 
 def _new_quantized(subject, run):
+    """The subject's ``QuantizedKVCache`` for ``run``. Per-head scales are passed as arrays
+    of this caller's that are doubled in place right after the call: the cache must keep its
+    own copy (as it copies appended keys and values), so one that reads the caller's array
+    by reference (vLLM recalibrates ``k_scale`` in place) dequantizes with the wrong scales."""
     B, Hkv, _, D = run.case.key.shape
-    return call_subject(
+    kwargs = run.cache_kwargs()
+    passed = {
+        name: np.array(kwargs[name])  # a fresh array, which this caller owns
+        for name in ("key_scale", "value_scale")
+        if isinstance(kwargs[name], np.ndarray)  # per head (per tensor: a float)
+    }
+    kwargs.update(passed)
+    cache = call_subject(
         subject.module.QuantizedKVCache,
         B,
         Hkv,
         D,
         run.case.value.shape[3],
-        **run.cache_kwargs(),
+        **kwargs,
         what="QuantizedKVCache(...)",
     )
+    for scales in passed.values():
+        scales *= 2  # the caller's arrays change; the cache's scales must not
+    return cache
 
 
 def _describe(run) -> None:
@@ -74,8 +91,15 @@ def test_quantized_cache_round_trip_within_the_fp8_rounding(subject, run):
     (:mod:`properties.quantization_bounds`): a scale read from another head, inverted, or not applied, fails
     it."""
     _describe(run)
-    case = run.case
     cache, _ = _decoded(subject, run)
+    _assert_round_trip(cache, run)
+
+
+def _assert_round_trip(cache, run) -> None:
+    """``cache`` (``run`` decoded through it) reports the run's scales, holds fp8 codes of
+    its storage and reads back each key and value within the round trip's bounds."""
+    __tracebackhide__ = True
+    case = run.case
     for which, appended in (("key", case.key), ("value", case.value)):
         given_scales = run.scales(which)
         reported = np.asarray(getattr(cache, f"{which}_scale"))
@@ -132,6 +156,35 @@ def test_quantized_cache_attention_equals_attention_over_the_dequantized_kv(subj
         bounds,
         what=f"{run.case.mask_layout}: decoded vs attention over the dequantized K/V",
         shape_what="decoded outputs",
+    )
+
+
+@pytest.mark.requires("quantized_cache")
+@pytest.mark.kernel_sized
+@given(run=kernel_quantized_runs(SUBJECT))
+def test_kernel_sized_quantized_cache_grows_keeping_every_position(subject, run):
+    """Hundreds of appends of mixed sizes (single tokens and sizes at tile boundaries) into a
+    ``QuantizedKVCache``, growing it past any plausible preallocated capacity, leave it
+    holding every position: its length is the positions appended, it reads each one back
+    within the round trip's bounds (as test_quantized_cache_round_trip_within_the_fp8_rounding)
+    and the decoded rows equal the subject's attention over what it reads back, within twice
+    the agreement bound. A growth that copies the fp8 codes by value (``.to(uint8)`` where
+    ``.view(uint8)`` was meant), rounds the history through another dtype or loses the
+    scales fails here, and only past the first capacity."""
+    case = run.case
+    T = case.key.shape[2]
+    note(f"{run.storage}, {len(run.chunks)} appends: {list(run.chunks[:40])}")
+    cache, decoded = _decoded(subject, run)
+    if len(cache) != T:
+        fail(f"len(cache) = {len(cache)} after appending {T} positions")
+    _assert_round_trip(cache, run)
+    dequantized = case._replace(key=np.array(cache.keys), value=np.array(cache.values))
+    agree(
+        subject,
+        dequantized,
+        decoded,
+        attend(subject, dequantized, "attention over the dequantized K/V"),
+        what=f"decoded in {len(run.chunks)} appends vs attention over what the cache holds",
     )
 
 

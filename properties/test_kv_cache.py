@@ -7,6 +7,9 @@ appends ``Tnew`` positions and attends causally with ``query_start`` = the previ
 
 from __future__ import annotations
 
+import inspect
+
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import example
@@ -252,6 +255,45 @@ def test_kv_cache_bytes_formula(
         fail(f"kv_cache_bytes({kwargs}, num_kv_heads={num_kv_heads}) = {gqa}, expected {expected}")
     if gqa * num_heads != mha * num_kv_heads:
         fail(f"GQA/MHA bytes {gqa}/{mha} != Hkv/Hq = {num_kv_heads}/{num_heads}")
+
+
+SIZING_KEYWORDS = ("page_size", "rolling_capacity", "value_dim")
+
+
+@pytest.mark.requires("kv_cache_bytes")
+@given(
+    tokens=st.integers(1, 10**5),
+    page_size=st.one_of(st.none(), st.sampled_from([16, 32, 64, 128, 256]), st.integers(1, 600)),
+    rolling_capacity=st.one_of(st.none(), st.integers(1, 10**5)),
+    value_dim=st.one_of(st.none(), st.sampled_from([1, 64, 96, 128, 512])),
+    num_kv_heads=st.sampled_from([1, 2, 8]),
+    dtype=st.sampled_from(["float16", "float32", "bfloat16", "float8_e4m3fn"]),
+)
+def test_kv_cache_bytes_of_pages_windows_and_value_dims(
+    subject, tokens, page_size, rolling_capacity, value_dim, num_kv_heads, dtype
+):
+    """With ``rolling_capacity=W`` a cache holds ``min(tokens, W)`` positions; with
+    ``page_size=S`` it allocates them in whole pages, ``ceil(n / S) * S`` (both: the window's
+    positions rounded up to pages); with ``value_dim=Dv`` a position holds ``head_dim + Dv``
+    elements per K/V head, not ``2 * head_dim`` (:func:`oracle.rules.kv_cache_bytes`; Kwon
+    et al. 2023 for pages). Only for a ``kv_cache_bytes`` that takes these keywords (impl's,
+    the rulebook's): skipped, saying so, for one that does not."""
+    f = subject.module.kv_cache_bytes
+    missing = [k for k in SIZING_KEYWORDS if k not in inspect.signature(f).parameters]
+    if missing:
+        pytest.skip(f"{subject.name}'s kv_cache_bytes takes no {', '.join(missing)}")
+    kwargs = dict(
+        num_layers=3, batch=2, tokens=tokens, num_kv_heads=num_kv_heads, head_dim=64, dtype=dtype
+    )
+    sizing = dict(page_size=page_size, rolling_capacity=rolling_capacity, value_dim=value_dim)
+    got = f(**kwargs, **{k: v for k, v in sizing.items() if v is not None})
+    positions = tokens if rolling_capacity is None else min(tokens, rolling_capacity)
+    if page_size is not None:
+        positions = -(-positions // page_size) * page_size
+    per_head = 64 + (64 if value_dim is None else value_dim)
+    expected = 3 * 2 * positions * num_kv_heads * per_head * ml_dtypes.finfo(dtype).bits // 8
+    if got != expected:
+        fail(f"kv_cache_bytes({kwargs}, {sizing}) = {got}, expected {expected}")
 
 
 @pytest.mark.requires("kv_cache")

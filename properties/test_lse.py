@@ -64,6 +64,17 @@ def test_lse_with_sinks_counts_only_the_keys(subject, case):
     _lse_matches_oracle(subject, case)
 
 
+@pytest.mark.requires("lse")
+@pytest.mark.oracle_backed
+@given(case=subject_cases(SUBJECT, two_d=True, **_ALL))
+def test_two_d_lse_matches_oracle(subject, case):
+    """2-D inputs ``(T, D)`` with ``return_lse=True`` give an output ``(Tq, Dv)`` and an
+    ``lse`` ``(Tq,)``, within its bound of the oracle's (every declared variant drawn): an
+    unbatched path that squeezes the output but not the ``lse`` (``(1, Tq)``), or computes the
+    ``lse`` of another row layout, fails here."""
+    _lse_matches_oracle(subject, case)
+
+
 def _lse_matches_oracle(subject, case) -> None:
     case = fit_to_subject(case, subject)
     note(f"case: {case.describe()}")

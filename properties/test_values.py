@@ -33,6 +33,7 @@ from attnprops.properties.checks import call_subject
 from attnprops.properties.checks import fail
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.strategies import AttentionCase
+from attnprops.properties.strategies import declared_variants
 from attnprops.properties.strategies import subject_cases
 
 SUBJECT = current_subject()
@@ -117,6 +118,32 @@ def test_weights_match_oracle(subject, case):
         expected=parts.weights.value,
         bound=bounds.weights,
         what="weights vs 50-digit oracle",
+        case=case,
+    )
+
+
+@pytest.mark.requires("weights")
+@pytest.mark.oracle_backed
+@pytest.mark.skipif(
+    not any(declared_variants(SUBJECT).values()),
+    reason=f"subject {SUBJECT.name} declares no variant (window, packing, alibi, softcap, "
+    "sinks): test_weights_match_oracle covers its weights",
+)
+@given(case=subject_cases(SUBJECT, **declared_variants(SUBJECT)))
+def test_weights_with_declared_variants_match_oracle(subject, case):
+    """With every variant the subject declares drawn together (windows, documents and
+    chunks, ALiBi, caps, sinks), |weights - oracle| <= the per-element bound, as
+    test_weights_match_oracle: the weights are the softmax the output is made of, a sink
+    one more key whose weight is not returned (a row then sums to less than 1). A weights
+    path that rebuilds them from the lse without the sink, or builds its own mask without
+    the window or the documents, moves them."""
+    case = fit_to_subject(case, subject)
+    parts, bounds = oracle_with_bounds(case, subject)
+    assert_within(
+        out=subject_weights(subject, case, parts),
+        expected=parts.weights.value,
+        bound=bounds.weights,
+        what="weights with the declared variants vs 50-digit oracle",
         case=case,
     )
 

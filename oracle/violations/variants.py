@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnprops.oracle.rules import AlibiError
+from attnprops.oracle.rules import FullyMaskedRowError
 from attnprops.oracle.rules import SegmentIdsError
 from attnprops.oracle.rules import SinksError
 from attnprops.oracle.rules import SoftcapError
@@ -15,6 +16,7 @@ from attnprops.oracle.rules import WindowError
 from attnprops.oracle.violations.calls import Example
 from attnprops.oracle.violations.calls import Violation
 from attnprops.oracle.violations.calls import changed
+from attnprops.oracle.violations.calls import score_shape
 
 __all__ = ["VARIANTS"]
 
@@ -68,6 +70,25 @@ def _sinks_invalid(call, pick):
     if how == "integer sinks":
         return changed(call, kw_sinks=np.zeros(Hq, dtype=np.int64))
     return changed(call, kw_sinks=np.full(Hq, np.nan if how == "NaN sink" else np.inf))
+
+
+def _row_beside_a_minus_inf_sink(call, pick):
+    """Hide every key of one query row of head ``h`` (a bool or float mask) and give every
+    head a sink of 0 but ``h``, whose sink is ``-inf``: a ``-inf`` sink is no sink, so that
+    row still sees nothing (with a finite sink it would be valid: the sink takes all its
+    weight and its output is 0)."""
+    shape = score_shape(call)
+    B, Hq, Tq, Tk = shape if len(shape) == 4 else (1, 1) + shape
+    b, h, i = pick.integer(0, B - 1), pick.integer(0, Hq - 1), pick.integer(0, Tq - 1)
+    mask = np.ones((B, Hq, Tq, Tk), dtype=bool)
+    mask[b, h, i] = False
+    if len(shape) == 2:
+        mask = mask[0, 0]
+    if pick.choice(["bool", "float"]) == "float":
+        mask = np.where(mask, 0.0, -np.inf).astype(call.query.dtype)
+    sinks = np.zeros(Hq, dtype=call.query.dtype)
+    sinks[h] = -np.inf
+    return changed(call, kw_attn_mask=mask, kw_sinks=sinks)
 
 
 def _chunk_size_invalid(call, pick):
@@ -155,6 +176,18 @@ VARIANTS: tuple[Violation, ...] = (
             E("sinks-too-many"),
             E("sinks-int", answers=("integer sinks",)),
             E("sinks-plus-inf", answers=("+inf sink",)),
+        ),
+        needs=(("sinks", True),),
+    ),
+    # FullyMaskedRowError: the fully masked row rule where sinks are given
+    Violation(
+        "fully masked row beside a -inf sink",
+        FullyMaskedRowError,
+        "attn_mask",
+        _row_beside_a_minus_inf_sink,
+        (
+            E("row-beside-minus-inf-sink"),
+            E("float-row-beside-minus-inf-sink", answers=(0, 0, 0, "float")),
         ),
         needs=(("sinks", True),),
     ),

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import note
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from attnprops.properties._support import assert_output_matches_oracle
 from attnprops.properties._support import attend
@@ -44,6 +45,42 @@ def test_packed_output_matches_oracle(subject, case):
     50-digit oracle's."""
     assert_output_matches_oracle(
         subject, fit_to_subject(case, subject), what="packed output vs 50-digit oracle"
+    )
+
+
+@st.composite
+def cross_packed(draw):
+    """A non-causal call whose queries and keys are packed apart (cross-attention;
+    FlashAttention's varlen with ``cu_seqlens_q != cu_seqlens_k``): key ids per batch
+    element (small ids, documents interleaved or not), each query's id one of its batch
+    element's key ids (so every query sees a key of its document), drawn apart from the key
+    at its position; no mask, window or chunk. ``Tq == Tk`` half the time (where code that
+    takes the call for packed self-attention goes wrong)."""
+    d = draw(dims(causal_ok=False))
+    if draw(st.booleans(), label="as many queries as keys"):
+        d = d._replace(query_len=d.key_len)
+    case = draw(subject_cases(SUBJECT, causal=False, masks_allowed=False, d=d))
+    B, Tq, Tk = case.query.shape[0], case.query.shape[2], case.key.shape[2]
+    key_ids = draw(hnp.arrays(np.int64, (B, Tk), elements=st.integers(0, 3)), label="key ids")
+    query_ids = np.stack(
+        [
+            draw(st.lists(st.sampled_from(sorted(set(row.tolist()))), min_size=Tq, max_size=Tq))
+            for row in key_ids
+        ]
+    )
+    return case._replace(segment_ids=(query_ids, key_ids), mask_layout="cross-packed")
+
+
+@pytest.mark.requires("segment_ids")
+@pytest.mark.oracle_backed
+@given(case=cross_packed())
+def test_cross_packed_documents_match_oracle(subject, case):
+    """Queries and keys packed apart (their ids unrelated to positions, ``Tq == Tk`` among
+    them): query ``i`` sees exactly the keys of its own id, within the error bound of the
+    50-digit oracle: code that reuses the keys' ids (or their ``cu_seqlens``) for the queries
+    when the lengths match (transformers' ``_upad_input``) fails here."""
+    assert_output_matches_oracle(
+        subject, fit_to_subject(case, subject), what="cross-packed output vs 50-digit oracle"
     )
 
 

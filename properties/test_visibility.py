@@ -274,6 +274,52 @@ def test_two_d_mask_applies_to_every_batch_element(subject, case):
     )
 
 
+@st.composite
+def _head_axis_mask_cases(draw):
+    """Calls with a 3-D ``(Hq, Tq, Tk)`` mask whose leading axis could be read as the batch:
+    ``B == Hq`` in [2, 3] (one K/V head), zero queries and keys (uniform weights over the
+    visible keys), value column 0 the key's position, head ``h``'s mask showing keys ``0 ..
+    h`` to each of its 1-3 queries (bool, or 0/-inf when the subject takes float masks).
+    Reading slice ``b`` for batch element ``b`` moves every output whose head differs from
+    its batch element by at least 1/2, far beyond the bound."""
+    dtype = draw(st.sampled_from(SUBJECT.capabilities.dtypes))
+    n = draw(st.integers(2, 3))
+    tq, tk = draw(st.integers(1, 3)), draw(st.integers(n, 5))
+    d, dv = draw(st.integers(1, 4)), draw(st.integers(1, 3))
+    eighths = st.integers(-8, 8).map(lambda m: m / 8)
+    value = np.zeros((n, 1, tk, dv))
+    value[..., 0] = np.arange(tk)
+    value[..., 1:] = draw(hnp.arrays(np.float64, (n, 1, tk, dv - 1), elements=eighths))
+    shown = np.arange(tk)[None, :] <= np.arange(n)[:, None]  # (Hq, Tk): keys 0 .. h
+    rows = np.broadcast_to(shown[:, None, :], (n, tq, tk))
+    kind = draw(
+        st.sampled_from(["bool", "float"] if SUBJECT.capabilities.float_masks else ["bool"])
+    )
+    mask = rows.copy() if kind == "bool" else np.where(rows, 0.0, -np.inf).astype(dtype)
+    return case_from(
+        np.zeros((n, n, tq, d), dtype),
+        np.zeros((n, 1, tk, d), dtype),
+        value.astype(dtype),
+        attn_mask=mask,
+        layout=f"(Hq, Tq, Tk) with B == Hq ({kind})",
+    )
+
+
+@pytest.mark.oracle_backed
+@given(case=_head_axis_mask_cases())
+def test_three_d_mask_leading_axis_is_the_heads(subject, case):
+    """A 3-D ``(Hq, Tq, Tk)`` mask broadcasts as NumPy aligns it, to ``(1, Hq, Tq, Tk)``:
+    its leading axis is the heads, for every batch element (the rulebook's rule; PyTorch
+    SDPA and JAX agree), even when ``B == Hq`` lets code that expands it with ``mask[:,
+    None]`` (Hugging Face's 3-D ``(B, Tq, Tk)`` masks) read it as per batch element:
+    checked against the 50-digit oracle on calls where that reading shows
+    (:func:`_head_axis_mask_cases`); general draws reach it rarely (3-D masks come only from
+    the "other broadcastable" layout, with ``B == Hq > 1``)."""
+    assert_output_matches_oracle(
+        subject, case, what="(Hq, Tq, Tk) mask with B == Hq: output vs 50-digit oracle"
+    )
+
+
 @pytest.mark.requires("float_masks")
 @pytest.mark.oracle_backed
 @given(case=subject_cases(SUBJECT, two_d=False), data=st.data())

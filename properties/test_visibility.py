@@ -230,6 +230,26 @@ def test_broadcast_mask_equals_expanded(subject, layout, data):
     )
 
 
+def _positions_then_eighths(draw, batch: int, tk: int, dv: int) -> np.ndarray:
+    """Values ``(batch, 1, tk, dv)`` float64: column 0 each key's position, the others drawn
+    multiples of 1/8 in [-1, 1]."""
+    eighths = st.integers(-8, 8).map(lambda n: n / 8)
+    value = np.zeros((batch, 1, tk, dv))
+    value[..., 0] = np.arange(tk)
+    value[..., 1:] = draw(hnp.arrays(np.float64, (batch, 1, tk, dv - 1), elements=eighths))
+    return value
+
+
+def _bool_or_float(draw, shown: np.ndarray, dtype) -> tuple[np.ndarray, str]:
+    """``shown`` as a bool mask, or as 0/-inf in ``dtype`` when the subject takes float
+    masks and the draw says so; and which."""
+    kind = draw(
+        st.sampled_from(["bool", "float"] if SUBJECT.capabilities.float_masks else ["bool"])
+    )
+    mask = shown.copy() if kind == "bool" else np.where(shown, 0.0, -np.inf).astype(dtype)
+    return mask, kind
+
+
 @st.composite
 def _padding_shaped_mask_cases(draw):
     """Calls whose 2-D ``(Tq, Tk)`` mask has the shape of a ``(B, Tk)`` key-padding mask:
@@ -242,15 +262,9 @@ def _padding_shaped_mask_cases(draw):
     dtype = draw(st.sampled_from(SUBJECT.capabilities.dtypes))
     batch = draw(st.integers(2, 3))
     tk, d, dv = draw(st.integers(2, 5)), draw(st.integers(1, 4)), draw(st.integers(1, 3))
-    eighths = st.integers(-8, 8).map(lambda n: n / 8)
-    value = np.zeros((batch, 1, tk, dv))
-    value[..., 0] = np.arange(tk)
-    value[..., 1:] = draw(hnp.arrays(np.float64, (batch, 1, tk, dv - 1), elements=eighths))
+    value = _positions_then_eighths(draw, batch, tk, dv)
     rows = np.arange(tk)[None, :] <= np.arange(batch)[:, None]  # (Tq, Tk): keys 0 .. i
-    kind = draw(
-        st.sampled_from(["bool", "float"] if SUBJECT.capabilities.float_masks else ["bool"])
-    )
-    mask = rows if kind == "bool" else np.where(rows, 0.0, -np.inf).astype(dtype)
+    mask, kind = _bool_or_float(draw, rows, dtype)
     return case_from(
         np.zeros((batch, 1, batch, d), dtype),
         np.zeros((batch, 1, tk, d), dtype),
@@ -286,16 +300,9 @@ def _head_axis_mask_cases(draw):
     n = draw(st.integers(2, 3))
     tq, tk = draw(st.integers(1, 3)), draw(st.integers(n, 5))
     d, dv = draw(st.integers(1, 4)), draw(st.integers(1, 3))
-    eighths = st.integers(-8, 8).map(lambda m: m / 8)
-    value = np.zeros((n, 1, tk, dv))
-    value[..., 0] = np.arange(tk)
-    value[..., 1:] = draw(hnp.arrays(np.float64, (n, 1, tk, dv - 1), elements=eighths))
+    value = _positions_then_eighths(draw, n, tk, dv)
     shown = np.arange(tk)[None, :] <= np.arange(n)[:, None]  # (Hq, Tk): keys 0 .. h
-    rows = np.broadcast_to(shown[:, None, :], (n, tq, tk))
-    kind = draw(
-        st.sampled_from(["bool", "float"] if SUBJECT.capabilities.float_masks else ["bool"])
-    )
-    mask = rows.copy() if kind == "bool" else np.where(rows, 0.0, -np.inf).astype(dtype)
+    mask, kind = _bool_or_float(draw, np.broadcast_to(shown[:, None, :], (n, tq, tk)), dtype)
     return case_from(
         np.zeros((n, n, tq, d), dtype),
         np.zeros((n, 1, tk, d), dtype),

@@ -21,6 +21,7 @@ from attnprops.properties.invalid import INVALID_KINDS
 from attnprops.properties.invalid import fully_masked_cases
 from attnprops.properties.invalid import invalid_cases
 from attnprops.properties.plugin import current_subject
+from attnprops.properties.strategies import declared_variants
 from attnprops.properties.strategies import subject_cases
 
 SUBJECT = current_subject()
@@ -103,6 +104,59 @@ def test_valid_inputs_not_modified(subject, case):
     ):
         if old is not None:
             assert_equal(out=new, expected=old, what=f"{name} after a valid call", case=case)
+
+
+_VARIANT_ARRAYS = ("alibi_slopes", "sinks", "segment_ids")
+
+
+def _arrays(x) -> tuple:
+    """``x`` as a tuple of its arrays: none for None, its items for a tuple (segment ids as
+    ``(query_ids, key_ids)``), else ``(x,)``."""
+    if x is None:
+        return ()
+    return tuple(x) if isinstance(x, tuple) else (x,)
+
+
+@pytest.mark.skipif(
+    not any(declared_variants(SUBJECT).values()),
+    reason=f"subject {SUBJECT.name} declares no variant: test_valid_inputs_not_modified "
+    "covers its arguments",
+)
+@given(case=subject_cases(SUBJECT, **declared_variants(SUBJECT)))
+def test_valid_variant_inputs_not_modified(subject, case):
+    """A valid call with the subject's declared variants leaves every array it is given
+    bitwise unchanged: query, key, value, attn_mask, and the ALiBi slopes, the sinks and
+    the segment ids (a kernel that negates the slopes in place, or renumbers the ids it was
+    handed, corrupts the caller's next call)."""
+    names = ("query", "key", "value", "attn_mask", *_VARIANT_ARRAYS)
+    before = {name: _snapshot(*_arrays(getattr(case, name))) for name in names}
+    calls = [
+        (
+            "attention",
+            lambda: subject.attention(case.query, case.key, case.value, **case.subject_kwargs()),
+        )
+    ]
+    if SUBJECT.capabilities.weights:
+        calls.append(
+            (
+                "attention_weights",
+                lambda: subject.attention_weights(case.query, case.key, **case.kwargs()),
+            )
+        )
+    given = case._replace(  # the call as it was made (the case's arrays may be changed)
+        **{
+            name: tuple(old) if isinstance(getattr(case, name), tuple) else (old or [None])[0]
+            for name, old in before.items()
+        }
+    )
+    for what, call in calls:  # checked after each call: two in-place flips would cancel
+        call_subject(call, what=what)
+        for name, old in before.items():
+            for k, (o, new) in enumerate(zip(old, _arrays(getattr(case, name)))):
+                part = f"{name}[{k}]" if isinstance(getattr(case, name), tuple) else name
+                assert_equal(
+                    out=new, expected=o, what=f"{part} after a valid {what} call", case=given
+                )
 
 
 @pytest.mark.oracle_backed

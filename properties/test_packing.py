@@ -34,6 +34,9 @@ from attnprops.properties.variant_draws import window_sides
 
 SUBJECT = current_subject()
 CAPS = SUBJECT.capabilities
+# Document ids past int32 (int64 ids, as a packing loader numbers them): equal to 0, 1 and -1
+# modulo 2**32, so ids narrowed to int32 on the way to a kernel join other documents.
+WIDE_IDS = (2**32, 2**32 + 1, 2**63 - 1)
 
 
 @pytest.mark.requires("segment_ids", "chunk_size")
@@ -52,16 +55,18 @@ def test_packed_output_matches_oracle(subject, case):
 def cross_packed(draw):
     """A non-causal call whose queries and keys are packed apart (cross-attention;
     FlashAttention's varlen with ``cu_seqlens_q != cu_seqlens_k``): key ids per batch
-    element (small ids, documents interleaved or not), each query's id one of its batch
-    element's key ids (so every query sees a key of its document), drawn apart from the key
-    at its position; no mask, window or chunk. ``Tq == Tk`` half the time (where code that
-    takes the call for packed self-attention goes wrong)."""
+    element (small, or past int32: :data:`WIDE_IDS`; documents interleaved or not), each
+    query's id one of its batch element's key ids (so every query sees a key of its
+    document), drawn apart from the key at its position; no mask, window or chunk. ``Tq ==
+    Tk`` half the time (where code that takes the call for packed self-attention goes
+    wrong)."""
     d = draw(dims(causal_ok=False))
     if draw(st.booleans(), label="as many queries as keys"):
         d = d._replace(query_len=d.key_len)
     case = draw(subject_cases(SUBJECT, causal=False, masks_allowed=False, d=d))
     B, Tq, Tk = case.query.shape[0], case.query.shape[2], case.key.shape[2]
-    key_ids = draw(hnp.arrays(np.int64, (B, Tk), elements=st.integers(0, 3)), label="key ids")
+    ids = st.one_of(st.integers(0, 3), st.sampled_from(WIDE_IDS))
+    key_ids = draw(hnp.arrays(np.int64, (B, Tk), elements=ids), label="key ids")
     query_ids = np.stack(
         [
             draw(st.lists(st.sampled_from(sorted(set(row.tolist()))), min_size=Tq, max_size=Tq))

@@ -95,6 +95,24 @@ def _chunk_size_invalid(call, pick):
     return changed(call, kw_chunk_size=pick.choice([0, -4, 2.0, True, np.timedelta64(2, "s")]))
 
 
+def _row_before_the_first_chunk(call, pick):
+    """More queries than keys, non-causal, ``query_start=None``: the first queries sit at
+    positions ``Tk - Tq < 0``, and with ``chunk_size=C`` position ``p`` is in chunk ``p // C``
+    (floor: ``-1 // C = -1``), which holds no key, so each such row sees nothing (a C or
+    CUDA ``p / C`` truncates to chunk 0 and shows it the first keys)."""
+    Tk = call.key.shape[-2]
+    extra = pick.integer(1, 3)  # queries before position 0
+    rows = np.arange(Tk + extra) % call.query.shape[-2]  # the call's own query rows, repeated
+    return changed(
+        call,
+        query=np.take(call.query, rows, axis=-2),
+        kw_chunk_size=pick.integer(1, Tk + 1),
+        kw_is_causal=False,
+        kw_query_start=None,
+        kw_attn_mask=None,
+    )
+
+
 E = Example
 VARIANTS: tuple[Violation, ...] = (
     # WindowError
@@ -142,6 +160,15 @@ VARIANTS: tuple[Violation, ...] = (
         "chunk_size",
         _chunk_size_invalid,
         (E("chunk-size-zero"), E("chunk-size-float", answers=(2.0,))),
+        needs=(("chunk_size", True),),
+    ),
+    # FullyMaskedRowError: the fully masked row rule where chunks leave a row nothing
+    Violation(
+        "fully masked row before the first chunk",
+        FullyMaskedRowError,
+        "chunk_size",
+        _row_before_the_first_chunk,
+        (E("row-before-the-first-chunk"),),
         needs=(("chunk_size", True),),
     ),
     # AlibiError

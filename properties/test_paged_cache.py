@@ -116,10 +116,13 @@ def test_paged_cache_run_equals_contiguous_decoding(subject, run, data):
     time, crossing page boundaries) and frees whose pages the next sequence reuses: every
     append is ``cached_attention(..., cache, seqs=...)`` (append, then attend through the
     cache, as a serving engine does), and its output equals causal attention over what each
-    sequence was given (the oracle); at the end ``attention_with_kvcache`` over the pool, its
-    block table and lengths, equals it too. So a page index off by one, a stale length or a
-    page shared with another sequence shows; an append the pool cannot hold raises
-    ``ValueError`` and changes nothing (FlashAttention's test of ``seqlen`` at capacity)."""
+    sequence was given (the oracle); after every step ``seqlens`` and ``block_table`` (asked
+    in descending id order) follow the caller's order and ``free_pages`` is the pool less the
+    pages the sequences own; at the end ``attention_with_kvcache`` over the pool, its block
+    table and lengths, equals it too. So a page index off by one, a stale length, a page
+    shared with another sequence or one a ``free`` does not give back shows; an append the
+    pool cannot hold (by that count) raises ``ValueError`` and changes nothing
+    (FlashAttention's test of ``seqlen`` at capacity)."""
     sizes, group, dtype, magnitude, steps = run
     cache = subject.module.PagedKVCache(**sizes, dtype=dtype)
     Hkv, D, Dv = sizes["num_kv_heads"], sizes["head_dim"], sizes["value_dim"]

@@ -48,7 +48,11 @@ def output_and_lse(subject, case, what: str):
         out=out, shape=shape + case.value.shape[-1:], dtype=case.dtype, what=f"{what} output"
     )
     if not isinstance(lse, np.ndarray) or lse.dtype.kind != "f":
-        fail(f"{what}: lse must be a float numpy.ndarray; got {type(lse).__name__}")
+        got = f"dtype {lse.dtype}" if isinstance(lse, np.ndarray) else type(lse).__name__
+        fail(
+            f"{what}: lse must be a numpy.ndarray of a NumPy float dtype (float16, float32 "
+            f"or float64); got {got}"
+        )
     return out, assert_shape_dtype(out=lse, shape=shape, dtype=lse.dtype, what=f"{what} lse")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import assume
 from hypothesis import given
 from hypothesis import note
 from hypothesis import strategies as st
@@ -44,6 +45,45 @@ def test_ragged_batch_equals_each_sequence_alone(subject, case):
     queries, the last of its ``L_b`` positions, over its ``L_b`` keys, with the same window,
     chunks, ALiBi, cap and sinks (the law behind FlashAttention's ``cache_seqlens``)."""
     assert_rows_match_oracle(subject, case, "ragged batch vs each sequence alone")
+
+
+@pytest.mark.requires("ragged_cache")
+@given(
+    case=serving_cases(SUBJECT, paged=False),
+    junk=st.sampled_from([np.nan, np.inf, -np.inf]),
+)
+def test_storage_past_the_lengths_is_never_read(subject, case, junk):
+    """The contiguous storage past each sequence's length is never read: filled there with
+    NaN, inf or -inf (what a preallocated ``np.empty`` / ``torch.empty`` cache may hold,
+    and the rulebook allows), the output is bitwise the same and no error is raised. A
+    kernel that reads whole tiles past the length and masks afterwards (NaN * 0), or checks
+    the whole storage for non-finite values, fails here."""
+    key_cache, value_cache = case.key_cache.copy(), case.value_cache.copy()
+    for b, n in enumerate(case.cache_seqlens.tolist()):
+        key_cache[b, :, n:] = junk
+        value_cache[b, :, n:] = junk
+    assume((key_cache.shape[2] > case.cache_seqlens).any())  # some storage past a length
+    note(f"storage past the lengths {case.cache_seqlens.tolist()} set to {junk}")
+    outputs = [
+        call_subject(
+            subject.attention_with_kvcache,
+            case.query,
+            k,
+            v,
+            case.cache_seqlens,
+            **case.kwargs(),
+            what=f"attention_with_kvcache ({what})",
+        )
+        for k, v, what in (
+            (case.key_cache, case.value_cache, "finite storage"),
+            (key_cache, value_cache, f"{junk} past the lengths"),
+        )
+    ]
+    assert_equal(
+        out=np.asarray(outputs[1]),
+        expected=np.asarray(outputs[0]),
+        what=f"output with {junk} past the lengths",
+    )
 
 
 @st.composite

@@ -18,6 +18,7 @@ from attnprops.properties.checks import assert_within
 from attnprops.properties.checks import call_subject
 from attnprops.properties.checks import fail
 from attnprops.properties.strategies import AttentionCase
+from attnprops.properties.strategies import declared_variants
 
 
 def widest_dtype(subject) -> np.dtype:
@@ -296,3 +297,14 @@ def assert_decode_matches_oracle(subject, case, chunks, what: str):
     cache, decoded = decode_in_chunks(subject, case, chunks)
     assert_output_within(decoded, case, parts, bounds, what=what, shape_what="decoded outputs")
     return cache
+
+
+def needs_a_variant(subject, covered_by: str):
+    """A skip marker for a property of the declared variants (:func:`declared_variants`):
+    it skips, saying which property ``covered_by`` checks the same without variants, for a
+    subject that declares none (window, packing, alibi, softcap, sinks)."""
+    return pytest.mark.skipif(
+        not any(declared_variants(subject).values()),
+        reason=f"subject {subject.name} declares no variant (window, packing, alibi, softcap, "
+        f"sinks): {covered_by} covers it",
+    )

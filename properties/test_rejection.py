@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from attnprops.oracle.violations import BY_RULE
 from attnprops.properties._support import assert_output_within
+from attnprops.properties._support import needs_a_variant
 from attnprops.properties._support import oracle_with_bounds
 from attnprops.properties.checks import assert_equal
 from attnprops.properties.checks import call_subject
@@ -117,11 +118,7 @@ def _arrays(x) -> tuple:
     return tuple(x) if isinstance(x, tuple) else (x,)
 
 
-@pytest.mark.skipif(
-    not any(declared_variants(SUBJECT).values()),
-    reason=f"subject {SUBJECT.name} declares no variant: test_valid_inputs_not_modified "
-    "covers its arguments",
-)
+@needs_a_variant(SUBJECT, covered_by="test_valid_inputs_not_modified")
 @given(case=subject_cases(SUBJECT, **declared_variants(SUBJECT)))
 def test_valid_variant_inputs_not_modified(subject, case):
     """A valid call with the subject's declared variants leaves every array it is given

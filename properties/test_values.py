@@ -20,6 +20,7 @@ from attnprops.properties._support import QUICK_CAUSAL
 from attnprops.properties._support import assert_output_matches_oracle
 from attnprops.properties._support import fit_to_subject
 from attnprops.properties._support import four_d
+from attnprops.properties._support import needs_a_variant
 from attnprops.properties._support import oracle_with_bounds
 from attnprops.properties._support import repeat_kv
 from attnprops.properties._support import seed_batch_case
@@ -124,11 +125,7 @@ def test_weights_match_oracle(subject, case):
 
 @pytest.mark.requires("weights")
 @pytest.mark.oracle_backed
-@pytest.mark.skipif(
-    not any(declared_variants(SUBJECT).values()),
-    reason=f"subject {SUBJECT.name} declares no variant (window, packing, alibi, softcap, "
-    "sinks): test_weights_match_oracle covers its weights",
-)
+@needs_a_variant(SUBJECT, covered_by="test_weights_match_oracle")
 @given(case=subject_cases(SUBJECT, **declared_variants(SUBJECT)))
 def test_weights_with_declared_variants_match_oracle(subject, case):
     """With every variant the subject declares drawn together (windows, documents and

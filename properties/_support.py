@@ -259,11 +259,17 @@ def new_cache(subject, case):
     return subject.module.KVCache(B, Hkv, D, case.value.shape[3], dtype=case.dtype)
 
 
-def decode_in_chunks(subject, case, chunks, cache=None):
+def decode_in_chunks(subject, case, chunks, cache=None, capacity=None):
     """Run the subject's ``cached_attention`` over ``case`` chunk by chunk (``chunks``: the
     positions per call, summing to at most ``Tk``) on ``cache`` (default: a new
-    :func:`new_cache`), with the case's scale, window and sinks (each only when the case has
-    it); return the cache and the outputs concatenated along the query axis."""
+    :func:`new_cache`), with the case's scale, window, sinks and mask (each only when the case
+    has it); return the cache and the outputs concatenated along the query axis.
+
+    A mask (broadcastable to ``(B, Hq, T, T)``, the whole sequence's) goes to each call cut
+    to :func:`call_mask`: its queries' rows, and the columns of the positions the cache holds
+    before the call, oldest first, then the appended ones (``impl.KVCache.cached_attention``'s
+    rule): every earlier position, or for a rolling cache of ``capacity`` slots the last
+    ``capacity`` of them."""
     cache = new_cache(subject, case) if cache is None else cache
     outputs, start = [], 0
     for n in chunks:
@@ -273,6 +279,9 @@ def decode_in_chunks(subject, case, chunks, cache=None):
             for name in ("window", "sinks")
             if getattr(case, name) is not None
         }
+        if case.attn_mask is not None:
+            held = start if capacity is None else min(start, capacity)
+            extra["attn_mask"] = call_mask(case.attn_mask, rows, np.arange(start - held, start + n))
         out = call_subject(
             subject.cached_attention,
             case.query[:, :, rows],
@@ -286,6 +295,16 @@ def decode_in_chunks(subject, case, chunks, cache=None):
         outputs.append(np.asarray(out))
         start += n
     return cache, np.concatenate(outputs, axis=2)
+
+
+def call_mask(mask: np.ndarray, rows: slice, columns: np.ndarray) -> np.ndarray:
+    """The part of a mask over a whole sequence (broadcastable to ``(B, Hq, T, T)``) that a
+    call of the queries ``rows`` over the keys at positions ``columns`` reads: those rows and
+    columns where the mask's axis is full, a broadcast (size-1) axis kept as it is."""
+    mask = np.asarray(mask)
+    if mask.ndim >= 2 and mask.shape[-2] != 1:
+        mask = mask[..., rows, :]
+    return mask if mask.shape[-1] == 1 else mask[..., columns]
 
 
 def assert_decode_matches_oracle(subject, case, chunks, what: str):

@@ -37,7 +37,10 @@ from attnprops.properties.checks import assert_equal
 from attnprops.properties.checks import assert_within
 from attnprops.properties.checks import fail
 from attnprops.properties.invalid import Draws
+from attnprops.properties.mask_draws import MASK_LAYOUTS
+from attnprops.properties.mask_draws import masks
 from attnprops.properties.plugin import current_subject
+from attnprops.properties.strategies import Dims
 from attnprops.properties.strategies import dims
 from attnprops.properties.strategies import values
 
@@ -98,6 +101,37 @@ def test_cached_decode_equals_full_causal(subject, run):
     assert_equal(out=cache.values, expected=case.value, what="cached values")
 
 
+@st.composite
+def masked_cache_runs(draw):
+    """:func:`cache_runs` with an ``attn_mask`` over the whole sequence, of any layout
+    (:func:`properties.mask_draws.masks`: bool, or float where the subject takes one), that
+    leaves every query a visible key. Returns ``(case, chunks)``."""
+    case, chunks = draw(cache_runs())
+    B, Hq, T, D = case.query.shape
+    d = Dims(B, Hq, case.key.shape[1], T, T, D, case.value.shape[3])
+    layouts = tuple(n for n in MASK_LAYOUTS if n != "none")
+    float_masks = SUBJECT.capabilities.float_masks
+    mask, layout = draw(masks(d, is_causal=True, start=0, layouts=layouts, float_masks=float_masks))
+    return case._replace(attn_mask=mask, mask_layout=layout), chunks
+
+
+@pytest.mark.requires("kv_cache")
+@pytest.mark.oracle_backed
+@given(run=masked_cache_runs())
+def test_masked_cached_decode_equals_full_causal(subject, run):
+    """``cached_attention`` with an ``attn_mask``: each call's mask has its queries' rows and
+    a column for every key it attends, the cached positions in order, then the appended ones
+    (``impl.KVCache.cached_attention``); decoding in chunks with the matching parts of one
+    mask over the whole sequence equals full causal attention with that mask. A mask read
+    against another order of the keys (a ring's slots, the new keys first) or shifted by
+    the cache length shows here."""
+    case, chunks = run
+    note(f"chunks: {chunks}")
+    assert_decode_matches_oracle(
+        subject, case, chunks, f"masked cached decode in chunks {chunks} vs 50-digit full causal"
+    )
+
+
 @pytest.mark.requires("kv_cache")
 @given(run=cache_runs())
 def test_cache_holds_kv_heads(subject, run):
@@ -135,6 +169,20 @@ def _bad_append(draw, cache, dtype):
     return rule, broken.key, broken.value
 
 
+def _refused(cache, key, value, what: str) -> bool:
+    """``cache.append(key, value)`` of an append that breaks a rule (``what``): True when it
+    raised (``ValueError``/``TypeError``, or anything from a subject that declares
+    ``validates_inputs=False``); fails when a validating subject accepted it."""
+    try:
+        cache.append(key, value)
+    except REFUSALS as error:
+        note(f"raised {type(error).__name__}: {error}")
+        return True
+    if VALIDATES:
+        fail(f"append {what} was accepted")
+    return False
+
+
 @pytest.mark.requires("kv_cache")
 @given(run=cache_runs(), data=st.data())
 def test_failed_append_changes_nothing(subject, run, data):
@@ -147,15 +195,36 @@ def test_failed_append_changes_nothing(subject, run, data):
     before = cache_state(cache)
     how, key, value = _bad_append(data.draw, cache, case.dtype)
     note(f"bad append: {how}")
-    try:
-        cache.append(key, value)
-    except REFUSALS as error:
-        note(f"raised {type(error).__name__}: {error}")
-    else:
-        if VALIDATES:
-            fail(f"append with {how} was accepted")
-        return
-    assert_cache_unchanged(cache, before, f"a failed append ({how})")
+    if _refused(cache, key, value, f"with {how}"):
+        assert_cache_unchanged(cache, before, f"a failed append ({how})")
+
+
+@pytest.mark.requires("kv_cache")
+@given(data=st.data())
+def test_append_of_one_row_to_many_is_refused(subject, data):
+    """An append whose batch or K/V-head axis has size 1 where the cache's has more (the
+    registry's "append batch differs" and "append key heads" at their most common form)
+    raises ``ValueError``/``TypeError`` and changes nothing: the cache's rule is equal sizes,
+    never broadcasting (``cache[:, :, s:e] = k`` with a batch-1 ``k``, as torch's ``copy_``
+    and NumPy's assignment allow, gives every sequence the one sequence's keys). A subject
+    that declares ``validates_inputs=False`` may accept it."""
+    dtype = np.dtype(data.draw(st.sampled_from(tuple(reversed(SUBJECT.capabilities.dtypes)))))
+    axis = data.draw(st.sampled_from(["batch", "K/V heads"]), label="axis of size 1")
+    many, other = data.draw(st.integers(2, 3)), data.draw(st.integers(1, 3))
+    B, Hkv = (many, other) if axis == "batch" else (other, many)
+    D, Dv = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    cache = subject.module.KVCache(B, Hkv, D, Dv, dtype=dtype)
+    held = data.draw(st.integers(0, 2), label="positions held")
+    if held:
+        keys = data.draw(values((B, Hkv, held, D), dtype.name, "unit"), label="held keys")
+        cache.append(keys, np.ones((B, Hkv, held, Dv), dtype))
+    before = cache_state(cache)
+    n = data.draw(st.integers(1, 3), label="tokens appended")
+    one = (1, Hkv) if axis == "batch" else (B, 1)
+    key = data.draw(values((*one, n, D), dtype.name, "unit"), label="key")
+    value = np.ones((*one, n, Dv), dtype)
+    if _refused(cache, key, value, f"of key {key.shape} to a cache of batch {B}, {Hkv} K/V heads"):
+        assert_cache_unchanged(cache, before, f"a failed append of key {key.shape}")
 
 
 @pytest.mark.requires("kv_cache")

@@ -24,8 +24,10 @@ from attnprops.properties.cache_draws import append_chunks
 from attnprops.properties.cache_draws import run_arrays
 from attnprops.properties.checks import assert_equal
 from attnprops.properties.checks import fail
+from attnprops.properties.mask_draws import masks
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.strategies import AttentionCase
+from attnprops.properties.strategies import Dims
 from attnprops.properties.strategies import values
 from attnprops.properties.variant_draws import attention_sinks
 
@@ -53,6 +55,36 @@ def rolling_runs(draw):
         q, k, v, None, True, None, scale, layout, magnitude, window=(left, right), sinks=sinks
     )
     return case, capacity, chunks
+
+
+# The layouts with a row per query: the diagonal can then be kept visible in each row.
+_ROW_LAYOUTS = (
+    "(Tq, Tk)",
+    "(1, 1, Tq, Tk)",
+    "query-specific (B, 1, Tq, Tk)",
+    "per-head (B, Hq, Tq, Tk)",
+)
+
+
+@st.composite
+def masked_rolling_runs(draw):
+    """:func:`rolling_runs` with an ``attn_mask`` over the whole sequence (bool, or float
+    where the subject takes one; a row per query), each query's own position kept visible,
+    so no row is empty whatever the window. Returns ``(case, capacity, chunks)``."""
+    case, capacity, chunks = draw(rolling_runs())
+    B, Hq, T, D = case.query.shape
+    d = Dims(B, Hq, case.key.shape[1], T, T, D, case.value.shape[3])
+    float_masks = SUBJECT.capabilities.float_masks
+    mask, layout = draw(
+        masks(d, is_causal=True, start=0, layouts=_ROW_LAYOUTS, float_masks=float_masks)
+    )
+    diagonal = np.arange(T)
+    mask[..., diagonal, diagonal] = True if mask.dtype == bool else 0.0
+    return (
+        case._replace(attn_mask=mask, mask_layout=f"{case.mask_layout}, {layout}"),
+        capacity,
+        chunks,
+    )
 
 
 def _new_rolling(subject, case, capacity):
@@ -92,6 +124,30 @@ def test_rolling_cache_equals_full_windowed_attention(subject, run):
     assert_equal(out=np.asarray(cache.positions), expected=held, what="held positions")
     assert_equal(out=cache.keys, expected=case.key[:, :, held], what="held keys, in order")
     assert_equal(out=cache.values, expected=case.value[:, :, held], what="held values, in order")
+
+
+@pytest.mark.requires("rolling_cache")
+@pytest.mark.oracle_backed
+@given(run=masked_rolling_runs())
+def test_masked_rolling_decode_equals_full_windowed_attention(subject, run):
+    """``cached_attention`` on a ``RollingKVCache`` with an ``attn_mask``: the mask's columns
+    are the positions the ring holds before the call, oldest first, then the appended ones
+    (``impl.KVCache.cached_attention``), never its slots' order; decoding with the matching
+    parts of one mask over the whole sequence equals causal windowed attention with that
+    mask (the 50-digit oracle), also after the ring wrapped."""
+    case, capacity, chunks = run
+    note(f"capacity {capacity}, chunks {chunks}")
+    parts, bounds = oracle_with_bounds(case, subject)
+    cache = _new_rolling(subject, case, capacity)
+    _, decoded = decode_in_chunks(subject, case, chunks, cache=cache, capacity=capacity)
+    assert_output_within(
+        decoded,
+        case,
+        parts,
+        bounds,
+        what=f"masked rolling cache of {capacity} vs full attention with window {case.window}",
+        shape_what="decoded outputs",
+    )
 
 
 @pytest.mark.requires("rolling_cache", "validates_inputs")

@@ -117,8 +117,8 @@ def test_check_shards_split_the_selection_once(stopped_run, capsys, monkeypatch)
     monkeypatch.chdir(stopped_run)
     everything = _skipped(stopped_run)
     shards = [_skipped(stopped_run, "--shard", f"{i}/3") for i in (1, 2, 3)]
-    assert len(everything) == 9 and sorted(sum(shards, [])) == sorted(everything)
-    assert [len(s) for s in shards] == [3, 3, 3]
+    assert len(everything) == 11 and sorted(sum(shards, [])) == sorted(everything)
+    assert [len(s) for s in shards] == [4, 4, 3]
     capsys.readouterr()
     with pytest.raises(SystemExit, match=r"--shard '4/3': expected I/N with 1 <= I <= N"):
         main(["check", "--shard", "4/3"])

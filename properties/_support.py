@@ -237,26 +237,31 @@ SEED_CASES = (LAB_CAUSAL, LAB_DECODE, QUICK_CAUSAL)
 
 def cache_state(cache) -> tuple:
     """Copies of what a failed call must leave as it was: ``len(cache)``, the keys and values
-    it holds and, for a rolling cache, the held positions (an empty array for the others)."""
+    it holds, for a rolling cache the held positions (an empty array for the others), and
+    the ``capacity`` of a cache that shows one (impl's: the slots allocated; else None)."""
     positions = np.array(getattr(cache, "positions", ()))
-    return len(cache), np.array(cache.keys), np.array(cache.values), positions
+    capacity = getattr(cache, "capacity", None)
+    return len(cache), np.array(cache.keys), np.array(cache.values), positions, capacity
 
 
 def assert_cache_unchanged(cache, before: tuple, what: str) -> None:
     """``cache`` is exactly as :func:`cache_state` found it ``before`` a failed ``what``."""
     __tracebackhide__ = True
-    length, keys, values, positions = cache_state(cache)
+    length, keys, values, positions, capacity = cache_state(cache)
     if length != before[0]:
         fail(f"{what} changed len(cache) from {before[0]} to {length}")
     assert_equal(out=keys, expected=before[1], what=f"keys after {what}")
     assert_equal(out=values, expected=before[2], what=f"values after {what}")
     assert_equal(out=positions, expected=before[3], what=f"held positions after {what}")
+    if capacity != before[4]:
+        fail(f"{what} changed the cache's capacity from {before[4]} to {capacity}")
 
 
-def new_cache(subject, case):
-    """An empty cache of the subject's ``KVCache`` for ``case``'s K/V sizes and dtype."""
+def new_cache(subject, case, **options):
+    """An empty cache of the subject's ``KVCache`` for ``case``'s K/V sizes and dtype, with
+    any other constructor ``options`` (``capacity``, where it takes one)."""
     B, Hkv, _, D = case.key.shape
-    return subject.module.KVCache(B, Hkv, D, case.value.shape[3], dtype=case.dtype)
+    return subject.module.KVCache(B, Hkv, D, case.value.shape[3], dtype=case.dtype, **options)
 
 
 def decode_in_chunks(subject, case, chunks, cache=None, capacity=None):

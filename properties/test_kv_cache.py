@@ -49,6 +49,11 @@ SUBJECT = current_subject()
 # anything from a subject that declares validates_inputs=False.
 VALIDATES = SUBJECT.capabilities.validates_inputs
 REFUSALS = (ValueError, TypeError) if VALIDATES else Exception
+# Whether the subject's KVCache takes impl's ``capacity`` (its initial slots).
+_TAKES_CAPACITY = (
+    SUBJECT.capabilities.kv_cache
+    and "capacity" in inspect.signature(SUBJECT.module.KVCache).parameters
+)
 
 
 @st.composite
@@ -233,12 +238,18 @@ def test_failed_cached_attention_rolls_back(subject, run, data):
     """``cached_attention`` whose attention step fails (a fully masked row, a query of the
     wrong head_dim) raises and rolls the append back: the cache is exactly as before. A
     subject that declares ``validates_inputs=False`` may raise anything, or accept the
-    fully masked row; when it raises, the append must still be rolled back."""
+    fully masked row; when it raises, the append must still be rolled back.
+
+    Where the subject's ``KVCache`` takes a ``capacity`` (impl's: slots allocated, grown by
+    doubling), the cache is built full half the time, so the failed append has grown it: its
+    ``capacity`` must come back too (:func:`cache_state`)."""
     case, chunks = run
-    cache, _ = decode_in_chunks(subject, case, chunks[:1])
-    before = cache_state(cache)
     B, Hq, _, D = case.query.shape
     how = data.draw(st.sampled_from(["fully masked row", "query head_dim"]), label="failure")
+    full = _TAKES_CAPACITY and data.draw(st.booleans(), label="cache full")
+    cache = new_cache(subject, case, capacity=chunks[0]) if full else None
+    cache, _ = decode_in_chunks(subject, case, chunks[:1], cache=cache)
+    before = cache_state(cache)
     query = np.ones((B, Hq, 1, D), case.dtype)
     mask = None
     if how == "fully masked row":

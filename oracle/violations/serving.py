@@ -15,6 +15,7 @@ import numpy as np
 from attnprops.oracle import lab
 from attnprops.oracle.rules import BlockTableError
 from attnprops.oracle.rules import CacheSeqlensError
+from attnprops.oracle.rules import NonFiniteInputError
 from attnprops.oracle.rules import PagedCacheError
 from attnprops.oracle.rules import WindowError
 from attnprops.oracle.rules import pages_needed
@@ -85,6 +86,23 @@ def _not_integers(call, pick):
 def _other_batch(call, pick):
     lengths = _lengths(call)
     return _with(call, cache_seqlens=np.concatenate([lengths, lengths[:1]]))
+
+
+def _nonfinite_within_length(call, pick):
+    """NaN, inf or -inf in ``key_cache`` at a position one sequence reads (below its length;
+    in a page pool, where its block table puts that position)."""
+    b = _sequence(call, pick)
+    t = pick.integer(0, int(call.kwargs["cache_seqlens"][b]) - 1)
+    bad = pick.choice([np.nan, np.inf, -np.inf])
+    key = np.array(call.key, copy=True)
+    h, d = pick.integer(0, key.shape[1] - 1), pick.integer(0, key.shape[3] - 1)
+    if "block_table" in call.kwargs:
+        page_size = key.shape[2]
+        page = int(np.asarray(call.kwargs["block_table"])[b, t // page_size])
+        key[page, h, t % page_size, d] = bad
+    else:
+        key[b, h, t, d] = bad
+    return call._replace(key=key)
 
 
 def _page_outside(call, pick):
@@ -177,6 +195,16 @@ SERVING: tuple[Violation, ...] = (
         "cache_seqlens",
         _other_batch,
         (E("seqlens-other-batch", "ragged"),),
+    ),
+    Violation(
+        "non-finite value at a position a sequence reads",
+        NonFiniteInputError,
+        "key_cache",
+        _nonfinite_within_length,
+        (
+            E("key-cache-nan-within-length", "ragged", (0, 1)),
+            E("key-cache-inf-within-length-paged", "paged", (0, 2, np.inf)),
+        ),
     ),
     Violation(
         "block_table names a page outside the pool",

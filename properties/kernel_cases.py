@@ -107,6 +107,9 @@ class KernelSpec(NamedTuple):
     alibi: bool = False  # alibi_slopes: Press et al.'s geometric slopes
     softcap: float | None = None  # c: scores become c tanh(s / c)
     documents: tuple[int, ...] = ()  # packed documents: the key position where each starts
+    chunk_size: int | None = None  # chunked attention: chunks of this many positions
+    batch_documents: tuple[int, ...] = ()  # batch elements 1..B-1: their own document starts
+    batch_slopes: bool = False  # ALiBi slopes (B, Hq): batch element b's divided by b + 1
 
     @property
     def start(self) -> int:
@@ -117,12 +120,20 @@ class KernelSpec(NamedTuple):
         """Packed documents as 1-D ``segment_ids`` (every batch element alike, one packed row
         as FlashAttention's ``cu_seqlens`` gives it): key ``j``'s id counts the document
         starts at or before ``j`` (a start drawn twice is a document of length zero); each
-        query takes the id of its own position ``query_start + i``; None without."""
+        query takes the id of its own position ``query_start + i``; None without. With
+        :attr:`batch_documents`, 2-D ids ``(B, Tq)``, ``(B, Tk)``: batch element 0 packed at
+        :attr:`documents`, every other at :attr:`batch_documents`."""
         if not self.documents:
             return None
         Tq, Tk = self.query_len, self.key_len
-        key_ids = np.searchsorted(np.array(self.documents), np.arange(Tk), side="right")
-        return key_ids[self.start + np.arange(Tq)], key_ids
+        rows = [self.documents]
+        if self.batch_documents:
+            rows += [self.batch_documents] * (self.batch - 1)
+        key_ids = np.stack(
+            [np.searchsorted(np.array(r), np.arange(Tk), side="right") for r in rows]
+        )
+        ids = key_ids[:, self.start + np.arange(Tq)], key_ids
+        return ids if self.batch_documents else (ids[0][0], ids[1][0])
 
     def build(self) -> AttentionCase:
         """The call as an AttentionCase (arrays from ``default_rng(seed)``; the sinks, when
@@ -153,7 +164,11 @@ class KernelSpec(NamedTuple):
         )
         if self.alibi:
             slopes = 2.0 ** (-8.0 * np.arange(1, Hq + 1) / Hq)  # Press et al. 2022
+            if self.batch_slopes:  # (B, Hq)
+                slopes = slopes[None, :] / np.arange(1, B + 1)[:, None]
             case = case._replace(alibi_slopes=slopes)
+        if self.chunk_size is not None:
+            case = case._replace(chunk_size=self.chunk_size)
         if self.softcap is not None:
             case = case._replace(softcap=self.softcap)
         if self.documents:
@@ -238,6 +253,7 @@ def kernel_specs(
     alibi: bool = False,
     softcap: bool = False,
     documents: bool = False,
+    chunks: bool = False,
     grouped: bool = False,
 ) -> KernelSpec:
     """A :class:`KernelSpec` within the profile's :func:`~properties.sizes.limits` (or the
@@ -256,8 +272,13 @@ def kernel_specs(
     and a cap of 50, 30 or 5 (Gemma 2's two, and one the ``large`` scores pass far).
     ``documents``: packed documents (:meth:`KernelSpec.segment_ids`) starting at up to four
     tile-boundary key positions, one of them drawn twice now and then (a document of length
-    zero); no key-padding or random masks then (they could hide a document's every key from
-    a query), and causal or not. ``grouped``: two K/V heads (as the budget allows) and a
+    zero), one of them among the queries half the time in a decode or chunk (a draft whose
+    rows straddle a boundary), and batch elements packed apart half the time when ``B > 1``
+    (2-D ids, :meth:`KernelSpec.segment_ids`); no key-padding or random masks then (they
+    could hide a document's every key from a query), and causal or not. With ``alibi`` and
+    ``B > 1`` the slopes are mostly ``(B, Hq)``. ``chunks``: a ``chunk_size`` (a
+    boundary size up to ``Tk + 1``; no query before position 0, no padding or random
+    masks). ``grouped``: two K/V heads (as the budget allows) and a
     group of 2 to 8 query heads each (:data:`GROUPS` but 1, shrinking to 2), for a law about which K/V head
     a query head reads (with one K/V head, any mapping that stays in range reads it).
     Shrinks towards ``prefill``, ``B = Hkv = G = 1``, tiny or tile-boundary lengths, a tiny
@@ -310,7 +331,7 @@ def kernel_specs(
     kinds = [m for m in MASK_KINDS if masks and (float_masks or m != "alibi")] or ["none"]
     if windows is not None:
         kinds = [m for m in kinds if m not in PADDING_KINDS]
-    if documents:
+    if documents or chunks:  # every row keeps its own position's key
         kinds = [m for m in kinds if m in ("none", "alibi")]
     mask = draw(st.sampled_from(kinds), label="mask")
     padding = ()
@@ -342,6 +363,23 @@ def kernel_specs(
         left = draw(count if windows == "sliding_window" else side, label="window left")
         right = None if windows == "sliding_window" else draw(side, label="window right")
         window = fit_window((left, right), start)
+    with_alibi = draw(st.booleans(), label="alibi") if alibi else False
+    cap = draw(st.sampled_from([None, 50.0, 30.0, 5.0]), label="softcap") if softcap else None
+    starts = draw(document_starts(Tk), label="document starts") if documents else ()
+    # Drawn after everything above, so that a spec drawn before they existed keeps its draws.
+    batch_documents, batch_slopes, chunk_size = (), False, None
+    if starts and shape in ("decode", "chunk") and Tq > 1:
+        among = st.one_of(st.none(), st.integers(start + 1, start + Tq - 1))
+        inside = draw(among, label="a document start among the queries")
+        starts = starts if inside is None else tuple(sorted(starts + (inside,)))
+    if starts and batch > 1:
+        other = st.one_of(st.just(()), document_starts(Tk))
+        batch_documents = draw(other, label="document starts of the other batch elements")
+    if with_alibi and batch > 1:  # (B, Hq) slopes unless drawn otherwise: a late boolean
+        # draw is True in only about 3 draws in 10, too few for 8 examples
+        batch_slopes = not draw(st.booleans(), label="slopes (Hq,) for the whole batch")
+    if chunks and start >= 0:
+        chunk_size = draw(boundary_sizes(Tk + 1), label="chunk_size")
     return KernelSpec(
         shape,
         batch,
@@ -362,9 +400,12 @@ def kernel_specs(
         block_size,
         window,
         sinks,
-        draw(st.booleans(), label="alibi") if alibi else False,
-        draw(st.sampled_from([None, 50.0, 30.0, 5.0]), label="softcap") if softcap else None,
-        draw(document_starts(Tk), label="document starts") if documents else (),
+        with_alibi,
+        cap,
+        starts,
+        chunk_size,
+        batch_documents,
+        batch_slopes,
     )
 
 

@@ -61,7 +61,8 @@ def float64_evaluation(case) -> np.ndarray:
         s = s + case.attn_mask.astype(np.float64)
     if case.alibi_slopes is not None:
         start = Tk - Tq if case.query_start is None else case.query_start
-        s = s + alibi_bias(case.alibi_slopes.reshape(1, Hq), start, slice(0, Tq), slice(0, Tk))
+        slopes = case.alibi_slopes.reshape(-1, Hq)  # (B or 1, Hq)
+        s = s + alibi_bias(slopes, start, slice(0, Tq), slice(0, Tk))
     s = np.where(visibility(case), s, -np.inf)
     if case.sinks is not None:  # one more key of score sigma_h and value 0, dropped after
         sink = np.broadcast_to(case.sinks.astype(np.float64)[:, None, None], (B, Hq, Tq, 1))

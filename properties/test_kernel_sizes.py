@@ -100,6 +100,17 @@ def test_kernel_sized_documents_match_reference(subject, spec):
     matches_reference(subject, spec)
 
 
+@pytest.mark.requires("chunk_size")
+@pytest.mark.kernel_sized
+@given(spec=subject_kernel_specs(SUBJECT, shapes=CAUSAL, chunks=True))
+def test_kernel_sized_chunks_match_reference(subject, spec):
+    """Chunked attention (Llama 4's local layers: a query sees the keys of its own chunk of
+    ``chunk_size`` positions) at kernel sizes, the chunk size itself at or around a tile
+    multiple, so chunk edges fall inside and at the edges of key tiles and splits: see
+    matches_reference."""
+    matches_reference(subject, spec)
+
+
 @pytest.mark.kernel_sized
 @given(spec=subject_kernel_specs(SUBJECT, shapes=("decode",)))
 def test_kernel_sized_decode_matches_reference(subject, spec):

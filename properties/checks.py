@@ -78,7 +78,8 @@ def assert_shape_dtype(*, out, shape, dtype, what: str) -> np.ndarray:
     if out.dtype != dtype:
         fail(f"{what}: dtype {out.dtype}, expected {np.dtype(dtype)}")
     if np.isnan(out).any():
-        fail(f"{what}: {int(np.isnan(out).sum())} NaN of {out.size} elements")
+        first = tuple(int(i) for i in np.argwhere(np.isnan(out))[0])
+        fail(f"{what}: {int(np.isnan(out).sum())} NaN of {out.size} elements, the first at {first}")
     return out
 
 

@@ -25,7 +25,7 @@ Shape kinds drawn (shape legend as in :mod:`properties.strategies`):
 
 Masks: ``none``; ``key padding`` ``(B, 1, 1, Tk)`` bool, the first ``L_b`` keys of batch ``b``
 visible with ``L_b`` itself a boundary size (padding on the right); ``random bool`` ``(Tq, Tk)``
-at density 1/2 with key 0 always visible; ``alibi`` a float ``(1, Hq, Tq, Tk)`` bias
+at density 1/2 with key 0 always visible; ``alibi float mask`` a float ``(1, Hq, Tq, Tk)`` bias
 ``-slope_h |i + start - j|`` (Press et al. 2022), for subjects that take float masks; ``left
 padding`` ``(B, 1, 1, Tk)`` bool, the last ``L_b`` keys visible (Hugging Face pads a batch on
 the left for generation; a kernel that turns a padding mask into lengths, FlashAttention's
@@ -60,7 +60,8 @@ from attnprops.properties.variant_draws import anchor_in_window
 from attnprops.properties.variant_draws import fit_window
 
 SHAPE_KINDS = ("prefill", "decode", "chunk", "cross")
-MASK_KINDS = ("none", "key padding", "random bool", "alibi", "left padding")
+# "alibi float mask": ALiBi's bias given as attn_mask (the spec's alibi flag: as alibi_slopes)
+MASK_KINDS = ("none", "key padding", "random bool", "alibi float mask", "left padding")
 PADDING_KINDS = ("key padding", "left padding")  # (B, 1, 1, Tk) masks of padding lengths
 # Query heads per K/V head (shrinks to 1: MHA): every group up to 8, the powers of two first;
 # 5, 6 and 7 are real (Qwen2's 28 / 4 heads: 7), and a kernel that rounds a group up to a
@@ -198,7 +199,7 @@ class KernelSpec(NamedTuple):
             if self.window is not None:  # key 0 may be outside the window: show its own key
                 anchor_in_window(mask, self.start, Tq, Tk)
             return mask
-        if self.mask == "alibi":
+        if self.mask == "alibi float mask":
             start = self.start
             slopes = 2.0 ** (-8.0 * np.arange(1, Hq + 1) / Hq)  # Press et al. 2022
             distance = np.abs(start + np.arange(Tq)[:, None] - np.arange(Tk)[None, :])
@@ -328,11 +329,13 @@ def kernel_specs(
     value_dim = _fit_dim(
         draw(st.one_of(st.just(head_dim), head_dims()), label="value_dim"), max_dim
     )
-    kinds = [m for m in MASK_KINDS if masks and (float_masks or m != "alibi")] or ["none"]
+    kinds = [m for m in MASK_KINDS if masks and (float_masks or m != "alibi float mask")] or [
+        "none"
+    ]
     if windows is not None:
         kinds = [m for m in kinds if m not in PADDING_KINDS]
     if documents or chunks:  # every row keeps its own position's key
-        kinds = [m for m in kinds if m in ("none", "alibi")]
+        kinds = [m for m in kinds if m in ("none", "alibi float mask")]
     mask = draw(st.sampled_from(kinds), label="mask")
     padding = ()
     if mask in PADDING_KINDS:

@@ -120,7 +120,10 @@ def test_hidden_keys_whose_scores_overflow_change_nothing(subject, case, data):
     )
     key = np.where(hidden, signs * near_max, four_d(case.key)).astype(case.dtype)
     value = np.where(hidden, -near_max, four_d(case.value)).astype(case.dtype)
-    note(f"hidden K/V positions (b, kv_head, key): {np.argwhere(hidden[..., 0]).tolist()}")
+    note(
+        f"hidden K/V positions (b, kv_head, key): {np.argwhere(hidden[..., 0]).tolist()}; "
+        f"their K set to +-{near_max:.6g} (the signs drawn), their V to {-near_max:.6g}"
+    )
     before = _attend(subject, case)
     changed = case._replace(key=key.reshape(case.key.shape), value=value.reshape(case.value.shape))
     after = _attend(subject, changed, what="attention with hidden K/V near the dtype's maximum")

@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 
 from attnprops.oracle.violations import BY_RULE
 from attnprops.properties._support import assert_output_within
+from attnprops.properties._support import four_d
 from attnprops.properties._support import needs_a_variant
 from attnprops.properties._support import oracle_with_bounds
+from attnprops.properties._support import visibility
 from attnprops.properties.checks import assert_equal
 from attnprops.properties.checks import call_subject
 from attnprops.properties.checks import describe_result
@@ -179,11 +181,19 @@ def test_fully_masked_rows_follow_declared_convention(subject, case):
             f"fully masked row"
         )
     parts, bounds = oracle_with_bounds(case, subject)
+    if isinstance(out, np.ndarray) and out.shape == parts.output.value.shape:
+        empty = ~visibility(case).any(axis=-1)  # (B, Hq, Tq): the rows that see no key
+        rows = four_d(out)[empty]
+        if (rows != 0).any():  # NaN too
+            fail(
+                f"declared fully_masked_rows='zeros' but the {int(empty.sum())} fully masked "
+                f"row(s) {np.argwhere(empty).tolist()} gave {rows.tolist()}"
+            )
     assert_output_within(
         out,
         case,
         parts,
         bounds,
-        what="output with fully masked rows (zeros convention)",
+        what="output of the rows that see a key (the fully masked ones are zero, as declared)",
         shape_what="output",
     )

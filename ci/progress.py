@@ -32,6 +32,8 @@ class Progress:
             self._line(
                 f"attnprops check: {self.total} property test{'' if self.total == 1 else 's'}"
             )
+            if event.get("subject"):  # the subject, its version and its declarations
+                self._line(f"  subject: {event['subject']}")
         elif kind == "started":
             self.running[event["nodeid"]] = time.monotonic()
             self._status()

@@ -223,9 +223,20 @@ def _write(key: str, record: dict) -> None:
         stream.flush()
 
 
+def _collected(tests: int) -> dict:
+    """The progress event of a finished collection: the tests to run and the subject with its
+    declarations (as the pytest header gives them)."""
+    subject = _STATE.get("subject")
+    return {
+        "event": "collected",
+        "tests": tests,
+        **({} if subject is None else {"subject": subject.describe()}),
+    }
+
+
 def pytest_collection_finish(session):
     """Progress: the number of tests to run (without xdist; see the xdist hook below)."""
-    _write("progress", {"event": "collected", "tests": len(session.items)})
+    _write("progress", _collected(len(session.items)))
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -233,7 +244,7 @@ def pytest_xdist_node_collection_finished(node, ids):
     """Progress under xdist: the first worker's collection (they all collect the same)."""
     if not _STATE.get("progress_collected"):
         _STATE["progress_collected"] = True
-        _write("progress", {"event": "collected", "tests": len(ids)})
+        _write("progress", _collected(len(ids)))
 
 
 def pytest_runtest_logstart(nodeid, location):

@@ -54,6 +54,8 @@ def test_check_prints_progress_stops_at_the_first_failure_and_writes_reports(
     out, err = capsys.readouterr()
     assert code == 1, out + err
     total = int(re.search(r"^attnprops check: (\d+) property tests$", err, re.M).group(1))
+    subject = re.search(r"^  subject: (.*)$", err, re.M).group(1)  # with its declarations
+    assert subject.split(" ", 1)[0].endswith("raises.py") and "kv_cache=False" in subject, err
     lines = re.findall(r"^\[\s*(\d+)/(\d+)\] (\S+) +(\S+)(.*)$", err, re.M)
     assert lines and all(int(of) == total for _, of, _, _, _ in lines), err
     assert [int(n) for n, *_ in lines] == list(range(1, len(lines) + 1)), err  # in order

@@ -49,11 +49,18 @@ SUBJECT = current_subject()
 # anything from a subject that declares validates_inputs=False.
 VALIDATES = SUBJECT.capabilities.validates_inputs
 REFUSALS = (ValueError, TypeError) if VALIDATES else Exception
-# Whether the subject's KVCache takes impl's ``capacity`` (its initial slots).
-_TAKES_CAPACITY = (
-    SUBJECT.capabilities.kv_cache
-    and "capacity" in inspect.signature(SUBJECT.module.KVCache).parameters
-)
+
+
+def _takes_capacity() -> bool:
+    """Whether the subject's ``KVCache`` takes impl's ``capacity`` (its initial slots)."""
+    cache = getattr(SUBJECT.module, "KVCache", None) if SUBJECT.capabilities.kv_cache else None
+    try:
+        return cache is not None and "capacity" in inspect.signature(cache).parameters
+    except (TypeError, ValueError):  # a signature Python cannot read: not used
+        return False
+
+
+_TAKES_CAPACITY = _takes_capacity()
 
 
 @st.composite

@@ -92,9 +92,9 @@ def _scales(draw, key: np.ndarray, value: np.ndarray, storage: str, per_head: bo
 def quantized_runs(draw, subject) -> QuantizedRun:
     """A causal sequence of 1-8 positions (1-2 sequences, 1-8 K/V heads, groups of 1-2, head
     dims 1-4; 8 K/V heads as most GQA models have: a kernel that loads per-head scales four
-    at a time reads head 4's wrong) in one of the subject's dtypes and a value regime, the subject's sinks a
-    quarter of the time, an fp8 storage dtype, per-tensor or per-head calibrated scales, and
-    its split into appended chunks (token by token half the time)."""
+    at a time reads head 4's wrong) in one of the subject's dtypes and a value regime, the
+    subject's sinks a quarter of the time, an fp8 storage dtype, per-tensor or per-head
+    calibrated scales, and its split into appended chunks (token by token half the time)."""
     caps = subject.capabilities
     dtype = np.dtype(draw(st.sampled_from(tuple(reversed(caps.dtypes)))))
     magnitude = draw(st.sampled_from(("unit", "ties", "large")))

@@ -96,6 +96,12 @@ class AttentionCase(NamedTuple):
         return self.query.dtype
 
     @property
+    def dims(self) -> Dims:
+        """The sizes of a 4-D call (what :func:`dims` draws)."""
+        (B, Hq, Tq, D), (Hkv, Tk), Dv = self.query.shape, self.key.shape[1:3], self.value.shape[3]
+        return Dims(B, Hq, Hkv, Tq, Tk, D, Dv)
+
+    @property
     def start(self) -> int:
         """The absolute position of the first query: ``query_start``, or ``Tk - Tq`` for
         None (the rulebook's convention; negative when ``Tq > Tk``)."""

@@ -40,7 +40,6 @@ from attnprops.properties.invalid import Draws
 from attnprops.properties.mask_draws import MASK_LAYOUTS
 from attnprops.properties.mask_draws import masks
 from attnprops.properties.plugin import current_subject
-from attnprops.properties.strategies import Dims
 from attnprops.properties.strategies import dims
 from attnprops.properties.strategies import values
 
@@ -119,11 +118,11 @@ def masked_cache_runs(draw):
     (:func:`properties.mask_draws.masks`: bool, or float where the subject takes one), that
     leaves every query a visible key. Returns ``(case, chunks)``."""
     case, chunks = draw(cache_runs())
-    B, Hq, T, D = case.query.shape
-    d = Dims(B, Hq, case.key.shape[1], T, T, D, case.value.shape[3])
     layouts = tuple(n for n in MASK_LAYOUTS if n != "none")
     float_masks = SUBJECT.capabilities.float_masks
-    mask, layout = draw(masks(d, is_causal=True, start=0, layouts=layouts, float_masks=float_masks))
+    mask, layout = draw(
+        masks(case.dims, is_causal=True, start=0, layouts=layouts, float_masks=float_masks)
+    )
     return case._replace(attn_mask=mask, mask_layout=layout), chunks
 
 

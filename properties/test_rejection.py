@@ -83,30 +83,7 @@ def test_invalid_inputs_raise(subject, kind, data):
 def test_valid_inputs_not_modified(subject, case):
     """A valid call leaves query, key, value and attn_mask bitwise unchanged (no in-place
     scaling or masking of the caller's arrays)."""
-    before = _snapshot(case.query, case.key, case.value, case.attn_mask)
-    call_subject(
-        subject.attention,
-        case.query,
-        case.key,
-        case.value,
-        **case.subject_kwargs(),
-        what="attention",
-    )
-    if SUBJECT.capabilities.weights:
-        call_subject(
-            subject.attention_weights,
-            case.query,
-            case.key,
-            **case.kwargs(),
-            what="attention_weights",
-        )
-    for name, old, new in zip(
-        ("query", "key", "value", "attn_mask"),
-        before,
-        (case.query, case.key, case.value, case.attn_mask),
-    ):
-        if old is not None:
-            assert_equal(out=new, expected=old, what=f"{name} after a valid call", case=case)
+    _assert_calls_leave_unchanged(subject, case, ("query", "key", "value", "attn_mask"))
 
 
 _VARIANT_ARRAYS = ("alibi_slopes", "sinks", "segment_ids")
@@ -128,6 +105,15 @@ def test_valid_variant_inputs_not_modified(subject, case):
     the segment ids (a kernel that negates the slopes in place, or renumbers the ids it was
     handed, corrupts the caller's next call)."""
     names = ("query", "key", "value", "attn_mask", *_VARIANT_ARRAYS)
+    _assert_calls_leave_unchanged(subject, case, names)
+
+
+def _assert_calls_leave_unchanged(subject, case, names: tuple[str, ...]) -> None:
+    """Call ``attention`` on ``case`` and, where declared, ``attention_weights``; after each
+    call, every array of the case's fields ``names`` (a tuple field item by item) is bitwise
+    as it was before (checked after each: two in-place flips would cancel). A failure shows
+    the call as it was made."""
+    __tracebackhide__ = True
     before = {name: _snapshot(*_arrays(getattr(case, name))) for name in names}
     calls = [
         (
@@ -142,19 +128,19 @@ def test_valid_variant_inputs_not_modified(subject, case):
                 lambda: subject.attention_weights(case.query, case.key, **case.kwargs()),
             )
         )
-    given = case._replace(  # the call as it was made (the case's arrays may be changed)
+    made = case._replace(  # the call as it was made (the case's arrays may be changed)
         **{
             name: tuple(old) if isinstance(getattr(case, name), tuple) else (old or [None])[0]
             for name, old in before.items()
         }
     )
-    for what, call in calls:  # checked after each call: two in-place flips would cancel
+    for what, call in calls:
         call_subject(call, what=what)
         for name, old in before.items():
             for k, (o, new) in enumerate(zip(old, _arrays(getattr(case, name)))):
                 part = f"{name}[{k}]" if isinstance(getattr(case, name), tuple) else name
                 assert_equal(
-                    out=new, expected=o, what=f"{part} after a valid {what} call", case=given
+                    out=new, expected=o, what=f"{part} after a valid {what} call", case=made
                 )
 
 

@@ -27,7 +27,6 @@ from attnprops.properties.checks import fail
 from attnprops.properties.mask_draws import masks
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.strategies import AttentionCase
-from attnprops.properties.strategies import Dims
 from attnprops.properties.strategies import values
 from attnprops.properties.variant_draws import attention_sinks
 
@@ -72,13 +71,11 @@ def masked_rolling_runs(draw):
     where the subject takes one; a row per query), each query's own position kept visible,
     so no row is empty whatever the window. Returns ``(case, capacity, chunks)``."""
     case, capacity, chunks = draw(rolling_runs())
-    B, Hq, T, D = case.query.shape
-    d = Dims(B, Hq, case.key.shape[1], T, T, D, case.value.shape[3])
     float_masks = SUBJECT.capabilities.float_masks
     mask, layout = draw(
-        masks(d, is_causal=True, start=0, layouts=_ROW_LAYOUTS, float_masks=float_masks)
+        masks(case.dims, is_causal=True, start=0, layouts=_ROW_LAYOUTS, float_masks=float_masks)
     )
-    diagonal = np.arange(T)
+    diagonal = np.arange(case.dims.query_len)
     mask[..., diagonal, diagonal] = True if mask.dtype == bool else 0.0
     return (
         case._replace(attn_mask=mask, mask_layout=f"{case.mask_layout}, {layout}"),

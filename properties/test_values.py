@@ -111,14 +111,19 @@ def test_default_scale_is_inverse_sqrt_head_dim(subject, case):
 def test_weights_match_oracle(subject, case):
     """|weights - oracle| <= the per-element bound; law: softmax of the scaled scores along
     the key axis (Vaswani et al. 2017), bound from Blanchard, Higham & Higham 2021."""
+    _weights_match_oracle(subject, case, "weights vs 50-digit oracle")
+
+
+def _weights_match_oracle(subject, case, what: str) -> None:
+    """The subject's weights for ``case`` within the per-element bound of the oracle's."""
+    __tracebackhide__ = True
     case = fit_to_subject(case, subject)
     parts, bounds = oracle_with_bounds(case, subject)
-    out = subject_weights(subject, case, parts)
     assert_within(
-        out=out,
+        out=subject_weights(subject, case, parts),
         expected=parts.weights.value,
         bound=bounds.weights,
-        what="weights vs 50-digit oracle",
+        what=what,
         case=case,
     )
 
@@ -134,15 +139,7 @@ def test_weights_with_declared_variants_match_oracle(subject, case):
     one more key whose weight is not returned (a row then sums to less than 1). A weights
     path that rebuilds them from the lse without the sink, or builds its own mask without
     the window or the documents, moves them."""
-    case = fit_to_subject(case, subject)
-    parts, bounds = oracle_with_bounds(case, subject)
-    assert_within(
-        out=subject_weights(subject, case, parts),
-        expected=parts.weights.value,
-        bound=bounds.weights,
-        what="weights with the declared variants vs 50-digit oracle",
-        case=case,
-    )
+    _weights_match_oracle(subject, case, "weights with the declared variants vs 50-digit oracle")
 
 
 @pytest.mark.requires("weights")

@@ -14,17 +14,21 @@ from attnprops.properties.sizes import boundary_sizes
 from attnprops.properties.sizes import limits
 
 PAGE_SIZES = (*TILES, 512)  # page sizes of real paged KV caches
+MAX_STEPS = 512  # single-token decode steps at the end of a cache run
 
 __all__ = ["cache_runs", "chunks_of", "paged_layouts"]
 
 
 @st.composite
 def cache_runs(draw, subject):
-    """``(spec, pattern)``: causal self-attention of ``T`` positions, appended in chunks whose
-    sizes repeat ``pattern`` (up to 8 sizes: single tokens and boundary sizes) until the ``T``
-    positions are covered (:func:`chunks_of`), so a run makes hundreds of appends of mixed
-    sizes while Hypothesis shrinks (and the counterexample shows) a pattern, not hundreds of
-    draws."""
+    """``(spec, pattern, steps)``: causal self-attention of ``T`` positions, appended in
+    chunks whose sizes repeat ``pattern`` (up to 8 sizes: single tokens and boundary sizes)
+    until all but the last ``steps`` positions are covered, then those one at a time
+    (:func:`chunks_of`): a chunked prefill, then a decode of one token per step, as a server
+    runs a sequence. ``steps`` is 0 one draw in two, else a boundary size up to
+    :data:`MAX_STEPS` (at most ``T``), so a run makes hundreds of appends (a cache that goes
+    wrong after a count of appends, not a size, fails) while Hypothesis shrinks (and the
+    counterexample shows) a pattern and a count, not hundreds of draws."""
     lim = limits()
     spec = draw(
         subject_kernel_specs(
@@ -36,16 +40,19 @@ def cache_runs(draw, subject):
         st.lists(st.one_of(st.just(1), boundary_sizes(T)), min_size=1, max_size=8),
         label="chunk pattern",
     )
-    return spec._replace(is_causal=True, query_start=None, block_size=None), pattern
+    # drawn after the pattern, so that a run drawn before it existed keeps its draws
+    steps = draw(st.one_of(st.just(0), boundary_sizes(min(T, MAX_STEPS))), label="decode steps")
+    return spec._replace(is_causal=True, query_start=None, block_size=None), pattern, steps
 
 
-def chunks_of(T: int, pattern: list[int]) -> list[int]:
-    """Chunk sizes repeating ``pattern`` over ``T`` positions (the last one cut to fit)."""
-    chunks, left = [], T
+def chunks_of(T: int, pattern: list[int], steps: int = 0) -> list[int]:
+    """Chunk sizes repeating ``pattern`` over the first ``T - steps`` positions (the last
+    one cut to fit), then ``steps`` single positions."""
+    chunks, left = [], T - steps
     while left:
         chunks.append(min(pattern[len(chunks) % len(pattern)], left))
         left -= chunks[-1]
-    return chunks
+    return chunks + [1] * steps
 
 
 @st.composite

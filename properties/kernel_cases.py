@@ -325,10 +325,8 @@ def kernel_specs(
         group = max([g for g in GROUPS if batch * num_kv_heads * g <= room] or [1])
     # The reference reads every key and value of each (batch, K/V head): keep that in budget.
     max_dim = max(1, min(256, lim.max_kv // (2 * batch * num_kv_heads * Tk)))
-    head_dim = _fit_dim(draw(head_dims(), label="head_dim"), max_dim)
-    value_dim = _fit_dim(
-        draw(st.one_of(st.just(head_dim), head_dims()), label="value_dim"), max_dim
-    )
+    head_dim = fit_dim(draw(head_dims(), label="head_dim"), max_dim)
+    value_dim = fit_dim(draw(st.one_of(st.just(head_dim), head_dims()), label="value_dim"), max_dim)
     kinds = [m for m in MASK_KINDS if masks and (float_masks or m != "alibi float mask")] or [
         "none"
     ]
@@ -429,7 +427,7 @@ def document_starts(draw, Tk: int) -> tuple[int, ...]:
     return tuple(sorted(starts))
 
 
-def _fit_dim(dim: int, max_dim: int) -> int:
+def fit_dim(dim: int, max_dim: int) -> int:
     """``dim`` if it fits in ``max_dim``, else the largest listed head dim that does (else
     ``max_dim``)."""
     if dim <= max_dim:

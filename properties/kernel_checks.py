@@ -45,6 +45,32 @@ def agree(subject, case, a, b, *, what):
     assert_within(out=a, expected=b, bound=bound, what=what, case=case)
 
 
+def sequence_alone(case, b: int, n: int, queries: slice = slice(None)):
+    """Sequence ``b`` of a batched ``case`` alone: its queries (``queries`` of them) over
+    its first ``n`` keys and values, with every other argument of ``case``."""
+    return case._replace(
+        query=case.query[b : b + 1, :, queries],
+        key=case.key[b : b + 1, :, :n],
+        value=case.value[b : b + 1, :, :n],
+    )
+
+
+def each_sequence_alone(subject, case, lengths, out, where: str) -> None:
+    """Row ``b`` of ``out`` (a serving call's output, ``(B, Hq, Tq, Dv)``) agrees with the
+    subject's attention of sequence ``b`` alone (:func:`sequence_alone`, its first
+    ``lengths[b]`` keys): the law of ``cache_seqlens`` and ``block_table``. ``where``: the
+    storage, for the message."""
+    for b, n in enumerate(lengths):
+        alone = sequence_alone(case, b, n)
+        agree(
+            subject,
+            alone,
+            out[b : b + 1],
+            attend(subject, alone, f"sequence {b} alone"),
+            what=f"sequence {b} ({n} positions, {where}) vs plain attention over its keys",
+        )
+
+
 def float64_evaluation(case) -> np.ndarray:
     """The formula evaluated in float64, ``(B, Hq, Tq, Dv)``: max-subtracted softmax over the
     visible keys (the scores capped, masked and ALiBi-biased, and the sinks one more key

@@ -120,10 +120,10 @@ def kernel_quantized_runs(draw, subject) -> QuantizedRun:
     mixed sizes (:func:`~properties.kernel_cache_cases.cache_runs`: past any plausible
     preallocated capacity, up to the profile's ``max_appends`` positions), an fp8 storage
     dtype and per-head calibrated scales (:func:`calibrated_scales`)."""
-    spec, pattern = draw(cache_runs(subject))
+    spec, pattern, steps = draw(cache_runs(subject))
     case = spec.build()
     storage = draw(st.sampled_from(FP8_NAMES), label="storage")
     scales = _scales(draw, case.key, case.value, storage, per_head=True)
-    chunks = chunks_of(case.key.shape[2], pattern)
+    chunks = chunks_of(case.key.shape[2], pattern, steps)
     case = case._replace(mask_layout=f"{storage} cache, per-head scales")
     return QuantizedRun(case, storage, scales["key"], scales["value"], tuple(chunks))

@@ -23,7 +23,6 @@ from hypothesis import given
 from hypothesis import note
 from hypothesis import strategies as st
 
-from attnprops.oracle.rules import window_visible
 from attnprops.properties._support import attend
 from attnprops.properties._support import decode_in_chunks
 from attnprops.properties._support import one_head
@@ -36,7 +35,6 @@ from attnprops.properties.checks import fail
 from attnprops.properties.kernel_cache_cases import cache_runs
 from attnprops.properties.kernel_cache_cases import chunks_of
 from attnprops.properties.kernel_cache_cases import paged_layouts
-from attnprops.properties.kernel_cases import GROUPS
 from attnprops.properties.kernel_cases import PADDING_KINDS
 from attnprops.properties.kernel_cases import subject_kernel_specs
 from attnprops.properties.kernel_checks import agree
@@ -46,8 +44,6 @@ from attnprops.properties.kernel_checks import matches_reference
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.sizes import TILES
 from attnprops.properties.sizes import boundary_sizes
-from attnprops.properties.sizes import limits
-from attnprops.properties.variant_draws import with_keys_hidden
 
 SUBJECT = current_subject()
 CAPS = SUBJECT.capabilities
@@ -408,59 +404,3 @@ def test_kernel_sized_paged_attention_equals_contiguous(subject, layout, data):
         what="paged output",
     )
     each_sequence_alone(subject, case, lengths.tolist(), out, f"pages of {page_size}")
-
-
-@pytest.mark.kernel_sized
-@given(spec=subject_kernel_specs(SUBJECT, shapes=("decode",), grouped=True))
-def test_kernel_sized_decode_reads_each_groups_kv_head(subject, spec):
-    """A decode against a long cache (where kernels split the keys across workers, and
-    FlashAttention 3 folds a group's query heads into one tile) with two K/V heads, once for
-    every group of 2 to 8 query heads the score budget allows: grouped K/V equals K/V
-    repeated to the query heads. A head mapping written for the group a decode path was
-    tuned for (``h >> 2`` for groups of 4) fails at the others, which one group per example
-    (:func:`test_kernel_sized_gqa_equals_repeated_kv`) reaches on a long decode seldom."""
-    lim = limits()
-    checked = []
-    for group in GROUPS[1:]:
-        heads = spec.num_kv_heads * group
-        if spec.batch * heads * spec.query_len * spec.key_len > lim.max_scores:
-            continue
-        case = spec._replace(num_heads=heads).build()
-        repeated = case._replace(key=repeat_kv(case.key, group), value=repeat_kv(case.value, group))
-        agree(
-            subject,
-            case,
-            attend(subject, case, f"grouped K/V, G={group}"),
-            attend(subject, repeated, f"K/V repeated to Hq={heads}"),
-            what=f"GQA (G={group}, Hkv={spec.num_kv_heads}, Tk={spec.key_len}) vs K/V repeated",
-        )
-        checked.append(group)
-    note(f"groups checked: {checked}")
-
-
-@pytest.mark.requires("window")
-@pytest.mark.kernel_sized
-@given(spec=subject_kernel_specs(SUBJECT, shapes=("prefill",), windows=True))
-def test_kernel_sized_window_equals_its_mask(subject, spec):
-    """A local window equals the bool mask of the keys it keeps (joined with the call's own
-    mask: AND for a bool one, ``-inf`` outside the window for a float one), on every row, as
-    drawn and, where the subject's windows allow, not causal (so a window's right side is
-    always tried): a kernel whose window rule is skipped or
-    slips in one tile (a ragged last query block on a template branch without the local
-    mask; a key block the window starts inside) fails on that tile's rows, which the
-    reference checks (:func:`test_kernel_sized_window_matches_reference`, on the rows at
-    tile boundaries) may not visit."""
-    base = spec.build()
-    Tq, Tk = base.query.shape[2], base.key.shape[2]
-    causal_only = subject.capabilities.window == "sliding_window"
-    for is_causal in sorted({spec.is_causal, causal_only}):
-        case = base._replace(is_causal=is_causal)
-        keep = window_visible(case.window, case.start, Tq, Tk)
-        masked = with_keys_hidden(case._replace(window=None), ~keep, "the window as a mask")
-        agree(
-            subject,
-            case,
-            attend(subject, case, f"window {case.window}, is_causal={is_causal}"),
-            attend(subject, masked, "the window as a bool mask"),
-            what=f"window {case.window} vs its mask (is_causal={is_causal}, T={Tq})",
-        )

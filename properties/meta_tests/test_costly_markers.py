@@ -1,6 +1,6 @@
 """The costly-property markers tell the truth: a property is marked ``oracle_backed`` exactly
 when it calls the 50-digit oracle (itself, or through a helper of its module), and every
-property of ``test_kernel_sizes.py`` and ``test_kernel_serving.py`` is ``kernel_sized``; the plugin gives each marked test
+property of the kernel-sized files (:data:`KERNEL_FILES`) is ``kernel_sized``; the plugin gives each marked test
 its share of the profile's examples (properties.profiles.COSTLY_MARKERS; the counts are
 checked end to end by ci/tests/test_results_channel.py::test_example_counts)."""
 
@@ -55,7 +55,11 @@ def _properties():
 
 
 PROPERTIES = list(_properties())
-KERNEL_FILES = ("test_kernel_sizes.py", "test_kernel_serving.py")  # every property kernel-sized
+KERNEL_FILES = (
+    "test_kernel_sizes.py",
+    "test_kernel_serving.py",
+    "test_kernel_groups_and_windows.py",
+)  # every property kernel-sized
 
 
 def test_the_suite_has_marked_properties_of_both_kinds():

@@ -16,11 +16,11 @@ from attnprops.properties.sizes import limits
 PAGE_SIZES = (*TILES, 512)  # page sizes of real paged KV caches
 MAX_STEPS = 512  # single-token decode steps at the end of a cache run
 
-__all__ = ["cache_runs", "chunks_of", "paged_layouts"]
+__all__ = ["cache_runs", "chunks_of", "paged_layouts", "rolling_cache_runs", "window_and_sinks"]
 
 
 @st.composite
-def cache_runs(draw, subject):
+def cache_runs(draw, subject, *, variants: bool = False):
     """``(spec, pattern, steps)``: causal self-attention of ``T`` positions, appended in
     chunks whose sizes repeat ``pattern`` (up to 8 sizes: single tokens and boundary sizes)
     until all but the last ``steps`` positions are covered, then those one at a time
@@ -28,7 +28,9 @@ def cache_runs(draw, subject):
     runs a sequence. ``steps`` is 0 one draw in two, else a boundary size up to
     :data:`MAX_STEPS` (at most ``T``), so a run makes hundreds of appends (a cache that goes
     wrong after a count of appends, not a size, fails) while Hypothesis shrinks (and the
-    counterexample shows) a pattern and a count, not hundreds of draws."""
+    counterexample shows) a pattern and a count, not hundreds of draws. ``variants``: the
+    window and the sinks ``subject`` declares, each half the time (:func:`window_and_sinks`),
+    drawn last."""
     lim = limits()
     spec = draw(
         subject_kernel_specs(
@@ -42,7 +44,52 @@ def cache_runs(draw, subject):
     )
     # drawn after the pattern, so that a run drawn before it existed keeps its draws
     steps = draw(st.one_of(st.just(0), boundary_sizes(min(T, MAX_STEPS))), label="decode steps")
-    return spec._replace(is_causal=True, query_start=None, block_size=None), pattern, steps
+    spec = spec._replace(is_causal=True, query_start=None, block_size=None)
+    if variants:
+        spec = draw(window_and_sinks(subject, spec, T + 1))
+    return spec, pattern, steps
+
+
+@st.composite
+def window_and_sinks(draw, subject, spec, max_side: int, sides=None):
+    """``spec`` (causal, queries from position 0) with the window and the sinks ``subject``
+    declares, each half the time: a window's sides boundary sizes up to ``max_side``, 0 or
+    None, or drawn from ``sides`` (Hugging Face's convention: a left count and
+    ``right=None``); one sink logit per query head (:meth:`KernelSpec.build`)."""
+    caps = subject.capabilities
+    if caps.window and draw(st.booleans(), label="windowed"):
+        sliding = caps.window == "sliding_window"  # a count W - 1, never None
+        count = st.one_of(boundary_sizes(max_side), st.just(0))
+        any_side = count if sliding else st.one_of(count, st.none())
+        left = draw(any_side if sides is None else sides, label="window left")
+        right = None
+        if not sliding:
+            rights = any_side if sides is None else st.one_of(st.just(0), st.none())
+            right = draw(rights, label="window right")
+        spec = spec._replace(window=(left, right))
+    if caps.sinks and draw(st.booleans(), label="sinks"):
+        spec = spec._replace(sinks=True)
+    return spec
+
+
+@st.composite
+def rolling_cache_runs(draw, subject):
+    """``(spec, pattern, steps, capacity)``: a :func:`cache_runs` sequence decoded through a
+    rolling cache of ``capacity`` slots (a boundary size up to a third of ``T``, so the ring
+    wraps at least three times; 16-256 and past them, where kernels switch the ring's
+    layout), with a window it can serve: ``left`` the capacity, one less (Hugging Face's
+    ``sliding_window = capacity``), or a boundary size below it; ``right`` 0 or None; the
+    subject's sinks half the time."""
+    spec, pattern, steps = draw(cache_runs(subject))
+    capacity = draw(boundary_sizes(max(1, spec.key_len // 3)), label="capacity")
+    lefts = st.one_of(
+        st.sampled_from(sorted({capacity, max(0, capacity - 1)})), boundary_sizes(capacity)
+    )
+    spec = draw(window_and_sinks(subject, spec, capacity, sides=lefts))
+    if spec.window is None:  # a rolling cache serves a window only
+        right = None if subject.capabilities.window == "sliding_window" else 0
+        spec = spec._replace(window=(capacity, right))
+    return spec, pattern, steps, capacity
 
 
 def chunks_of(T: int, pattern: list[int], steps: int = 0) -> list[int]:

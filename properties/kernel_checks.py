@@ -23,6 +23,7 @@ from attnprops.properties.arithmetic import Arithmetic
 from attnprops.properties.bounds import attention_bounds
 from attnprops.properties.bounds import grouped_matmul
 from attnprops.properties.bounds import two_computations
+from attnprops.properties.checks import assert_shape_dtype
 from attnprops.properties.checks import assert_within
 from attnprops.properties.reference_rows import boundary_rows
 from attnprops.properties.reference_rows import rows_of
@@ -47,28 +48,44 @@ def agree(subject, case, a, b, *, what):
 
 def sequence_alone(case, b: int, n: int, queries: slice = slice(None)):
     """Sequence ``b`` of a batched ``case`` alone: its queries (``queries`` of them) over
-    its first ``n`` keys and values, with every other argument of ``case``."""
+    its first ``n`` keys and values, with every other argument of ``case`` (ALiBi slopes
+    ``(B, Hq)``: its row)."""
+    slopes = case.alibi_slopes
+    if slopes is not None and np.ndim(slopes) == 2:
+        slopes = slopes[b : b + 1]
     return case._replace(
         query=case.query[b : b + 1, :, queries],
         key=case.key[b : b + 1, :, :n],
         value=case.value[b : b + 1, :, :n],
+        alibi_slopes=slopes,
     )
 
 
 def each_sequence_alone(subject, case, lengths, out, where: str) -> None:
-    """Row ``b`` of ``out`` (a serving call's output, ``(B, Hq, Tq, Dv)``) agrees with the
-    subject's attention of sequence ``b`` alone (:func:`sequence_alone`, its first
-    ``lengths[b]`` keys): the law of ``cache_seqlens`` and ``block_table``. ``where``: the
-    storage, for the message."""
+    """Row ``b`` of ``out`` (a serving call's output, ``(B, Hq, Tq, Dv)``) is the attention
+    of sequence ``b`` alone (:func:`sequence_alone`, its first ``lengths[b]`` keys): the law
+    of ``cache_seqlens`` and ``block_table``, each row held to a float64 evaluation of that
+    sequence (:func:`within_float64_evaluation`), not to the subject's own plain attention,
+    so a serving path that computes in less precision than the subject declares fails too.
+    ``where``: the storage, for the message."""
     for b, n in enumerate(lengths):
         alone = sequence_alone(case, b, n)
-        agree(
-            subject,
-            alone,
-            out[b : b + 1],
-            attend(subject, alone, f"sequence {b} alone"),
-            what=f"sequence {b} ({n} positions, {where}) vs plain attention over its keys",
-        )
+        what = f"sequence {b} ({n} positions, {where})"
+        within_float64_evaluation(subject, alone, out[b : b + 1], what)
+
+
+def decode_agrees_with_attention(subject, case, decoded, what: str) -> None:
+    """Outputs decoded through a cache, ``(B, Hq, T, Dv)`` in the case's dtype, agree on
+    every row with the subject's attention over the whole ``case`` (causal, with its window
+    and sinks): the law of a cache, whatever it holds."""
+    decoded = assert_shape_dtype(
+        out=decoded,
+        shape=case.query.shape[:3] + case.value.shape[3:],
+        dtype=case.dtype,
+        what="decoded outputs",
+    )
+    full = attend(subject, case, f"attention over the whole sequence, window {case.window}")
+    agree(subject, case, decoded, full, what=what)
 
 
 def float64_evaluation(case) -> np.ndarray:
@@ -105,6 +122,14 @@ def matches_float64_evaluation(subject, case, what: str = "output") -> np.ndarra
     the exact result's bounds); returns the output."""
     __tracebackhide__ = True
     out = attend(subject, case)
+    within_float64_evaluation(subject, case, out, what)
+    return out
+
+
+def within_float64_evaluation(subject, case, out, what: str) -> None:
+    """``out`` (the subject's output for ``case``, however computed), every row within the
+    bound of :func:`matches_float64_evaluation`."""
+    __tracebackhide__ = True
     visible = visibility(case)
     with np.errstate(over="ignore"):
         maxima = row_maxima(case, visible)  # the float64 evaluation reads the same values
@@ -119,7 +144,6 @@ def matches_float64_evaluation(subject, case, what: str = "output") -> np.ndarra
         what=f"{what} vs a float64 evaluation (every row, agreement bounds)",
         case=case,
     )
-    return out
 
 
 def matches_reference(subject, spec):

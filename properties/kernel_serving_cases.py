@@ -37,6 +37,7 @@ from attnprops.properties.sizes import head_dims
 from attnprops.properties.sizes import limits
 from attnprops.properties.sizes import long_sizes
 from attnprops.properties.strategies import AttentionCase
+from attnprops.properties.variant_draws import attention_sinks
 
 # Sequences in a batch: up to 8 (past a batch tile of 4, at and past one of 8) one draw in
 # two, up to 17 (past two tiles of 8) in the other; both shrink to 1 (a fault past 4 sequences
@@ -62,6 +63,12 @@ class ServingBatch(NamedTuple):
     page_size: int | None = None
     spare_pages: int = 0
     order: str = "in order"
+    variants: dict | None = None  # window, ALiBi slopes, softcap, sinks, chunk_size
+
+    def case(self) -> AttentionCase:
+        """``spec.build()`` with the :attr:`variants` every sequence shares (ALiBi slopes
+        ``(B, Hq)``: row ``b`` is sequence ``b``'s)."""
+        return self.spec.build()._replace(**(self.variants or {}))
 
     def describe(self) -> str:
         """One line for the counterexample: sizes, lengths and the storage."""
@@ -71,10 +78,13 @@ class ServingBatch(NamedTuple):
             if self.page_size is None
             else (f"pages of {self.page_size} ({self.order}, {self.num_pages} in the pool)")
         )
+        variants = {
+            k: v.tolist() if hasattr(v, "tolist") else v for k, v in (self.variants or {}).items()
+        }
         return (
             f"{s.batch} sequences, lengths {list(self.lengths)}, Tq={s.query_len}, "
             f"Hq={s.num_heads}, Hkv={s.num_kv_heads}, D={s.head_dim}, Dv={s.value_dim}, "
-            f"{s.dtype}, {where}"
+            f"{s.dtype}, {where}; variants {variants}"
         )
 
     @property
@@ -177,12 +187,50 @@ def serving_batches(draw, subject, *, paged: bool) -> ServingBatch:
     Tk = max(lengths) + past
     scales = st.one_of(st.none(), st.sampled_from([0.125, 0.3, 1.0]))
     spec = draw(_specs(subject, "decode", batch, num_kv_heads, group, Tq, Tk, scales))
-    if not paged:
-        return ServingBatch(spec, tuple(lengths))
-    page_size = draw(st.one_of(boundary_sizes(64), st.sampled_from(PAGE_SIZES)), label="page size")
-    spare = draw(st.integers(0, 2), label="spare pages")
-    order = draw(st.sampled_from(PAGE_ORDERS), label="page order")
-    return ServingBatch(spec, tuple(lengths), page_size, spare, order)
+    page_size, spare, order = None, 0, "in order"
+    if paged:
+        page_size = draw(
+            st.one_of(boundary_sizes(64), st.sampled_from(PAGE_SIZES)), label="page size"
+        )
+        spare = draw(st.integers(0, 2), label="spare pages")
+        order = draw(st.sampled_from(PAGE_ORDERS), label="page order")
+    variants = draw(serving_variants(subject, spec, max(lengths)), label="variants")
+    return ServingBatch(spec, tuple(lengths), page_size, spare, order, variants)
+
+
+@st.composite
+def serving_variants(draw, subject, spec: KernelSpec, longest: int) -> dict:
+    """The variant keywords ``subject`` declares, each drawn half the time, at kernel sizes
+    (every sequence shares them, over its own absolute positions): a window whose sides are
+    boundary sizes up to ``longest + 1``, 0 or None (Hugging Face's convention: a left count
+    and ``right=None``); ALiBi slopes, Press et al.'s ``2**(-8 k / Hq)``, mostly ``(B, Hq)``
+    with sequence ``b``'s divided by ``b + 1`` when ``B > 1`` (a kernel that reads the first
+    sequence's row, or strides the table wrong, fails); a soft cap of 50, 30 or 5; sink
+    logits (:func:`~properties.variant_draws.attention_sinks`); a ``chunk_size`` that is a
+    boundary size up to ``longest + 1``. None of them leaves a query without a key: each
+    sees its own position (causal)."""
+    caps = subject.capabilities
+    Hq, B = spec.num_heads, spec.batch
+    found = {}
+    if caps.window and draw(st.booleans()):
+        side = st.one_of(boundary_sizes(longest + 1), st.just(0), st.none())
+        if caps.window == "sliding_window":
+            left = draw(st.one_of(boundary_sizes(longest + 1), st.just(0)), label="window left")
+            found["window"] = (left, None)
+        else:
+            found["window"] = (draw(side, label="window left"), draw(side, label="window right"))
+    if caps.alibi and draw(st.booleans()):
+        slopes = 2.0 ** (-8.0 * np.arange(1, Hq + 1) / Hq)  # Press et al. 2022
+        if B > 1 and not draw(st.booleans(), label="slopes (Hq,) for every sequence"):
+            slopes = slopes[None, :] / np.arange(1, B + 1)[:, None]
+        found["alibi_slopes"] = slopes
+    if caps.softcap and draw(st.booleans()):
+        found["softcap"] = draw(st.sampled_from([50.0, 30.0, 5.0]), label="softcap")
+    if caps.sinks and draw(st.booleans()):
+        found["sinks"] = draw(attention_sinks(Hq, spec.dtype), label="sinks")
+    if caps.chunk_size and draw(st.booleans()):
+        found["chunk_size"] = draw(boundary_sizes(longest + 1), label="chunk_size")
+    return found
 
 
 class PagedCacheRun(NamedTuple):

@@ -21,11 +21,16 @@ import pytest
 from hypothesis import given
 from hypothesis import note
 
+from attnprops.oracle.rules import SERVING_OPTIONS
 from attnprops.properties._support import attend
+from attnprops.properties._support import decode_in_chunks
 from attnprops.properties.checks import assert_equal
 from attnprops.properties.checks import assert_shape_dtype
 from attnprops.properties.checks import call_subject
+from attnprops.properties.kernel_cache_cases import chunks_of
+from attnprops.properties.kernel_cache_cases import rolling_cache_runs
 from attnprops.properties.kernel_checks import agree
+from attnprops.properties.kernel_checks import decode_agrees_with_attention
 from attnprops.properties.kernel_checks import each_sequence_alone
 from attnprops.properties.kernel_checks import sequence_alone
 from attnprops.properties.kernel_serving_cases import append_rounds
@@ -37,8 +42,9 @@ SUBJECT = current_subject()
 
 
 def _with_kvcache(subject, case, key_cache, value_cache, lengths, table, what):
-    """The subject's causal ``attention_with_kvcache`` of ``case``'s queries over this
-    storage, checked for its shape and dtype."""
+    """The subject's ``attention_with_kvcache`` of ``case``'s queries over this storage,
+    with the case's serving options (causal, scale, variants), checked for shape and dtype."""
+    shared = {k: v for k, v in case.kwargs().items() if k in SERVING_OPTIONS}
     out = call_subject(
         subject.attention_with_kvcache,
         case.query,
@@ -46,8 +52,7 @@ def _with_kvcache(subject, case, key_cache, value_cache, lengths, table, what):
         value_cache,
         np.array(lengths),
         block_table=table,
-        is_causal=True,
-        scale=case.scale,
+        **shared,
         what=what,
     )
     return assert_shape_dtype(
@@ -68,7 +73,7 @@ def test_kernel_sized_ragged_batch_equals_each_sequence_alone(subject, batch):
     keys alone. A kernel that clamps a length to the ``max_seqlen_k`` it was compiled for,
     reads a batch tile's first sequence's length for all, or stops at a workspace sized for
     another sequence fails here, at the length or batch size past which it does."""
-    case = batch.spec.build()
+    case = batch.case()
     note(batch.describe())
     out = _with_kvcache(
         subject, case, case.key, case.value, batch.lengths, None, "ragged attention_with_kvcache"
@@ -87,7 +92,7 @@ def test_kernel_sized_paged_batch_equals_each_sequence_alone(subject, batch):
     id narrowed to a byte or a short, a block-table row taken from a batch tile's local
     index, or a table stride from the launch fails here (vLLM and FlashAttention pools hold
     thousands of pages)."""
-    case = batch.spec.build()
+    case = batch.case()
     note(batch.describe())
     key_pages, value_pages, table = batch.pool(case)
     out = _with_kvcache(
@@ -168,3 +173,35 @@ def test_kernel_sized_paged_cache_run_equals_full_causal(subject, run):
         "attention_with_kvcache over the cache's pool and block_table",
     )
     each_sequence_alone(subject, last_rows, run.lengths, out, "the cache's block_table")
+
+
+@pytest.mark.requires("rolling_cache")
+@pytest.mark.kernel_sized
+@given(run=rolling_cache_runs(SUBJECT))
+def test_kernel_sized_rolling_cache_equals_full_windowed_attention(subject, run):
+    """A sequence of up to thousands of positions decoded in chunks and single tokens through
+    a ``RollingKVCache`` of ``capacity`` slots (a boundary size up to a third of the length:
+    the ring wraps again and again) with a window it serves (``left`` the capacity or less)
+    equals causal attention with that window over the whole sequence, every row (within
+    twice the agreement bound); afterwards it holds exactly the last ``capacity`` positions,
+    in position order. A ring unrolled from the wrong slot, or a window dropped once the
+    ring has wrapped, past a capacity the small cases (1-4 slots) never reach, fails here."""
+    spec, pattern, steps, capacity = run
+    case = spec.build()
+    T = case.key.shape[2]
+    chunks = chunks_of(T, pattern, steps)
+    note(f"capacity {capacity}, window {case.window}, {len(chunks)} appends: {chunks[:40]}")
+    B, Hkv, _, D = case.key.shape
+    cache = subject.module.RollingKVCache(
+        B, Hkv, D, case.value.shape[3], capacity=capacity, dtype=case.dtype
+    )
+    cache, decoded = decode_in_chunks(subject, case, chunks, cache=cache)
+    decode_agrees_with_attention(
+        subject,
+        case,
+        decoded,
+        what=f"rolling cache of {capacity}, {len(chunks)} appends, vs full attention (T={T})",
+    )
+    held = np.arange(max(0, T - capacity), T)
+    assert_equal(out=np.asarray(cache.positions), expected=held, what="held positions")
+    assert_equal(out=cache.keys, expected=case.key[:, :, held], what="held keys, in order")

@@ -98,10 +98,20 @@ def row_maxima(case, visible: np.ndarray) -> RowMaxima:
         a = abs_scores(case)  # A_j
         bias = _abs_bias(case)
         alibi = _abs_alibi(case)
-        a_max = np.where(visible, a, 0.0).max(axis=-1)  # (B, Hq, Tq)
-        b_max = np.broadcast_to(np.where(visible, bias, 0.0), visible.shape).max(axis=-1)
-        alibi_max = np.broadcast_to(np.where(visible, alibi, 0.0), visible.shape).max(axis=-1)
-        s_max = np.where(visible, a + bias + alibi, 0.0).max(axis=-1)
+        # every term is >= 0: a row's maximum over its visible keys, 0 for a row with none
+        a_max = a.max(axis=-1, where=visible, initial=0.0)  # (B, Hq, Tq)
+        zero = np.zeros_like(a_max)
+        # without a float mask or ALiBi (their terms 0.0) no (B, Hq, Tq, Tk) array is built
+        # for them, and S is A's maximum itself: A + 0 + 0 is A, bit for bit
+        b_max, alibi_max, s_max = zero, zero, a_max
+        if np.ndim(bias):
+            b_max = np.broadcast_to(bias, visible.shape).max(axis=-1, where=visible, initial=0.0)
+        if np.ndim(alibi):
+            alibi_max = np.broadcast_to(alibi, visible.shape).max(
+                axis=-1, where=visible, initial=0.0
+            )
+        if np.ndim(bias) or np.ndim(alibi):
+            s_max = (a + bias + alibi).max(axis=-1, where=visible, initial=0.0)
     v_max = np.repeat(np.abs(value).max(axis=2), Hq // Hkv, axis=1)[:, :, None]  # (B,Hq,1,Dv)
     sinks = getattr(case, "sinks", None)
     if sinks is not None:  # one more key (item 5): A = 0, |b| = |sigma_h|, value 0

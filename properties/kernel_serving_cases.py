@@ -238,13 +238,14 @@ class PagedCacheRun(NamedTuple):
     ``spec.build()`` gives ``B`` causal sequences (prefill, ``T = spec.key_len``), sequence
     ``b`` the first ``lengths[b]`` positions of its row, appended in rounds of chunks
     repeating ``pattern`` (:func:`append_rounds`) to a pool of exactly the pages they take
-    and ``spare_pages`` more."""
+    and ``spare_pages`` more, then freed one by one in ``free_order``."""
 
     spec: KernelSpec
     lengths: tuple[int, ...]
     page_size: int
     spare_pages: int
     pattern: tuple[int, ...]
+    free_order: tuple[int, ...] = ()  # the sequences freed at the end, in this order
 
     @property
     def num_pages(self) -> int:
@@ -287,10 +288,12 @@ def append_rounds(lengths, pattern) -> list[tuple[tuple[int, ...], int]]:
 def paged_cache_runs(draw, subject) -> PagedCacheRun:
     """A :class:`PagedCacheRun` within the profile's budgets: 1-8 sequences, each a boundary
     size of positions up to ``sqrt(max_scores / B)`` (every row is compared with full causal
-    attention), pages of 1-64 positions (a boundary size) or of a real cache's 16-512, so a
-    sequence owns tens or hundreds of pages; chunks as :func:`~properties.kernel_cache_cases.cache_runs`
-    (single tokens and boundary sizes); one or two K/V heads, a group, head dims cut to
-    ``max_kv``. Shrinks towards one short sequence, small pages, one chunk size."""
+    attention), pages of 1-16 positions (FlashInfer's 1, vLLM's 16), a boundary size up to 64
+    or a real cache's 16-512, so a sequence owns tens or hundreds of pages in most runs;
+    chunks as :func:`~properties.kernel_cache_cases.cache_runs` (single tokens and boundary
+    sizes); one or two K/V heads, a group, head dims cut to ``max_kv``; the order in which
+    the sequences are freed at the end. Shrinks towards one short sequence, small pages, one
+    chunk size."""
     lim = limits()
     batch = draw(st.integers(1, 8), label="sequences")
     longest = max(2, min(lim.max_appends, int((lim.max_scores // batch) ** 0.5)))
@@ -305,10 +308,14 @@ def paged_cache_runs(draw, subject) -> PagedCacheRun:
         group = max(fits or [1])
     T = max(lengths)
     spec = draw(_specs(subject, "prefill", batch, num_kv_heads, group, T, T, st.none()))
-    page_size = draw(st.one_of(boundary_sizes(64), st.sampled_from(PAGE_SIZES)), label="page size")
+    page_size = draw(
+        st.one_of(st.integers(1, 16), boundary_sizes(64), st.sampled_from(PAGE_SIZES)),
+        label="page size",
+    )
     spare = draw(st.integers(0, 2), label="spare pages")
     pattern = draw(
         st.lists(st.one_of(st.just(1), boundary_sizes(T)), min_size=1, max_size=8),
         label="chunk pattern",
     )
-    return PagedCacheRun(spec, tuple(lengths), page_size, spare, tuple(pattern))
+    free_order = draw(st.permutations(range(batch)), label="free order")
+    return PagedCacheRun(spec, tuple(lengths), page_size, spare, tuple(pattern), tuple(free_order))

@@ -26,6 +26,7 @@ from attnprops.properties.cache_draws import append_chunks
 from attnprops.properties.cache_draws import run_arrays
 from attnprops.properties.kernel_cache_cases import cache_runs
 from attnprops.properties.kernel_cache_cases import chunks_of
+from attnprops.properties.sizes import limits
 from attnprops.properties.strategies import AttentionCase
 from attnprops.properties.variant_draws import attention_sinks
 
@@ -119,11 +120,23 @@ def kernel_quantized_runs(draw, subject) -> QuantizedRun:
     """A kernel-sized causal sequence appended to a quantized cache in hundreds of chunks of
     mixed sizes (:func:`~properties.kernel_cache_cases.cache_runs`: past any plausible
     preallocated capacity, up to the profile's ``max_appends`` positions), an fp8 storage
-    dtype and per-head calibrated scales (:func:`calibrated_scales`)."""
+    dtype and per-head calibrated scales (:func:`calibrated_scales`); drawn last, up to 7
+    more K/V heads as the ``max_kv`` budget allows (most GQA models have 8: a kernel that
+    reads per-head scales in pairs or fours reads the third head's wrong), the scales then
+    drawn again for them."""
     spec, pattern, steps = draw(cache_runs(subject))
     case = spec.build()
     storage = draw(st.sampled_from(FP8_NAMES), label="storage")
     scales = _scales(draw, case.key, case.value, storage, per_head=True)
     chunks = chunks_of(case.key.shape[2], pattern, steps)
+    more = draw(st.integers(0, 7), label="more K/V heads")
+    B, T = spec.batch, spec.key_len
+    fit = limits().max_kv // (B * T * (spec.head_dim + spec.value_dim))
+    heads = max(spec.num_kv_heads, min(spec.num_kv_heads + more, fit))
+    if heads != spec.num_kv_heads:
+        group = spec.num_heads // spec.num_kv_heads
+        spec = spec._replace(num_kv_heads=heads, num_heads=heads * group)
+        case = spec.build()
+        scales = _scales(draw, case.key, case.value, storage, per_head=True)
     case = case._replace(mask_layout=f"{storage} cache, per-head scales")
     return QuantizedRun(case, storage, scales["key"], scales["value"], tuple(chunks))

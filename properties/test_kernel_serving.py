@@ -22,11 +22,13 @@ from hypothesis import given
 from hypothesis import note
 
 from attnprops.oracle.rules import SERVING_OPTIONS
+from attnprops.oracle.rules import pages_needed
 from attnprops.properties._support import attend
 from attnprops.properties._support import decode_in_chunks
 from attnprops.properties.checks import assert_equal
 from attnprops.properties.checks import assert_shape_dtype
 from attnprops.properties.checks import call_subject
+from attnprops.properties.checks import fail
 from attnprops.properties.kernel_cache_cases import chunks_of
 from attnprops.properties.kernel_cache_cases import rolling_cache_runs
 from attnprops.properties.kernel_checks import agree
@@ -110,9 +112,11 @@ def test_kernel_sized_paged_cache_run_equals_full_causal(subject, run):
     call, each other its last positions alone), so each owns tens or hundreds of pages
     taken in turn with the others': every append's rows equal full causal attention over
     the sequence alone; at the end ``seqlens`` are the lengths, and ``attention_with_kvcache``
-    over the pool with the cache's ``block_table`` gives each sequence's last row. A block
-    list that keeps only its first pages (or pages past a byte) in the table it exports,
-    or a page handed to two sequences when appends interleave, fails here."""
+    over the pool with the cache's ``block_table`` gives each sequence's last row; freeing
+    the sequences one by one gives back exactly the pages each owned (``free_pages``). A
+    block list that keeps only its first pages (or pages past a byte) in the table it
+    exports, a page handed to two sequences when appends interleave, or a ``free`` that
+    returns a long sequence's overflow pages twice fails here."""
     case = run.spec.build()
     note(run.describe())
     calls = append_rounds(run.lengths, run.pattern)
@@ -173,6 +177,14 @@ def test_kernel_sized_paged_cache_run_equals_full_causal(subject, run):
         "attention_with_kvcache over the cache's pool and block_table",
     )
     each_sequence_alone(subject, last_rows, run.lengths, out, "the cache's block_table")
+    free = run.spare_pages
+    for b in (None, *run.free_order):
+        if b is not None:
+            cache.free(ids[b])
+            free += pages_needed(run.lengths[b], run.page_size)
+        if cache.free_pages != free:
+            done = "before any free" if b is None else f"after freeing sequence {b}"
+            fail(f"free_pages = {cache.free_pages} {done}; the pool less the pages owned: {free}")
 
 
 @pytest.mark.requires("rolling_cache")

@@ -1,8 +1,9 @@
 """Kernel-sized cache runs: hundreds of appends of mixed chunk sizes (:func:`cache_runs`,
-:func:`chunks_of`) and page pools of a kernel's page sizes (:func:`paged_layouts`), for the
-cache properties of ``properties/test_kernel_sizes.py``. Each draws a
-:class:`~properties.kernel_cases.KernelSpec` for ``subject`` and shrinks to a short pattern
-or a small page, not to hundreds of draws."""
+:func:`chunks_of`), rolling caches that wrap again and again (:func:`rolling_cache_runs`) and
+page pools of a kernel's page sizes (:func:`paged_layouts`), for the cache properties of
+``properties/test_kernel_sizes.py``, ``properties/test_kernel_serving.py`` and the quantized
+cache's. Each draws a :class:`~properties.kernel_cases.KernelSpec` for ``subject`` and shrinks
+to a short pattern or a small page, not to hundreds of draws."""
 
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ def window_and_sinks(draw, subject, spec, max_side: int, sides=None):
 def rolling_cache_runs(draw, subject):
     """``(spec, pattern, steps, capacity)``: a :func:`cache_runs` sequence decoded through a
     rolling cache of ``capacity`` slots (a boundary size up to a third of ``T``, so the ring
-    wraps at least three times; 16-256 and past them, where kernels switch the ring's
+    fills at least three times over; 16-256 and past them, where kernels switch the ring's
     layout), with a window it can serve: ``left`` the capacity, one less (Hugging Face's
     ``sliding_window = capacity``), or a boundary size below it; ``right`` 0 or None; the
     subject's sinks half the time."""

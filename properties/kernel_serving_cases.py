@@ -11,8 +11,8 @@ sequence. :func:`serving_batches` draws 1-8 sequences (up to 17 one draw in two)
 own length (a boundary size, from the long regime of :func:`~properties.sizes.long_sizes` one
 draw in two), pages of 1-64 positions or of a real cache's 16-512, so that pools of hundreds
 or thousands of pages are common, and a page order that is the pool's, its reverse or a
-shuffle; :func:`paged_cache_runs` appends up to 8 sequences to a ``PagedKVCache`` in rounds. The head dims and head counts
-are cut to the profile's budgets (:func:`~properties.sizes.limits`): K/V elements
+shuffle; :func:`paged_cache_runs` appends up to 8 sequences to a ``PagedKVCache`` in rounds.
+The head dims and head counts are cut to the profile's budgets (:func:`~properties.sizes.limits`): K/V elements
 ``B * Hkv * T * (D + Dv) <= max_kv`` and scores ``Hq * Tq * sum(L_b) <= max_scores``, so a
 batch of long sequences has small heads (the faults here are in the gather, not the head dim).
 Shrinks towards one sequence, short lengths, small pages in the pool's order.
@@ -46,7 +46,14 @@ SEQUENCES = st.one_of(st.integers(1, 8), st.integers(1, 17))
 PAGE_ORDERS = ("in order", "reversed", "shuffled")  # the pool's pages as the sequences take them
 STORAGE_PAST = (0, 1, 16, 64)  # contiguous storage: positions past the longest sequence
 
-__all__ = ["PagedCacheRun", "ServingBatch", "append_rounds", "paged_cache_runs", "serving_batches"]
+__all__ = [
+    "PagedCacheRun",
+    "ServingBatch",
+    "append_rounds",
+    "paged_cache_runs",
+    "serving_batches",
+    "serving_variants",
+]
 
 
 class ServingBatch(NamedTuple):
@@ -97,7 +104,7 @@ class ServingBatch(NamedTuple):
         sequence ``b``'s position ``t`` in page ``block_table[b, t // S]``; the pages taken
         in :attr:`order` (``shuffled``: a permutation from ``default_rng(seed + 3)``), the
         table's unused entries -1, and every position no sequence holds (spare pages, a last
-        page's tail) values of the same regime from that generator, so a read of one shows."""
+        page's tail) values of its own from that generator (8 N(0, 1)), so a read shows."""
         owned = [pages_needed(n, self.page_size) for n in self.lengths]
         rng = np.random.default_rng(self.spec.seed + 3)
         order = np.arange(self.num_pages)

@@ -59,6 +59,7 @@ KERNEL_FILES = (
     "test_kernel_sizes.py",
     "test_kernel_serving.py",
     "test_kernel_groups_and_windows.py",
+    "test_kernel_wide_heads.py",
 )  # every property kernel-sized
 
 

@@ -70,9 +70,11 @@ def _with_kvcache(subject, case, key_cache, value_cache, lengths, table, what):
 @given(batch=serving_batches(SUBJECT, paged=False))
 def test_kernel_sized_ragged_batch_equals_each_sequence_alone(subject, batch):
     """``attention_with_kvcache`` over contiguous storage ``(B, Hkv, T, D)`` with
-    ``cache_seqlens`` of thousands of positions, each its own, for up to 17 sequences: row
-    ``b`` equals sequence ``b``'s queries (its last ``Tq`` positions) over its first ``L_b``
-    keys alone. A kernel that clamps a length to the ``max_seqlen_k`` it was compiled for,
+    ``cache_seqlens`` of thousands of positions, each its own, for up to 17 sequences, with
+    the subject's variants (window, ALiBi slopes, softcap, sinks, chunk_size; each half the
+    time): row ``b`` equals sequence ``b``'s queries (its last ``Tq`` positions) over its
+    first ``L_b`` keys alone, every row held to a float64 evaluation of that sequence
+    (:func:`properties.kernel_checks.each_sequence_alone`). A kernel that clamps a length to the ``max_seqlen_k`` it was compiled for,
     reads a batch tile's first sequence's length for all, or stops at a workspace sized for
     another sequence fails here, at the length or batch size past which it does."""
     case = batch.case()
@@ -90,7 +92,8 @@ def test_kernel_sized_paged_batch_equals_each_sequence_alone(subject, batch):
     """``attention_with_kvcache`` over a pool of pages (1-64 positions, or 16-512; hundreds
     or thousands of them, in the pool's order, reversed or shuffled; the unused ones and
     every last page's tail holding other values) and a block table, for up to 17 sequences
-    of thousands of positions: row ``b`` equals sequence ``b`` over its keys alone. A page
+    of thousands of positions, with the subject's variants: row ``b`` equals sequence ``b``
+    over its keys alone (held to a float64 evaluation, as the ragged property). A page
     id narrowed to a byte or a short, a block-table row taken from a batch tile's local
     index, or a table stride from the launch fails here (vLLM and FlashAttention pools hold
     thousands of pages)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from attnprops.properties.kernel_cases import draw_window
 from attnprops.properties.kernel_cases import subject_kernel_specs
 from attnprops.properties.sizes import TILES
 from attnprops.properties.sizes import boundary_sizes
@@ -59,15 +60,7 @@ def window_and_sinks(draw, subject, spec, max_side: int, sides=None):
     ``right=None``); one sink logit per query head (:meth:`KernelSpec.build`)."""
     caps = subject.capabilities
     if caps.window and draw(st.booleans(), label="windowed"):
-        sliding = caps.window == "sliding_window"  # a count W - 1, never None
-        count = st.one_of(boundary_sizes(max_side), st.just(0))
-        any_side = count if sliding else st.one_of(count, st.none())
-        left = draw(any_side if sides is None else sides, label="window left")
-        right = None
-        if not sliding:
-            rights = any_side if sides is None else st.one_of(st.just(0), st.none())
-            right = draw(rights, label="window right")
-        spec = spec._replace(window=(left, right))
+        spec = spec._replace(window=draw_window(draw, caps.window, max_side, lefts=sides))
     if caps.sinks and draw(st.booleans(), label="sinks"):
         spec = spec._replace(sinks=True)
     return spec

@@ -324,9 +324,7 @@ def kernel_specs(
     if batch * num_kv_heads * group > room:
         group = max([g for g in GROUPS if batch * num_kv_heads * g <= room] or [1])
     # The reference reads every key and value of each (batch, K/V head): keep that in budget.
-    max_dim = max(1, min(256, lim.max_kv // (2 * batch * num_kv_heads * Tk)))
-    head_dim = fit_dim(draw(head_dims(), label="head_dim"), max_dim)
-    value_dim = fit_dim(draw(st.one_of(st.just(head_dim), head_dims()), label="value_dim"), max_dim)
+    head_dim, value_dim = draw_head_dims(draw, batch, num_kv_heads, Tk)
     kinds = [m for m in MASK_KINDS if masks and (float_masks or m != "alibi float mask")] or [
         "none"
     ]
@@ -359,11 +357,7 @@ def kernel_specs(
         )
     window = None
     if windows is not None:
-        side = st.one_of(boundary_sizes(max(Tq, Tk) + 1), st.just(0), st.none())
-        count = st.one_of(boundary_sizes(max(Tq, Tk) + 1), st.just(0))  # Hugging Face's W - 1
-        left = draw(count if windows == "sliding_window" else side, label="window left")
-        right = None if windows == "sliding_window" else draw(side, label="window right")
-        window = fit_window((left, right), start)
+        window = fit_window(draw_window(draw, windows, max(Tq, Tk) + 1), start)
     with_alibi = draw(st.booleans(), label="alibi") if alibi else False
     cap = draw(st.sampled_from([None, 50.0, 30.0, 5.0]), label="softcap") if softcap else None
     starts = draw(document_starts(Tk), label="document starts") if documents else ()
@@ -425,6 +419,32 @@ def document_starts(draw, Tk: int) -> tuple[int, ...]:
         return ()
     starts = draw(st.lists(boundary_sizes(Tk - 1), min_size=1, max_size=4))
     return tuple(sorted(starts))
+
+
+def draw_head_dims(draw, batch: int, num_kv_heads: int, Tk: int) -> tuple[int, int]:
+    """``(D, Dv)`` drawn with ``draw`` (a composite's or ``st.data()``'s): :func:`head_dims`,
+    ``Dv`` the same as ``D`` or its own, each cut (:func:`fit_dim`) so that the K/V of
+    ``batch * num_kv_heads * Tk`` positions stay within the profile's ``max_kv`` (the
+    reference reads every key and value)."""
+    max_dim = max(1, min(256, limits().max_kv // (2 * batch * num_kv_heads * Tk)))
+    head_dim = fit_dim(draw(head_dims(), label="head_dim"), max_dim)
+    value_dim = fit_dim(draw(st.one_of(st.just(head_dim), head_dims()), label="value_dim"), max_dim)
+    return head_dim, value_dim
+
+
+def draw_window(draw, convention: str, max_side: int, lefts=None) -> tuple:
+    """A window ``(left, right)`` drawn with ``draw`` in a subject's ``convention``: each side
+    a boundary size up to ``max_side``, 0 or None (``"offsets"``); for ``"sliding_window"``
+    (Hugging Face's) a left count ``W - 1`` (never None) and ``right=None``. ``lefts``: the
+    left side's strategy instead, the right side then 0 or None."""
+    sliding = convention == "sliding_window"
+    count = st.one_of(boundary_sizes(max_side), st.just(0))
+    side = count if sliding else st.one_of(count, st.none())
+    left = draw(side if lefts is None else lefts, label="window left")
+    if sliding:
+        return left, None
+    rights = side if lefts is None else st.one_of(st.just(0), st.none())
+    return left, draw(rights, label="window right")
 
 
 def fit_dim(dim: int, max_dim: int) -> int:

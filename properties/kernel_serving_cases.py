@@ -12,9 +12,10 @@ own length (a boundary size, from the long regime of :func:`~properties.sizes.lo
 draw in two), pages of 1-64 positions or of a real cache's 16-512, so that pools of hundreds
 or thousands of pages are common, and a page order that is the pool's, its reverse or a
 shuffle; :func:`paged_cache_runs` appends up to 8 sequences to a ``PagedKVCache`` in rounds.
-The head dims and head counts are cut to the profile's budgets (:func:`~properties.sizes.limits`): K/V elements
-``B * Hkv * T * (D + Dv) <= max_kv`` and scores ``Hq * Tq * sum(L_b) <= max_scores``, so a
-batch of long sequences has small heads (the faults here are in the gather, not the head dim).
+The head dims and head counts are cut to the profile's budgets
+(:func:`~properties.sizes.limits`): K/V elements ``B * Hkv * T * (D + Dv) <= max_kv`` and scores
+``Hq * Tq * sum(L_b) <= max_scores``, so a batch of long sequences has small heads (the faults
+here are in the gather, not the head dim).
 Shrinks towards one sequence, short lengths, small pages in the pool's order.
 """
 
@@ -31,9 +32,9 @@ from attnprops.properties.kernel_cases import GROUPS
 from attnprops.properties.kernel_cases import MAGNITUDES
 from attnprops.properties.kernel_cases import MAX_DECODE_QUERIES
 from attnprops.properties.kernel_cases import KernelSpec
-from attnprops.properties.kernel_cases import fit_dim
+from attnprops.properties.kernel_cases import draw_head_dims
+from attnprops.properties.kernel_cases import draw_window
 from attnprops.properties.sizes import boundary_sizes
-from attnprops.properties.sizes import head_dims
 from attnprops.properties.sizes import limits
 from attnprops.properties.sizes import long_sizes
 from attnprops.properties.strategies import AttentionCase
@@ -138,9 +139,7 @@ def _specs(draw, subject, shape, batch, num_kv_heads, group, Tq, Tk, scales) -> 
     """A causal :class:`KernelSpec` of these sizes, no mask: head dims cut to the profile's
     ``max_kv`` for ``B * Hkv * Tk`` positions, the subject's dtypes, a value regime, a scale
     from ``scales`` and a seed."""
-    max_dim = max(1, min(256, limits().max_kv // (2 * batch * num_kv_heads * Tk)))
-    head_dim = fit_dim(draw(head_dims(), label="head_dim"), max_dim)
-    value_dim = fit_dim(draw(st.one_of(st.just(head_dim), head_dims()), label="value_dim"), max_dim)
+    head_dim, value_dim = draw_head_dims(draw, batch, num_kv_heads, Tk)
     dtype = draw(st.sampled_from(tuple(reversed(subject.capabilities.dtypes))), label="dtype")
     magnitude = draw(st.sampled_from(MAGNITUDES), label="values")
     scale = draw(scales, label="scale")
@@ -220,12 +219,7 @@ def serving_variants(draw, subject, spec: KernelSpec, longest: int) -> dict:
     Hq, B = spec.num_heads, spec.batch
     found = {}
     if caps.window and draw(st.booleans()):
-        side = st.one_of(boundary_sizes(longest + 1), st.just(0), st.none())
-        if caps.window == "sliding_window":
-            left = draw(st.one_of(boundary_sizes(longest + 1), st.just(0)), label="window left")
-            found["window"] = (left, None)
-        else:
-            found["window"] = (draw(side, label="window left"), draw(side, label="window right"))
+        found["window"] = draw_window(draw, caps.window, longest + 1)
     if caps.alibi and draw(st.booleans()):
         slopes = 2.0 ** (-8.0 * np.arange(1, Hq + 1) / Hq)  # Press et al. 2022
         if B > 1 and not draw(st.booleans(), label="slopes (Hq,) for every sequence"):

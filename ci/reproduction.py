@@ -25,7 +25,7 @@ _DRAW = re.compile(r"^Draw \d+(?: \(.*\))?: ", re.M)
 # Modules whose classes appear in the suite's counterexamples (AttentionCase, KernelSpec, ...).
 _CASE_MODULES = (
     "attnprops.properties.strategies",
-    "attnprops.properties.kernel_cases",
+    "attnprops.properties.kernel_spec",
     "attnprops.properties.invalid",
 )
 _NUMPY_PRECISION = 8  # numpy's default print precision: more fractional digits are rounded

@@ -31,9 +31,9 @@ from attnprops.properties.kernel_cache_cases import PAGE_SIZES
 from attnprops.properties.kernel_cases import GROUPS
 from attnprops.properties.kernel_cases import MAGNITUDES
 from attnprops.properties.kernel_cases import MAX_DECODE_QUERIES
-from attnprops.properties.kernel_cases import KernelSpec
 from attnprops.properties.kernel_cases import draw_head_dims
 from attnprops.properties.kernel_cases import draw_window
+from attnprops.properties.kernel_spec import KernelSpec
 from attnprops.properties.sizes import boundary_sizes
 from attnprops.properties.sizes import limits
 from attnprops.properties.sizes import long_sizes

@@ -35,13 +35,13 @@ from attnprops.properties.checks import fail
 from attnprops.properties.kernel_cache_cases import cache_runs
 from attnprops.properties.kernel_cache_cases import chunks_of
 from attnprops.properties.kernel_cache_cases import paged_layouts
-from attnprops.properties.kernel_cases import PADDING_KINDS
 from attnprops.properties.kernel_cases import subject_kernel_specs
 from attnprops.properties.kernel_checks import agree
 from attnprops.properties.kernel_checks import decode_agrees_with_attention
 from attnprops.properties.kernel_checks import each_sequence_alone
 from attnprops.properties.kernel_checks import matches_float64_evaluation
 from attnprops.properties.kernel_checks import matches_reference
+from attnprops.properties.kernel_spec import PADDING_KINDS
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.sizes import TILES
 from attnprops.properties.sizes import boundary_sizes

@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import settings
 
 from attnprops.properties._support import visibility
-from attnprops.properties.kernel_cases import MASK_KINDS
-from attnprops.properties.kernel_cases import KernelSpec
 from attnprops.properties.kernel_cases import kernel_specs
+from attnprops.properties.kernel_spec import MASK_KINDS
+from attnprops.properties.kernel_spec import KernelSpec
 from attnprops.properties.reference_rows import boundary_rows
 from attnprops.properties.sizes import LEN_ENV_VAR
 from attnprops.properties.sizes import LIMITS

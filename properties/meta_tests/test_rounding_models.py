@@ -20,7 +20,7 @@ from attnprops.mutants import bfloat16_weighted_sum_accumulated_in_bfloat16 as b
 from attnprops.oracle import ball
 from attnprops.properties.arithmetic import Arithmetic
 from attnprops.properties.bounds import attention_bounds
-from attnprops.properties.kernel_cases import KernelSpec
+from attnprops.properties.kernel_spec import KernelSpec
 from attnprops.properties.strategies import BFLOAT16
 
 FLOAT32 = np.dtype(np.float32)

@@ -14,6 +14,7 @@ import numpy as np
 from attnprops.impl.paged_cache import PagedKVCache
 from attnprops.impl.rolling_cache import RollingKVCache
 from attnprops.oracle.rules import CACHED_OPTIONS
+from attnprops.oracle.rules import cached_call
 from attnprops.oracle.rules import check_cache_append
 from attnprops.oracle.rules import check_cache_config
 from attnprops.oracle.rules import check_cache_instance
@@ -175,7 +176,7 @@ class CachedAttention:
         """
         if isinstance(cache, PagedKVCache) or seqs is not None:
             return self.paged_cached_attention(query, key, value, cache, seqs, **options)
-        window, sinks = options["window"], options["sinks"]
+        window = options["window"]
         if isinstance(cache, RollingKVCache):
             check_cached_query(query, key, cache)
             window = check_rolling_window(window, cache.capacity)
@@ -192,17 +193,7 @@ class CachedAttention:
         if not isinstance(cache, RollingKVCache):
             (keys, values), start = self.cached_kv(cache), appended
         try:
-            return self.attention(
-                query,
-                keys,
-                values,
-                attn_mask=options["attn_mask"],
-                is_causal=True,
-                query_start=start,
-                scale=options["scale"],
-                window=window,
-                **({} if sinks is None else {"sinks": sinks}),  # (only to who takes them)
-            )
+            return self.attention(query, keys, values, **cached_call(options, start, window))
         except BaseException:
             cache._restore(snapshot)
             raise

@@ -13,16 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from attnprops.impl.kv_cache import KVCache
-from attnprops.oracle.rules import FrozenScales
-from attnprops.oracle.rules import check_fp8_storage
-from attnprops.oracle.rules import check_quantization_scale
-from attnprops.oracle.rules import dequantize
+from attnprops.oracle.rules import QuantizedStorage
 from attnprops.oracle.rules import quantize
 
 __all__ = ["QuantizedKVCache"]
 
 
-class QuantizedKVCache(KVCache):
+class QuantizedKVCache(QuantizedStorage, KVCache):
     """Per-layer fp8 K/V cache: codes ``(B, Hkv, T, D)`` / ``(B, Hkv, T, Dv)`` and scales.
 
     Args:
@@ -40,27 +37,6 @@ class QuantizedKVCache(KVCache):
         oracle.rules.QuantizationError for a storage that is not fp8 or a bad scale.
     """
 
-    key_scale = FrozenScales()
-    value_scale = FrozenScales()
-
-    def __init__(
-        self,
-        batch,
-        num_kv_heads,
-        head_dim,
-        value_dim=None,
-        *,
-        dtype=np.float64,
-        storage="float8_e4m3fn",
-        key_scale=1.0,
-        value_scale=1.0,
-        capacity: int = 16,
-    ):
-        self.storage = check_fp8_storage(storage)
-        super().__init__(batch, num_kv_heads, head_dim, value_dim, dtype=dtype, capacity=capacity)
-        self.key_scale = check_quantization_scale(key_scale, self.num_kv_heads, "key_scale")
-        self.value_scale = check_quantization_scale(value_scale, self.num_kv_heads, "value_scale")
-
     def _stored_dtype(self) -> np.dtype:
         return self.storage
 
@@ -73,21 +49,6 @@ class QuantizedKVCache(KVCache):
     def value_codes(self) -> np.ndarray:
         """Read-only view ``(B, Hkv, T, Dv)`` of the stored fp8 value codes."""
         return self._read_only(self._values)
-
-    def _dequantized(self, codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
-        out = dequantize(codes, scales, self.dtype)
-        out.flags.writeable = False
-        return out
-
-    @property
-    def keys(self) -> np.ndarray:
-        """Read-only ``(B, Hkv, T, D)`` dequantized keys ``dtype(c * key_scale)`` (a copy)."""
-        return self._dequantized(self.key_codes, self.key_scale)
-
-    @property
-    def values(self) -> np.ndarray:
-        """Read-only ``(B, Hkv, T, Dv)`` dequantized values ``dtype(c * value_scale)``."""
-        return self._dequantized(self.value_codes, self.value_scale)
 
     def _encode(self, key: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return (

@@ -21,6 +21,7 @@ from attnprops.oracle.rules import check_kvcache_call
 from attnprops.oracle.rules import check_paged_cached_call
 from attnprops.oracle.rules import check_sequence_finite
 from attnprops.oracle.rules import pages_needed
+from attnprops.oracle.rules import pool_call
 from attnprops.oracle.rules import sequence_options
 from attnprops.oracle.rules import takes_options
 
@@ -120,15 +121,8 @@ class ServingAttention:
         snapshot = cache._snapshot(seqs, np.shape(key)[2] if np.ndim(key) == 4 else 0)
         cache.append(seqs, key, value)
         try:
-            return self.attention_with_kvcache(
-                query,
-                cache.key_pages,
-                cache.value_pages,
-                cache.seqlens(seqs),
-                block_table=cache.block_table(seqs),
-                is_causal=True,
-                **options,
-            )
+            args, call = pool_call(cache, seqs)
+            return self.attention_with_kvcache(query, *args, **call, **options)
         except BaseException:
             cache._restore(snapshot)
             raise

@@ -13,15 +13,13 @@ import numpy as np
 from attnprops.oracle.reference import OracleResult
 from attnprops.oracle.reference import attention
 from attnprops.oracle.rules import CACHED_OPTIONS
-from attnprops.oracle.rules import FrozenScales
+from attnprops.oracle.rules import QuantizedStorage
+from attnprops.oracle.rules import cached_call
 from attnprops.oracle.rules import check_cache_append
 from attnprops.oracle.rules import check_cache_config
 from attnprops.oracle.rules import check_cache_instance
 from attnprops.oracle.rules import check_cached_query
-from attnprops.oracle.rules import check_fp8_storage
-from attnprops.oracle.rules import check_quantization_scale
 from attnprops.oracle.rules import check_rolling_window
-from attnprops.oracle.rules import dequantize
 from attnprops.oracle.rules import quantize
 from attnprops.oracle.rules import takes_options
 
@@ -70,35 +68,15 @@ class KVCache:
         return start
 
 
-class QuantizedKVCache(KVCache):
+class QuantizedKVCache(QuantizedStorage, KVCache):
     """The oracle's fp8 cache: blocks of fp8 codes with float32 scales per tensor or per K/V
     head, read back dequantized (:mod:`oracle.rules.quantization`).
 
-    Same constructor, ``append``, ``keys``/``values`` (dequantized), ``key_codes``/
-    ``value_codes`` and ``key_scale``/``value_scale`` as ``impl.QuantizedKVCache``, the
-    same rules (:func:`oracle.rules.quantize` refuses a value out of range, before any
-    block is stored).
+    The constructor, ``key_scale``/``value_scale`` and the dequantized ``keys``/``values``
+    are :class:`~oracle.rules.QuantizedStorage`'s, as ``impl.QuantizedKVCache``'s; ``append``
+    and ``key_codes``/``value_codes`` its own, under the same rules
+    (:func:`oracle.rules.quantize` refuses a value out of range, before any block is stored).
     """
-
-    key_scale = FrozenScales()
-    value_scale = FrozenScales()
-
-    def __init__(
-        self,
-        batch,
-        num_kv_heads,
-        head_dim,
-        value_dim=None,
-        *,
-        dtype=np.float64,
-        storage="float8_e4m3fn",
-        key_scale=1.0,
-        value_scale=1.0,
-    ):
-        self.storage = check_fp8_storage(storage)  # first, as impl's (its storage dtype)
-        super().__init__(batch, num_kv_heads, head_dim, value_dim, dtype=dtype)
-        self.key_scale = check_quantization_scale(key_scale, self.num_kv_heads, "key_scale")
-        self.value_scale = check_quantization_scale(value_scale, self.num_kv_heads, "value_scale")
 
     @property
     def key_codes(self) -> np.ndarray:
@@ -107,19 +85,6 @@ class QuantizedKVCache(KVCache):
     @property
     def value_codes(self) -> np.ndarray:
         return self._read(1, self.value_dim, self.storage)
-
-    def _dequantized(self, codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
-        out = dequantize(codes, scales, self.dtype)
-        out.flags.writeable = False  # read-only, like the plain cache's keys and impl's
-        return out
-
-    @property
-    def keys(self) -> np.ndarray:
-        return self._dequantized(self.key_codes, self.key_scale)
-
-    @property
-    def values(self) -> np.ndarray:
-        return self._dequantized(self.value_codes, self.value_scale)
 
     def append(self, key, value) -> int:
         """Quantize and store ``key``/``value``; return the length before the append."""
@@ -176,7 +141,7 @@ def cached_attention(
     check_cached_query(query, key, cache)
     attend = attention if attend is None else attend
     rolling = hasattr(cache, "capacity")  # an oracle.serving.RollingKVCache
-    window, sinks = options["window"], options["sinks"]
+    window = options["window"]
     if rolling:
         window = check_rolling_window(window, cache.capacity)
         held_keys, held_values = cache.keys, cache.values
@@ -187,20 +152,9 @@ def cached_attention(
         keys = np.concatenate([held_keys, np.asarray(key)], axis=2)
         values = np.concatenate([held_values, np.asarray(value)], axis=2)
         start = held_keys.shape[2]
-    extra = {} if sinks is None else {"sinks": sinks}
     try:
-        return attend(
-            query,
-            keys,
-            values,
-            attn_mask=options["attn_mask"],
-            is_causal=True,
-            query_start=start,
-            scale=options["scale"],
-            window=window,
-            fully_masked_rows=fully_masked_rows,
-            **extra,
-        )
+        call = cached_call(options, start, window)
+        return attend(query, keys, values, fully_masked_rows=fully_masked_rows, **call)
     except BaseException:
         cache._blocks = blocks
         raise

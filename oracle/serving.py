@@ -28,6 +28,7 @@ from attnprops.oracle.rules import check_sequence_finite
 from attnprops.oracle.rules import check_sequence_id
 from attnprops.oracle.rules import check_sequence_ids
 from attnprops.oracle.rules import pages_needed
+from attnprops.oracle.rules import pool_call
 from attnprops.oracle.rules import sequence_options
 from attnprops.oracle.rules import takes_options
 
@@ -216,16 +217,9 @@ def paged_cached_attention(
     snapshot = cache._snapshot()
     cache.append(seqs, key, value)
     try:
+        args, call = pool_call(cache, seqs)
         return attention_with_kvcache(
-            query,
-            cache.key_pages,
-            cache.value_pages,
-            cache.seqlens(seqs),
-            block_table=cache.block_table(seqs),
-            is_causal=True,
-            fully_masked_rows=fully_masked_rows,
-            attend=attend,
-            **options,
+            query, *args, **call, fully_masked_rows=fully_masked_rows, attend=attend, **options
         )
     except BaseException:
         cache._restore(snapshot)

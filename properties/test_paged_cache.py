@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import note
 from hypothesis import strategies as st
 
+from attnprops.oracle.rules import pool_call
 from attnprops.properties._support import assert_rows_match_oracle
 from attnprops.properties._support import oracle_with_bounds
 from attnprops.properties.checks import assert_equal
@@ -208,14 +209,12 @@ def test_paged_cache_run_equals_contiguous_decoding(subject, run, data):
     live = [s for s in sorted(given_kv, reverse=True) if given_kv[s][0].shape[2]]
     if live:
         query = data.draw(values((len(live), Hkv * group, 1, D), dtype.name, magnitude))
+        args, call = pool_call(cache, live)
         out = call_subject(
             subject.attention_with_kvcache,
             query,
-            cache.key_pages,
-            cache.value_pages,
-            cache.seqlens(live),
-            block_table=cache.block_table(live),
-            is_causal=True,
+            *args,
+            **call,
             what="attention_with_kvcache over the pool at the end of the run",
         )
         _assert_sequences(

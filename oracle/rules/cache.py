@@ -25,6 +25,7 @@ __all__ = [
     "check_cache_config",
     "check_cache_instance",
     "check_cached_query",
+    "cached_call",
     "kv_cache_bytes",
     "kv_cache_elements",
     "paged_kv_cache_bytes",
@@ -231,3 +232,22 @@ def paged_kv_cache_bytes(
         used=tuple(int(n) * per_position for n in lengths),
         allocated=tuple(pages_needed(n, size) * size * per_position for n in lengths),
     )
+
+
+def cached_call(options: dict, start: int, window) -> dict:
+    """The keywords of the plain attention call that a cached call is, over the cache's keys
+    and values (the definition shared by :func:`oracle.cached_attention` and
+    ``impl``'s): causal with ``query_start = start`` (the cache length before the append; a
+    rolling cache: the positions it held), the call's ``attn_mask`` and ``scale``, the checked
+    ``window``; ``sinks`` only when given (a subject without sinks takes no such keyword).
+    ``options``: the call's :data:`oracle.rules.CACHED_OPTIONS`."""
+    call = dict(
+        attn_mask=options["attn_mask"],
+        is_causal=True,
+        query_start=start,
+        scale=options["scale"],
+        window=window,
+    )
+    if options["sinks"] is not None:
+        call["sinks"] = options["sinks"]
+    return call

@@ -53,6 +53,7 @@ from attnprops.oracle.rules.errors import QuantizationError
 __all__ = [
     "FP8_NAMES",
     "FrozenScales",
+    "QuantizedStorage",
     "calibrated_scale",
     "check_fp8_storage",
     "check_quantization_scale",
@@ -181,6 +182,58 @@ class FrozenScales:
                 "cache for other scales"
             )
         cache.__dict__[self.slot] = np.asarray(scales, np.float32).tobytes()
+
+
+class QuantizedStorage:
+    """The fp8 half of a quantized KV cache, one definition for ``impl.QuantizedKVCache`` and
+    the oracle's: the constructor's rules (the storage dtype first, then the scales, per
+    tensor or per K/V head, read-only: :class:`FrozenScales`) and the dequantized read
+    ``keys``/``values`` ``dtype(c * s)`` (read-only copies, :func:`dequantize`). Mixed in
+    before a KV cache class: ``class QuantizedKVCache(QuantizedStorage, KVCache)``, which gives
+    ``key_codes``/``value_codes`` (its stored codes) and takes ``batch, num_kv_heads,
+    head_dim, value_dim, *, dtype`` and its own keywords (``cache_options``: impl's
+    ``capacity``).
+
+    Raises:
+        QuantizationError for a storage that is not fp8 or a bad scale (before the cache
+        exists); the cache's own errors for bad sizes or dtype.
+    """
+
+    key_scale = FrozenScales()
+    value_scale = FrozenScales()
+
+    def __init__(
+        self,
+        batch,
+        num_kv_heads,
+        head_dim,
+        value_dim=None,
+        *,
+        dtype=np.float64,
+        storage="float8_e4m3fn",
+        key_scale=1.0,
+        value_scale=1.0,
+        **cache_options,
+    ):
+        self.storage = check_fp8_storage(storage)  # first: the cache's storage dtype
+        super().__init__(batch, num_kv_heads, head_dim, value_dim, dtype=dtype, **cache_options)
+        self.key_scale = check_quantization_scale(key_scale, self.num_kv_heads, "key_scale")
+        self.value_scale = check_quantization_scale(value_scale, self.num_kv_heads, "value_scale")
+
+    def _dequantized(self, codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
+        out = dequantize(codes, scales, self.dtype)
+        out.flags.writeable = False  # read-only, like a plain cache's keys
+        return out
+
+    @property
+    def keys(self) -> np.ndarray:
+        """Read-only ``(B, Hkv, T, D)`` dequantized keys ``dtype(c * key_scale)`` (a copy)."""
+        return self._dequantized(self.key_codes, self.key_scale)
+
+    @property
+    def values(self) -> np.ndarray:
+        """Read-only ``(B, Hkv, T, Dv)`` dequantized values ``dtype(c * value_scale)``."""
+        return self._dequantized(self.value_codes, self.value_scale)
 
 
 def _per_head(scales: np.ndarray) -> np.ndarray:

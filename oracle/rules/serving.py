@@ -94,6 +94,7 @@ __all__ = [
     "check_cache_seqlens",
     "check_kvcache_call",
     "check_rolling_window",
+    "pool_call",
 ]
 
 
@@ -365,3 +366,13 @@ def check_paged_cached_call(query, key, cache, paged: bool, seqs, attn_mask) -> 
             "positions; hide keys with a window or chunks)"
         )
     check_cached_query(query, key, cache)
+
+
+def pool_call(cache, seqs) -> tuple[tuple, dict]:
+    """The arguments with which ``attention_with_kvcache`` reads sequences ``seqs`` of a paged
+    ``cache`` (``impl.PagedKVCache`` or the oracle's): ``(key_pages, value_pages,
+    seqlens)`` and ``block_table=`` the cache's rows for ``seqs``, ``is_causal=True`` (the
+    queries are the sequences' last positions). One definition for the paged cached call of
+    ``impl`` and the oracle, and for the properties that read a pool after a run."""
+    args = (cache.key_pages, cache.value_pages, cache.seqlens(seqs))
+    return args, dict(block_table=cache.block_table(seqs), is_causal=True)

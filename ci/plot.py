@@ -49,15 +49,16 @@ def add_arguments(parser) -> None:
 
 class Panel(NamedTuple):
     """One heatmap: ``title``, ``data`` (2-D float array, NaN = hidden), ``kind``
-    (``"scores"``, ``"mask"`` or ``"weights"``), ``wrong`` (bool), ``queries`` (absolute query
-    positions of the rows) and ``note`` (text under the panel)."""
+    (``"scores"``, ``"mask"`` or ``"weights"``), ``note`` (text under the panel), ``wrong``
+    (bool: the panel shows a bug) and ``queries`` (absolute query positions of the rows;
+    default every query of the lab's prefill)."""
 
     title: str
     data: np.ndarray
     kind: str
-    wrong: bool
-    queries: list[int]
     note: str
+    wrong: bool = False
+    queries: tuple[int, ...] = (0, 1, 2)
 
 
 def panels() -> list[Panel]:
@@ -91,53 +92,40 @@ def panels() -> list[Panel]:
         return "[" + ", ".join(f"{x:.6f}" for x in v) + "]"
 
     return [
-        Panel(
-            "Scaled scores  Q·Kᵀ / √4",
-            scores,
-            "scores",
-            False,
-            [0, 1, 2],
-            "before masking: every key scored",
-        ),
+        Panel("Scaled scores  Q·Kᵀ / √4", scores, "scores", "before masking: every key scored"),
         Panel(
             "Causal mask  (key ≤ query)",
             causal.astype(float),
             "mask",
-            False,
-            [0, 1, 2],
             "1 = may be read, 0 = future key (hidden)",
         ),
         Panel(
             "RIGHT: causal weights",
             np.where(causal, weights, np.nan),
             "weights",
-            False,
-            [0, 1, 2],
             "rows sum to 1; future keys get 0",
         ),
         Panel(
             "WRONG: reversed mask (key ≥ query)",
             np.where(reversed_mask, wrong_weights, np.nan),
             "weights",
-            True,
-            [0, 1, 2],
             f"weight on forbidden future keys: {forbidden:.6f}",
+            wrong=True,
         ),
         Panel(
             "RIGHT: decode query 2, query_start=2",
             right,
             "weights",
-            False,
-            [2],
             f"sees keys 0..2; context {fmt(ctx_right)}",
+            queries=(2,),
         ),
         Panel(
             "WRONG: decode query 2, query_start=0",
             wrong,
             "weights",
-            True,
-            [2],
             f"sees key 0 only; context {fmt(ctx_wrong)}, max error {err:.6f}",
+            wrong=True,
+            queries=(2,),
         ),
     ]
 

@@ -141,13 +141,13 @@ def _failures(record: dict) -> list[PropertyFailure]:
     ]
 
 
-def _read_results(path: Path):
-    """(tests run, skipped, xfailed, failures, robustness-tier failures, skips, examples per
-    test function) from the
-    plugin's results file (:mod:`properties.results`; a test may have two records, its call
-    and a failed teardown). Robustness-tier failures (non-strict xfails of
-    ``--attn-robustness report``) count as xfailed. ``skips``: (test id without the file,
-    reason) of each skipped test."""
+def _read_results(path: Path) -> dict:
+    """:class:`RunResult`'s counts, by field name, from the plugin's results file
+    (:mod:`properties.results`; a test may have two records, its call and a failed
+    teardown): ``tests_run``, ``skipped``, ``xfailed``, ``failures``, ``robustness``
+    (robustness-tier failures, the non-strict xfails of ``--attn-robustness report``, which
+    count as xfailed), ``skips`` ((test id without the file, reason) of each skipped test)
+    and ``examples`` (per test function)."""
     outcomes: dict[str, set[str]] = {}
     failures, robust, skips = [], [], []
     examples: dict[str, int] = {}
@@ -163,7 +163,15 @@ def _read_results(path: Path):
             skips.append((record["nodeid"].split("::", 1)[-1], record["reason"]))
     skipped = sum(seen == {"skipped"} for seen in outcomes.values())
     xfailed = sum(seen == {"xfailed"} for seen in outcomes.values())
-    return len(outcomes) - skipped - xfailed, skipped, xfailed, failures, robust, skips, examples
+    return dict(
+        tests_run=len(outcomes) - skipped - xfailed,
+        skipped=skipped,
+        xfailed=xfailed,
+        failures=failures,
+        robustness=robust,
+        skips=skips,
+        examples=examples,
+    )
 
 
 def _follow(path: Path, callback: Callable[[dict], None]) -> Callable[[], None]:
@@ -255,18 +263,11 @@ def run_suite(
         args, cwd=Path.cwd(), env=env, poll=_follow(events, progress) if progress else None
     )
     seconds = time.perf_counter() - started
-    count, skipped, xfailed, failures, robust, skips, examples = _read_results(results)
     return RunResult(
         subject=subject,
         returncode=run.returncode,
         seconds=seconds,
         workers=max(1, jobs),
-        tests_run=count,
-        skipped=skipped,
-        xfailed=xfailed,
-        failures=failures,
-        robustness=robust,
-        skips=skips,
-        examples=examples,
         output_tail=run.output[-3000:],
+        **_read_results(results),
     )

@@ -127,11 +127,24 @@ def assert_output_matches_oracle(subject, case, what: str) -> None:
     """The subject's output for ``case`` is within :func:`bounds.attention_bounds` of the
     50-digit oracle's, element by element (raises :class:`checks.PropertyViolation`)."""
     __tracebackhide__ = True
+    _assert_part_matches_oracle(subject, case, what, "output", subject_output)
+
+
+def assert_weights_match_oracle(subject, case, what: str) -> None:
+    """The subject's ``attention_weights`` for ``case`` within the per-element bound of the
+    50-digit oracle's weights (:func:`bounds.attention_bounds`)."""
+    __tracebackhide__ = True
+    _assert_part_matches_oracle(subject, case, what, "weights", subject_weights)
+
+
+def _assert_part_matches_oracle(subject, case, what: str, part: str, read) -> None:
+    """``read(subject, case, parts)`` within the bound of the oracle's ``part``."""
+    __tracebackhide__ = True
     parts, bounds = oracle_with_bounds(case, subject)
     assert_within(
-        out=subject_output(subject, case, parts),
-        expected=parts.output.value,
-        bound=bounds.output,
+        out=read(subject, case, parts),
+        expected=getattr(parts, part).value,
+        bound=getattr(bounds, part),
         what=what,
         case=case,
     )

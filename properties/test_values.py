@@ -18,6 +18,7 @@ from attnprops.properties._support import LAB_CAUSAL
 from attnprops.properties._support import LAB_DECODE
 from attnprops.properties._support import QUICK_CAUSAL
 from attnprops.properties._support import assert_output_matches_oracle
+from attnprops.properties._support import assert_weights_match_oracle
 from attnprops.properties._support import fit_to_subject
 from attnprops.properties._support import four_d
 from attnprops.properties._support import needs_a_variant
@@ -115,17 +116,10 @@ def test_weights_match_oracle(subject, case):
 
 
 def _weights_match_oracle(subject, case, what: str) -> None:
-    """The subject's weights for ``case`` within the per-element bound of the oracle's."""
+    """The subject's weights for ``case`` (fitted to the subject) within the per-element
+    bound of the oracle's."""
     __tracebackhide__ = True
-    case = fit_to_subject(case, subject)
-    parts, bounds = oracle_with_bounds(case, subject)
-    assert_within(
-        out=subject_weights(subject, case, parts),
-        expected=parts.weights.value,
-        bound=bounds.weights,
-        what=what,
-        case=case,
-    )
+    assert_weights_match_oracle(subject, fit_to_subject(case, subject), what)
 
 
 @pytest.mark.requires("weights")

@@ -253,6 +253,21 @@ def _bool_or_float(draw, shown: np.ndarray, dtype) -> tuple[np.ndarray, str]:
     return mask, kind
 
 
+def _zero_scores(value: np.ndarray, mask: np.ndarray, layout: str, *, heads: int, tq: int, d: int):
+    """The call of ``value`` ``(B, 1, Tk, Dv)`` (in the call's dtype) and ``mask`` whose
+    queries ``(B, heads, tq, d)`` and keys are zero: every score is 0, so each row's weights
+    are uniform over its visible keys."""
+    dtype = value.dtype
+    batch, _, tk, _ = value.shape
+    return case_from(
+        np.zeros((batch, heads, tq, d), dtype),
+        np.zeros((batch, 1, tk, d), dtype),
+        value,
+        attn_mask=mask,
+        layout=layout,
+    )
+
+
 @st.composite
 def _padding_shaped_mask_cases(draw):
     """Calls whose 2-D ``(Tq, Tk)`` mask has the shape of a ``(B, Tk)`` key-padding mask:
@@ -265,16 +280,10 @@ def _padding_shaped_mask_cases(draw):
     dtype = draw(st.sampled_from(SUBJECT.capabilities.dtypes))
     batch = draw(st.integers(2, 3))
     tk, d, dv = draw(st.integers(2, 5)), draw(st.integers(1, 4)), draw(st.integers(1, 3))
-    value = _positions_then_eighths(draw, batch, tk, dv)
+    value = _positions_then_eighths(draw, batch, tk, dv).astype(dtype)
     rows = np.arange(tk)[None, :] <= np.arange(batch)[:, None]  # (Tq, Tk): keys 0 .. i
     mask, kind = _bool_or_float(draw, rows, dtype)
-    return case_from(
-        np.zeros((batch, 1, batch, d), dtype),
-        np.zeros((batch, 1, tk, d), dtype),
-        value.astype(dtype),
-        attn_mask=mask,
-        layout=f"(Tq, Tk) with B == Tq ({kind})",
-    )
+    return _zero_scores(value, mask, f"(Tq, Tk) with B == Tq ({kind})", heads=1, tq=batch, d=d)
 
 
 @pytest.mark.oracle_backed
@@ -303,16 +312,10 @@ def _head_axis_mask_cases(draw):
     n = draw(st.integers(2, 3))
     tq, tk = draw(st.integers(1, 3)), draw(st.integers(n, 5))
     d, dv = draw(st.integers(1, 4)), draw(st.integers(1, 3))
-    value = _positions_then_eighths(draw, n, tk, dv)
+    value = _positions_then_eighths(draw, n, tk, dv).astype(dtype)
     shown = np.arange(tk)[None, :] <= np.arange(n)[:, None]  # (Hq, Tk): keys 0 .. h
     mask, kind = _bool_or_float(draw, np.broadcast_to(shown[:, None, :], (n, tq, tk)), dtype)
-    return case_from(
-        np.zeros((n, n, tq, d), dtype),
-        np.zeros((n, 1, tk, d), dtype),
-        value.astype(dtype),
-        attn_mask=mask,
-        layout=f"(Hq, Tq, Tk) with B == Hq ({kind})",
-    )
+    return _zero_scores(value, mask, f"(Hq, Tq, Tk) with B == Hq ({kind})", heads=n, tq=tq, d=d)
 
 
 @pytest.mark.oracle_backed

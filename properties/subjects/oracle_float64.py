@@ -24,14 +24,14 @@ from __future__ import annotations
 import numpy as np
 
 from attnprops import oracle
-from attnprops.oracle import KVCache
-from attnprops.oracle import PagedKVCache
-from attnprops.oracle import RollingKVCache
+from attnprops.oracle import KVCache as KVCache  # the subject's cache
+from attnprops.oracle import PagedKVCache as PagedKVCache  # the subject's cache
+from attnprops.oracle import RollingKVCache as RollingKVCache  # the subject's cache
 from attnprops.oracle import ball
 from attnprops.oracle.rules import CACHED_OPTIONS
 from attnprops.oracle.rules import SERVING_OPTIONS
 from attnprops.oracle.rules import check_flag
-from attnprops.oracle.rules import kv_cache_bytes
+from attnprops.oracle.rules import kv_cache_bytes as kv_cache_bytes  # the subject's
 from attnprops.oracle.rules import takes_options
 
 __version__ = "exact (oracle.ball), rounded once"
@@ -46,17 +46,6 @@ ATTNPROPS_CAPABILITIES = {
     "sinks": True,
     "lse": True,
 }
-
-__all__ = [
-    "KVCache",
-    "PagedKVCache",
-    "RollingKVCache",
-    "attention",
-    "attention_weights",
-    "attention_with_kvcache",
-    "cached_attention",
-    "kv_cache_bytes",
-]
 
 
 def attention(query, key, value, *, return_lse=False, **options):

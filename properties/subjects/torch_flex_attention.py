@@ -87,9 +87,10 @@ def _first_position(start):
     return lambda b: start
 
 
-def _mask_mod(shape, *, attn_mask, is_causal, start, window, segment_ids, chunk_size):
+def _mask_mod(shape, *, is_causal, start, window, chunk_size, attn_mask=None, segment_ids=None):
     """The ``mask_mod`` of every rule that hides keys (module docstring), or None when none
-    hides any. ``shape``: ``(B, Hq, Tq, Tk)``; ``start``: :func:`_first_position`'s."""
+    hides any (``attn_mask`` and ``segment_ids`` None: no mask, no documents). ``shape``:
+    ``(B, Hq, Tq, Tk)``; ``start``: :func:`_first_position`'s."""
     B, Hq, Tq, Tk = shape
     p0 = _first_position(start)
     rules = []
@@ -251,15 +252,7 @@ def _serving_mods(shape, lengths, *, is_causal, window, chunk_size, alibi_slopes
     """``(mask_mod, score_mod)`` of a ragged batch of ``shape`` ``(B, Hq, Tq, Tk)``: keys past
     ``lengths[b]`` hidden, sequence ``b``'s queries at ``lengths[b] - Tq ..``."""
     start = lengths - shape[2]
-    rules = _mask_mod(
-        shape,
-        attn_mask=None,
-        is_causal=is_causal,
-        start=start,
-        window=window,
-        segment_ids=None,
-        chunk_size=chunk_size,
-    )
+    rules = _mask_mod(shape, is_causal=is_causal, start=start, window=window, chunk_size=chunk_size)
 
     def mask_mod(b, h, i, j):
         cached = j < lengths[b]

@@ -151,9 +151,9 @@ def kernel_specs(
     batch = min(draw(_ONE_OR_TWO, label="batch"), room)
     kv_heads = _TWO if grouped else _ONE_OR_TWO
     num_kv_heads = min(draw(kv_heads, label="num_kv_heads"), max(1, room // batch))
-    group = draw(_GROUPED if grouped else _GROUPS, label="group")
-    if batch * num_kv_heads * group > room:
-        group = max([g for g in GROUPS if batch * num_kv_heads * g <= room] or [1])
+    group = fit_group(
+        draw(_GROUPED if grouped else _GROUPS, label="group"), batch * num_kv_heads, room
+    )
     # The reference reads every key and value of each (batch, K/V head): keep that in budget.
     head_dim, value_dim = draw_head_dims(draw, batch, num_kv_heads, Tk)
     kinds = [m for m in MASK_KINDS if masks and (float_masks or m != "alibi float mask")] or [
@@ -284,6 +284,15 @@ def fit_dim(dim: int, max_dim: int) -> int:
     if dim <= max_dim:
         return dim
     return max([d for d in HEAD_DIMS if d <= max_dim] or [max_dim])
+
+
+def fit_group(group: int, cost: int, budget: int) -> int:
+    """``group`` (query heads per K/V head) if ``group * cost`` fits in ``budget``, else the
+    largest of :data:`GROUPS` that does (else 1): a budget of scores or heads, ``cost`` of it
+    per query head of the group."""
+    if group * cost <= budget:
+        return group
+    return max([g for g in GROUPS if g * cost <= budget] or [1])
 
 
 def subject_kernel_specs(subject, **kwargs):

@@ -33,6 +33,7 @@ from attnprops.properties.kernel_cases import MAGNITUDES
 from attnprops.properties.kernel_cases import MAX_DECODE_QUERIES
 from attnprops.properties.kernel_cases import draw_head_dims
 from attnprops.properties.kernel_cases import draw_window
+from attnprops.properties.kernel_cases import fit_group
 from attnprops.properties.kernel_spec import KernelSpec
 from attnprops.properties.sizes import boundary_sizes
 from attnprops.properties.sizes import limits
@@ -184,9 +185,7 @@ def serving_batches(draw, subject, *, paged: bool) -> ServingBatch:
     num_kv_heads = draw(st.integers(1, 2), label="num_kv_heads")
     group = draw(st.sampled_from(GROUPS), label="group")
     total = sum(lengths)
-    if num_kv_heads * group * Tq * total > lim.max_scores:
-        fits = [g for g in GROUPS if num_kv_heads * g * Tq * total <= lim.max_scores]
-        group = max(fits or [1])
+    group = fit_group(group, num_kv_heads * Tq * total, lim.max_scores)
     if num_kv_heads * group * Tq * total > lim.max_scores:
         Tq = max(1, lim.max_scores // (num_kv_heads * group * total))
     past = 0 if paged else draw(st.sampled_from(STORAGE_PAST), label="storage past the longest")
@@ -304,9 +303,7 @@ def paged_cache_runs(draw, subject) -> PagedCacheRun:
     num_kv_heads = draw(st.integers(1, 2), label="num_kv_heads")
     group = draw(st.sampled_from(GROUPS), label="group")
     squares = sum(n * n for n in lengths)
-    if num_kv_heads * group * squares > lim.max_scores:
-        fits = [g for g in GROUPS if num_kv_heads * g * squares <= lim.max_scores]
-        group = max(fits or [1])
+    group = fit_group(group, num_kv_heads * squares, lim.max_scores)
     T = max(lengths)
     spec = draw(_specs(subject, "prefill", batch, num_kv_heads, group, T, T, st.none()))
     page_size = draw(

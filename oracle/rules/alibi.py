@@ -35,16 +35,15 @@ def check_alibi_slopes(alibi_slopes, batch: int, num_heads: int) -> np.ndarray |
     Raises:
         AlibiError naming ``alibi_slopes`` and the rule.
     """
-    if alibi_slopes is None:
-        return None
     form = (
         f"alibi_slopes: must be None or a float array of shape (Hq,) = ({num_heads},) or "
         f"(B, Hq) = ({batch}, {num_heads}) with finite entries"
     )
-    slopes = check_head_floats(alibi_slopes, AlibiError, form, ((num_heads,), (batch, num_heads)))
-    if not np.isfinite(slopes).all():
-        raise AlibiError(f"{form}; it contains NaN or infinity")
-    return slopes.astype(np.float64).reshape(-1, num_heads)
+    shapes = ((num_heads,), (batch, num_heads))
+    slopes = check_head_floats(
+        alibi_slopes, AlibiError, form, shapes, np.isfinite, "NaN or infinity"
+    )
+    return None if slopes is None else slopes.reshape(-1, num_heads)
 
 
 def slope_at(slopes: np.ndarray, batch: int, head: int) -> float:

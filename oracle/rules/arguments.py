@@ -251,14 +251,18 @@ def check_flag(value, name: str) -> bool:
     return bool(value)
 
 
-def check_head_floats(value, error: type, form: str, shapes) -> np.ndarray:
-    """A per-head float argument (``alibi_slopes``, ``sinks``) read as an array: float16,
-    bfloat16, float32 or float64 (each read exactly; a longdouble a float64 could not hold is refused)
-    and of one of ``shapes``; its entries are the caller's to check.
+def check_head_floats(value, error: type, form: str, shapes, allowed, contains: str):
+    """A per-head float argument (``alibi_slopes``, ``sinks``) read as an array: None stays
+    None; else float16, bfloat16, float32 or float64 (each read exactly; a longdouble a
+    float64 could not hold is refused), of one of ``shapes``, every entry ``allowed`` (a
+    predicate on the array, elementwise); returned as float64 (exact).
 
     Raises:
-        ``error`` with the argument's ``form`` (the message's start, naming it) and the rule.
+        ``error`` with the argument's ``form`` (the message's start, naming it) and the rule;
+        an entry not allowed: "it contains ``contains``".
     """
+    if value is None:
+        return None
     if isinstance(value, np.ma.MaskedArray):  # np.asarray would drop the mask
         raise error(f"{form}; got a masked array (its mask would be ignored: fill it first)")
     try:
@@ -269,7 +273,9 @@ def check_head_floats(value, error: type, form: str, shapes) -> np.ndarray:
         raise error(f"{form} (float16, bfloat16, float32 or float64); got dtype {array.dtype}")
     if array.shape not in tuple(shapes):
         raise error(f"{form}; got shape {array.shape}")
-    return array
+    if not allowed(array).all():
+        raise error(f"{form}; it contains {contains}")
+    return array.astype(np.float64)
 
 
 def check_is_causal(is_causal) -> bool:

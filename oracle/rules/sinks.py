@@ -47,16 +47,17 @@ def check_sinks(sinks, num_heads: int) -> np.ndarray | None:
     Raises:
         SinksError naming ``sinks`` and the rule.
     """
-    if sinks is None:
-        return None
     form = (
         f"sinks: must be None or a float array of shape (Hq,) = ({num_heads},) with entries "
         "finite or -inf (one logit per query head)"
     )
-    logits = check_head_floats(sinks, SinksError, form, ((num_heads,),))
-    if np.isnan(logits).any() or np.isposinf(logits).any():
-        raise SinksError(f"{form}; it contains NaN or +inf")
-    return logits.astype(np.float64)
+    return check_head_floats(
+        sinks, SinksError, form, ((num_heads,),), _finite_or_minus_inf, "NaN or +inf"
+    )
+
+
+def _finite_or_minus_inf(x: np.ndarray) -> np.ndarray:
+    return ~(np.isnan(x) | np.isposinf(x))
 
 
 def sink_at(sinks: np.ndarray | None, head: int) -> float:

@@ -25,8 +25,8 @@ def _dot_products(problem: AttentionProblem, of=None) -> np.ndarray:
     if of is not None:
         query, key = of(query), of(key)
     B, Hq, Tq, D = query.shape
-    grouped = query.reshape(B, key.shape[1], problem.group, Tq, D)
-    return np.matmul(grouped, key[:, :, None].swapaxes(-1, -2)).reshape(B, Hq, Tq, -1)
+    stacked = query.reshape(B, key.shape[1], problem.group * Tq, D)  # a group's rows stacked
+    return np.matmul(stacked, key.swapaxes(-1, -2)).reshape(B, Hq, Tq, -1)
 
 
 def score_bound(problem: AttentionProblem) -> np.ndarray:

@@ -14,6 +14,7 @@ import numpy as np
 from attnprops.impl.paged_cache import PagedKVCache
 from attnprops.impl.rolling_cache import RollingKVCache
 from attnprops.oracle.rules import CACHED_OPTIONS
+from attnprops.oracle.rules import IndependentCopy
 from attnprops.oracle.rules import cached_call
 from attnprops.oracle.rules import check_cache_append
 from attnprops.oracle.rules import check_cache_config
@@ -27,7 +28,7 @@ from attnprops.oracle.rules import takes_options
 __all__ = ["CachedAttention", "KVCache", "kv_cache_bytes"]
 
 
-class KVCache:
+class KVCache(IndependentCopy):
     """Per-layer K/V cache of shape ``(B, Hkv, T, D)`` / ``(B, Hkv, T, Dv)``.
 
     Args:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnprops.oracle.rules import IndependentCopy
 from attnprops.oracle.rules import check_cache_append
 from attnprops.oracle.rules import check_cache_config
 from attnprops.oracle.rules import check_free_pages
@@ -30,7 +31,7 @@ class _Batch:
         self.head_dim, self.value_dim, self.dtype = cache.head_dim, cache.value_dim, cache.dtype
 
 
-class PagedKVCache:
+class PagedKVCache(IndependentCopy):
     """A pool of ``num_pages`` pages of ``page_size`` positions and the sequences living in it.
 
     Args:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnprops.oracle.rules import IndependentCopy
 from attnprops.oracle.rules import check_cache_append
 from attnprops.oracle.rules import check_cache_config
 from attnprops.oracle.rules import check_positive_int
@@ -19,7 +20,7 @@ from attnprops.oracle.rules import check_positive_int
 __all__ = ["RollingKVCache"]
 
 
-class RollingKVCache:
+class RollingKVCache(IndependentCopy):
     """Per-layer ring of ``capacity`` positions, ``(B, Hkv, capacity, D)`` / ``(..., Dv)``.
 
     Args:

@@ -13,6 +13,7 @@ import numpy as np
 from attnprops.oracle.reference import OracleResult
 from attnprops.oracle.reference import attention
 from attnprops.oracle.rules import CACHED_OPTIONS
+from attnprops.oracle.rules import IndependentCopy
 from attnprops.oracle.rules import QuantizedStorage
 from attnprops.oracle.rules import cached_call
 from attnprops.oracle.rules import check_cache_append
@@ -26,7 +27,7 @@ from attnprops.oracle.rules import takes_options
 __all__ = ["KVCache", "QuantizedKVCache", "cached_attention"]
 
 
-class KVCache:
+class KVCache(IndependentCopy):
     """The oracle's cache: a plain list of appended blocks, concatenated on read.
 
     Same constructor, ``append``, ``keys``, ``values`` and ``len`` as ``impl.KVCache`` and the

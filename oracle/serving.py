@@ -17,6 +17,7 @@ from attnprops.oracle.reference import OracleResult
 from attnprops.oracle.reference import attention
 from attnprops.oracle.rules import CACHED_OPTIONS
 from attnprops.oracle.rules import SERVING_OPTIONS
+from attnprops.oracle.rules import IndependentCopy
 from attnprops.oracle.rules import KVCacheCall
 from attnprops.oracle.rules import check_cache_append
 from attnprops.oracle.rules import check_cache_config
@@ -102,7 +103,7 @@ def attention_with_kvcache(
     )
 
 
-class PagedKVCache:
+class PagedKVCache(IndependentCopy):
     """The oracle's paged cache: each sequence an :class:`oracle.KVCache` of its own, plus the
     pages it owns (impl's allocation order: a page from the front of the free list when its
     last page is full; a freed sequence's pages back at the front, in order); the pool is

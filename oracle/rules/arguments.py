@@ -253,8 +253,8 @@ def check_flag(value, name: str) -> bool:
 
 def check_head_floats(value, error: type, form: str, shapes, allowed, contains: str):
     """A per-head float argument (``alibi_slopes``, ``sinks``) read as an array: None stays
-    None; else float16, bfloat16, float32 or float64 (each read exactly; a longdouble a
-    float64 could not hold is refused), of one of ``shapes``, every entry ``allowed`` (a
+    None; else float16, bfloat16, float32 or float64 (each read exactly; any other dtype,
+    a longdouble too, is refused), of one of ``shapes``, every entry ``allowed`` (a
     predicate on the array, elementwise); returned as float64 (exact).
 
     Raises:

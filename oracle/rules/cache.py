@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import NamedTuple
 
 import numpy as np
@@ -20,6 +21,7 @@ from attnprops.oracle.rules.errors import ShapeError
 
 __all__ = [
     "DTYPE_BYTES",
+    "IndependentCopy",
     "PagedBytes",
     "check_cache_append",
     "check_cache_config",
@@ -30,6 +32,15 @@ __all__ = [
     "kv_cache_elements",
     "paged_kv_cache_bytes",
 ]
+
+
+class IndependentCopy:
+    """Mixed into every cache class of ``impl`` and the oracle: ``copy.copy(cache)`` is a cache
+    of its own, as ``copy.deepcopy`` (a shallow copy would share the storage that appends
+    write into, so an append to one would change, or overwrite, the other's positions)."""
+
+    def __copy__(self):
+        return copy.deepcopy(self)
 
 
 def check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype):

@@ -173,6 +173,8 @@ class FrozenScales:
     def __get__(self, cache, owner=None):
         if cache is None:
             return self
+        if self.slot not in cache.__dict__:  # not set yet: as any attribute not set
+            raise AttributeError(f"{self.name} is not set (the cache's __init__ sets it)")
         return np.frombuffer(cache.__dict__[self.slot], np.float32)
 
     def __set__(self, cache, scales: np.ndarray) -> None:
@@ -194,9 +196,11 @@ class QuantizedStorage:
     head_dim, value_dim, *, dtype`` and its own keywords (``cache_options``: impl's
     ``capacity``).
 
+    ``storage`` is read-only too (the codes are in it): a new storage needs a new cache.
+
     Raises:
-        QuantizationError for a storage that is not fp8 or a bad scale (before the cache
-        exists); the cache's own errors for bad sizes or dtype.
+        QuantizationError for a storage that is not fp8 (before the cache is built) or a bad
+        scale (after); the cache's own errors for bad sizes or dtype.
     """
 
     key_scale = FrozenScales()
@@ -215,10 +219,15 @@ class QuantizedStorage:
         value_scale=1.0,
         **cache_options,
     ):
-        self.storage = check_fp8_storage(storage)  # first: the cache's storage dtype
+        self._storage = check_fp8_storage(storage)  # first: the cache's storage dtype
         super().__init__(batch, num_kv_heads, head_dim, value_dim, dtype=dtype, **cache_options)
         self.key_scale = check_quantization_scale(key_scale, self.num_kv_heads, "key_scale")
         self.value_scale = check_quantization_scale(value_scale, self.num_kv_heads, "value_scale")
+
+    @property
+    def storage(self) -> np.dtype:
+        """The fp8 dtype the codes are stored in (``float8_e4m3fn`` or ``float8_e5m2``)."""
+        return self._storage
 
     def _dequantized(self, codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
         out = dequantize(codes, scales, self.dtype)

@@ -9,15 +9,15 @@ the property suite's and the unit tests' to check, for every input, not the audi
 
 from __future__ import annotations
 
-import importlib
 import math
 
 import numpy as np
 
+from attnprops.ci.audit.kv_figures import kv_bytes
+from attnprops.ci.audit.mutant_figures import mutants
 from attnprops.ci.audit.record import Audit
 from attnprops.ci.audit.record import max_abs_error
 from attnprops.ci.audit.record import ulp_tolerance
-from attnprops.ci.kv_bytes import GIB
 from attnprops.oracle import lab
 
 
@@ -155,81 +155,6 @@ def decode(audit: Audit) -> None:
         )
 
 
-def _forbidden_total(weights: np.ndarray) -> float:
-    """Total weight on keys after the query (key > query) of a square ``(T, T)`` matrix."""
-    return float(weights[np.triu(np.ones(weights.shape, dtype=bool), 1)].sum())
-
-
-def mutants(audit: Audit) -> None:
-    """§5: ``mutants.reversed_mask`` and ``mutants.column_softmax`` on the example.
-
-    Each mutant is called through its real module with :mod:`impl`'s API
-    (``attention_weights(query, key, *, is_causal=True)``) and compared with the published
-    figure and with the 50-digit oracle computing the same wrong thing on purpose: the reversed
-    mask is ``key >= query``; column normalization is the softmax of the transposed scores
-    under the transposed causal mask, transposed back.
-    """
-    from attnprops import oracle
-
-    Q, K = lab.QUERY, lab.KEY
-    causal = np.arange(3)[None, :] <= np.arange(3)[:, None]  # (Tq, Tk): key <= query
-    specs = (
-        (
-            "reversed_mask",
-            "forbidden_weight",
-            "total weight on forbidden (future, key > query) positions",
-            _forbidden_total,
-            lab.REVERSED_MASK_FORBIDDEN_WEIGHT,
-            lambda: oracle.attention_weights(Q, K, attn_mask=~causal | np.eye(3, dtype=bool)),
-            False,
-        ),
-        (
-            "column_softmax",
-            "row_sum_error",
-            "max |row sum - 1|",
-            lambda w: float(np.max(np.abs(w.sum(axis=-1) - 1))),
-            lab.COLUMN_SOFTMAX_ROW_SUM_ERROR,
-            lambda: oracle.attention_weights(K, Q, attn_mask=causal.T),
-            True,
-        ),
-    )
-    for name, check, what, figure, published, oracle_call, transposed in specs:
-        module_name = f"attnprops.mutants.{name}"
-        try:
-            module = importlib.import_module(module_name)
-            weights = np.asarray(module.attention_weights(Q, K, is_causal=True))
-        except Exception as exc:  # missing or broken module: the check fails, naming why
-            audit.failed(
-                f"mutants.{name}.{check}",
-                "mutants",
-                f"{module_name}: {what} on the 3-token causal example",
-                published.value,
-                exc,
-                published.source,
-            )
-            continue
-        audit.printed(
-            f"mutants.{name}.{check}",
-            "mutants",
-            f"{module_name}.attention_weights(Q, K, is_causal=True): {what}",
-            figure(weights),
-            published,
-        )
-        exact = oracle_call()
-        value, digits = (exact.value.T, exact.exact.T) if transposed else (exact.value, exact.exact)
-        audit.near(
-            f"mutants.{name}.vs_oracle",
-            "mutants",
-            f"{module_name}'s weights vs the oracle computing the same mistake at 50 "
-            "digits (max abs error)",
-            max_abs_error(weights, digits) if weights.shape == (3, 3) else math.inf,
-            0.0,
-            ulp_tolerance(value),
-            "oracle, 50 digits",
-        )
-        audit.array(f"{name}_weights.csv", weights, columns="key")
-
-
 def batch(audit: Audit) -> None:
     """§5's batch test (:data:`oracle.lab.BATCH`): causal attention full and token by token
     through ``impl.KVCache``, both against the 50-digit oracle."""
@@ -280,89 +205,6 @@ def batch(audit: Audit) -> None:
     audit.array("batch_full_output.csv", full, columns="dim")
     audit.array("batch_cached_output.csv", cached, columns="dim")
     audit.array("batch_full_output_oracle.csv", exact.value, columns="dim")
-
-
-def kv_bytes(audit: Audit) -> None:
-    """§6: the KV-byte table, the 7e9-parameter weights, a real 480-byte fp16 pair."""
-    from attnprops import impl
-    from attnprops import oracle
-
-    config = lab.KV_TABLE_CONFIG
-    src = (
-        "seed 000 §6: bytes = 2 * layers * batch * tokens * kv_heads * head_dim * bytes_per_element"
-    )
-    note = "the seed's table itself is not in the text; the expected bytes are its formula by hand"
-    rows = []
-    for label, heads, expected in lab.KV_TABLE:
-        measured = oracle.kv_cache_bytes(num_kv_heads=heads, **config)
-        audit.equal(
-            f"kv_bytes.{label.lower()}.bytes",
-            "kv_bytes",
-            f"{label} ({heads} KV heads): KV cache bytes (oracle.kv_cache_bytes)",
-            measured,
-            expected,
-            src,
-            note,
-        )
-        audit.equal(
-            f"kv_bytes.{label.lower()}.gib",
-            "kv_bytes",
-            f"{label}: the same in GiB (bytes / 2**30)",
-            measured / GIB,
-            expected / GIB,
-            src,
-        )
-        rows.append((label, heads, measured))
-    weights_bytes = lab.WEIGHTS_PARAMS * lab.WEIGHTS_BYTES_PER_PARAM
-    audit.printed(
-        "kv_bytes.weights_7e9_fp16_gib",
-        "kv_bytes",
-        "raw weights of exactly 7e9 two-byte parameters, GiB",
-        weights_bytes / GIB,
-        lab.WEIGHTS_GIB,
-    )
-    audit.equal(
-        "kv_bytes.mha_below_weights",
-        "kv_bytes",
-        "the 10K-token MHA cache is smaller than those weights",
-        bool(rows[0][2] < weights_bytes),
-        True,
-        "seed 000 §6 (并没有超过这些权重)",
-    )
-    cfg = lab.SMALL_PAIR
-    cache = impl.KVCache(cfg["batch"], cfg["num_kv_heads"], cfg["head_dim"], dtype=np.float16)
-    shape = (cfg["batch"], cfg["num_kv_heads"], cfg["tokens"], cfg["head_dim"])
-    rng = np.random.default_rng(0)
-    cache.append(
-        rng.standard_normal(shape).astype(np.float16), rng.standard_normal(shape).astype(np.float16)
-    )
-    real = int(cache.keys.nbytes + cache.values.nbytes)
-    audit.equal(
-        "kv_bytes.small_fp16_pair.nbytes",
-        "kv_bytes",
-        f"a real float16 impl.KVCache holding keys and values of shape {shape}: "
-        "keys.nbytes + values.nbytes",
-        real,
-        lab.SMALL_PAIR_BYTES,
-        "seed 000 §6 (一对实际 NumPy fp16 小数组, 总计 480 字节)",
-        "shapes chosen here (the seed gives only the total): 1 layer, batch 1, "
-        "2 KV heads, 3 tokens, head_dim 20",
-    )
-    audit.equal(
-        "kv_bytes.small_fp16_pair.formula",
-        "kv_bytes",
-        "kv_cache_bytes for the same configuration equals the arrays' nbytes",
-        oracle.kv_cache_bytes(**cfg),
-        real,
-        src,
-    )
-    audit.array(
-        "kv_bytes.csv",
-        np.array([[heads, b, b / GIB] for _, heads, b in rows]),
-        columns=None,
-        header=["attention", "num_kv_heads", "bytes", "gib"],
-        labels=[label for label, _, _ in rows],
-    )
 
 
 SECTIONS = (

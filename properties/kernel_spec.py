@@ -180,11 +180,7 @@ def _values(rng: np.random.Generator, shape, dtype: str, magnitude: str) -> np.n
     """Entries of a regime: ``unit`` standard normal, ``ties`` a coarse grid (exact ties and
     zeros), ``large`` uniform in [-200, 200] (scores far beyond ``exp``'s range), for
     bfloat16 in [-1e5, 1e5] (past float16's range: :data:`~properties.strategies.BFLOAT16_LARGE`),
-    ``positive`` uniform in [0.25, 1]: every sum of products has terms of one sign, so
-    nothing cancels and the rounding errors of a sum kept in too little precision (a 16-bit
-    accumulator across key blocks) are as large against the result, and its bound, as they
-    can be (the relative condition number of such a sum is 1: Higham 2002, sec. 4.2); with
-    mixed signs the bound, which follows ``sum |w_j v_j|``, hides them."""
+    ``positive`` uniform in [0.25, 1] (sums of one sign: ``test_kernel_wide_heads.py``)."""
     if magnitude == "positive":
         x = rng.uniform(0.25, 1.0, size=shape)
     elif magnitude == "ties":

@@ -4,16 +4,18 @@ with (a query-key dim of 576, 512 latent and 64 rotary, and a value dim of 512) 
 :data:`properties.sizes.HEAD_DIMS` stops at 256, the largest head dim FlashAttention builds;
 kernels for wider heads split the head dim or the value dim into tiles of 64-256 and
 accumulate them apart, and a fault past 256 (a chunk of the value dim accumulated in the
-input dtype, a second rotary block dropped) shows only there. One property, judged like the
-other kernel-sized ones (:func:`properties.kernel_checks.matches_reference`); its lengths are
-cut so one (batch, K/V head) pair stays within the profile's ``max_kv``. One file: the
-derandomized profiles seed each property from its file and function name.
+input dtype, a second rotary block dropped) shows only there. Two properties, judged like
+the other kernel-sized ones (:func:`properties.kernel_checks.matches_reference`): values as
+drawn, and values of one sign (where a sum kept in too little precision shows); their
+lengths are cut so one (batch, K/V head) pair stays within the profile's ``max_kv``. One
+file: the derandomized profiles seed each property from its file and function name.
 
 Shape legend: query (B, Hq, Tq, D), key (B, Hkv, Tk, D), value (B, Hkv, Tk, Dv).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -28,11 +30,11 @@ WIDE_DIMS = (512, 576, 320)  # MLA's value and query-key dims, and one between (
 
 
 @st.composite
-def wide_head_specs(draw, subject):
+def wide_head_specs(draw, subject, **kwargs):
     """A decode, chunk or prefill whose value dim is past 256 and whose head dim is past 256
     or a common one (64, 128), no mask; its lengths at most ``max_kv // (2 (D + Dv))`` (so
     two (batch, K/V head) pairs fit) and one batch element and K/V head when more would not
-    fit."""
+    fit. ``kwargs``: more of :func:`~properties.kernel_cases.kernel_specs`'."""
     head_dim = draw(st.sampled_from((*WIDE_DIMS, 64, 128)), label="head_dim")
     value_dim = draw(st.sampled_from(WIDE_DIMS), label="value_dim")
     lim = limits()
@@ -44,6 +46,7 @@ def wide_head_specs(draw, subject):
             masks=False,
             max_len=longest,
             max_decode_len=longest,
+            **kwargs,
         )
     )
     if spec.batch * spec.num_kv_heads * spec.key_len * (head_dim + value_dim) > lim.max_kv:
@@ -60,4 +63,23 @@ def test_kernel_sized_wide_heads_match_reference(subject, spec):
     evaluation, the rows at tile boundaries within the exact result's per-element bound (see
     matches_reference). A kernel that drops, or accumulates in the input dtype, the part of
     a head past 256 fails here."""
+    matches_reference(subject, spec)
+
+
+def _narrowest_first(subject) -> tuple[str, ...]:
+    """The subject's dtypes, the narrowest last (kernel_specs draws and shrinks towards the
+    last): a sum kept in too little precision is a 16-bit kernel's fault."""
+    return tuple(sorted(subject.capabilities.dtypes, key=lambda d: -np.dtype(d).itemsize))
+
+
+@pytest.mark.kernel_sized
+@given(spec=wide_head_specs(SUBJECT, magnitudes=("positive",), dtypes=_narrowest_first(SUBJECT)))
+def test_kernel_sized_same_sign_sums_match_reference(subject, spec):
+    """Every entry of the query, key and value in [0.25, 1] (the ``positive`` regime of
+    :meth:`~properties.kernel_spec.KernelSpec.build`), the widths as above, the narrowest
+    declared dtype first: sums of one sign, in which nothing cancels, so the rounding errors
+    of a sum kept in too little precision (a 16-bit accumulator carried across key blocks,
+    in a part of the value dim or all of it) stand against a bound that follows the result
+    (a sum of one sign has relative condition number 1: Higham 2002, sec. 4.2); with mixed
+    signs the bound follows ``sum |w_j v_j|`` and hides them. Judged as the property above."""
     matches_reference(subject, spec)

@@ -75,8 +75,20 @@ REFERENCE_SUBJECT = "attnprops.impl"
 BROKEN_SUBJECT = "attnprops.ci.broken_subject"
 
 
+# What CPython's multiprocessing fork server reports for a child whose exit status it could
+# not read (popen_forkserver: "perhaps the forkserver process itself got killed"); pytest's
+# own exit statuses are 0-5. Seen once in a fresh-clone CI run (2026-12-06): the child had
+# recorded its property's failure, with its shrunk counterexample, in the results file.
+STATUS_LOST = 255
+
+
 def _classify(run: RunResult, expected: set[str]) -> tuple[Outcome, list[PropertyFailure]]:
-    if run.returncode not in (0, 1):  # usage error, internal error, no tests collected
+    # A lost status says nothing; a property violation the run recorded still kills (what
+    # came after it cannot undo it), but without one there is no verdict.
+    lost = run.returncode == STATUS_LOST
+    if run.returncode not in (0, 1) and not (
+        lost and any(f.is_property_violation for f in run.failures)
+    ):  # usage error, internal error, no tests collected, a status lost before any violation
         return Outcome.ERROR, run.failures
     # expected properties first, and among them those with a shrunk falsifying example
     violations = sorted(

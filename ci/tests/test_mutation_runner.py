@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from attnprops.ci.mutation_report import STATUS_LOST
 from attnprops.ci.mutation_report import _classify
 from attnprops.ci.mutation_report import _message
 from attnprops.ci.mutation_report import run_mutant
@@ -53,6 +54,19 @@ def test_classification_distinguishes_kill_crash_and_wrong_reason():
     assert _classify(_run(_failure("test_b", True)), expected)[0] is Outcome.WRONG_REASON
     assert _classify(_run(rc=0), expected)[0] is Outcome.SURVIVED
     assert _classify(_run(rc=4), expected)[0] is Outcome.ERROR  # usage error: no verdict
+
+
+def test_a_lost_exit_status_keeps_the_violations_the_run_recorded():
+    """Exit status 255 (the fork server lost the child's status): a recorded violation of an
+    expected property still kills (elsewhere: 'wrong reason'); without a violation, or with
+    any other status outside pytest's, there is no verdict."""
+    expected = {"test_a"}
+    lost = STATUS_LOST
+    assert _classify(_run(_failure("test_a", True), rc=lost), expected)[0] is Outcome.KILLED
+    assert _classify(_run(_failure("test_b", True), rc=lost), expected)[0] is Outcome.WRONG_REASON
+    assert _classify(_run(_failure("test_a", False), rc=lost), expected)[0] is Outcome.ERROR
+    assert _classify(_run(rc=lost), expected)[0] is Outcome.ERROR
+    assert _classify(_run(_failure("test_a", True), rc=3), expected)[0] is Outcome.ERROR
 
 
 def test_select_only_and_shard():

@@ -40,6 +40,7 @@ from attnprops.properties.sizes import limits
 from attnprops.properties.sizes import long_sizes
 from attnprops.properties.strategies import AttentionCase
 from attnprops.properties.variant_draws import attention_sinks
+from attnprops.properties.variant_draws import press_slopes
 
 # Sequences in a batch: up to 8 (past a batch tile of 4, at and past one of 8) one draw in
 # two, up to 17 (past two tiles of 8) in the other; both shrink to 1 (a fault past 4 sequences
@@ -220,10 +221,8 @@ def serving_variants(draw, subject, spec: KernelSpec, longest: int) -> dict:
     if caps.window and draw(st.booleans()):
         found["window"] = draw_window(draw, caps.window, longest + 1)
     if caps.alibi and draw(st.booleans()):
-        slopes = 2.0 ** (-8.0 * np.arange(1, Hq + 1) / Hq)  # Press et al. 2022
-        if B > 1 and not draw(st.booleans(), label="slopes (Hq,) for every sequence"):
-            slopes = slopes[None, :] / np.arange(1, B + 1)[:, None]
-        found["alibi_slopes"] = slopes
+        per_sequence = B > 1 and not draw(st.booleans(), label="slopes (Hq,) for every sequence")
+        found["alibi_slopes"] = press_slopes(Hq, B if per_sequence else None)
     if caps.softcap and draw(st.booleans()):
         found["softcap"] = draw(st.sampled_from([50.0, 30.0, 5.0]), label="softcap")
     if caps.sinks and draw(st.booleans()):

@@ -30,6 +30,7 @@ from attnprops.properties.strategies import BFLOAT16_LARGE
 from attnprops.properties.strategies import AttentionCase
 from attnprops.properties.strategies import Dims
 from attnprops.properties.variant_draws import anchor_in_window
+from attnprops.properties.variant_draws import press_slopes
 
 # "alibi float mask": ALiBi's bias given as attn_mask (the spec's alibi flag: as alibi_slopes)
 MASK_KINDS = ("none", "key padding", "random bool", "alibi float mask", "left padding")
@@ -120,9 +121,7 @@ class KernelSpec(_Fields):
             self.window,
         )
         if self.alibi:
-            slopes = 2.0 ** (-8.0 * np.arange(1, Hq + 1) / Hq)  # Press et al. 2022
-            if self.batch_slopes:  # (B, Hq)
-                slopes = slopes[None, :] / np.arange(1, B + 1)[:, None]
+            slopes = press_slopes(Hq, B if self.batch_slopes else None)
             case = case._replace(alibi_slopes=slopes)
         if self.chunk_size is not None:
             case = case._replace(chunk_size=self.chunk_size)
@@ -157,7 +156,7 @@ class KernelSpec(_Fields):
             return mask
         if self.mask == "alibi float mask":
             start = self.start
-            slopes = 2.0 ** (-8.0 * np.arange(1, Hq + 1) / Hq)  # Press et al. 2022
+            slopes = press_slopes(Hq)
             distance = np.abs(start + np.arange(Tq)[:, None] - np.arange(Tk)[None, :])
             return (-slopes[:, None, None] * distance)[None]  # (1, Hq, Tq, Tk)
         raise ValueError(f"mask: unknown kind {self.mask!r}; known: {MASK_KINDS}")

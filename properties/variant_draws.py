@@ -20,6 +20,7 @@ __all__ = [
     "anchor_in_window",
     "attention_sinks",
     "documents",
+    "press_slopes",
     "fit_window",
     "rows_left_to_the_sink",
     "window_sides",
@@ -100,13 +101,21 @@ def documents(draw, batch: int, Tq: int, Tk: int, start: int):
     return query_ids, key_ids
 
 
+def press_slopes(num_heads: int, batch: int | None = None) -> np.ndarray:
+    """Press et al.'s (2022) geometric ALiBi slopes ``2**(-8 k / Hq)``, ``k = 1 .. Hq``,
+    float64 ``(Hq,)``; with ``batch``, ``(B, Hq)`` whose row ``b`` is divided by ``b + 1`` (every
+    batch element its own slopes, so reading another's row shows)."""
+    slopes = 2.0 ** (-8.0 * np.arange(1, num_heads + 1) / num_heads)
+    return slopes if batch is None else slopes[None, :] / np.arange(1, batch + 1)[:, None]
+
+
 @st.composite
 def alibi_slopes(draw, batch: int, num_heads: int):
     """ALiBi slopes, ``(Hq,)`` or ``(B, Hq)`` float64: Press et al.'s geometric
     ``2**(-8 k / Hq)``, ``k = 1 .. Hq`` (half the time), else any in ``[-2, 2]`` (a negative
     slope, a slope of 0, per batch element)."""
     if draw(st.booleans()):
-        slopes = 2.0 ** (-8.0 * np.arange(1, num_heads + 1) / num_heads)
+        slopes = press_slopes(num_heads)
     else:
         shape = draw(st.sampled_from([(num_heads,), (batch, num_heads)]))
         slopes = draw(hnp.arrays(np.float64, shape, elements=st.floats(-2, 2, width=32)))

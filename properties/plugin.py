@@ -41,6 +41,8 @@ is inside the rootdir (this repository, a vendored copy) or named on the command
 - ``--attn-xfail FILE`` (or ``ATTN_XFAIL``) and a subject module's
   ``ATTNPROPS_EXPECTED_FAILURES`` name *expected-failures files*: known deviations of a
   subject, by test id, marked strict xfails (:mod:`properties.expected_failures`).
+- A run that uses the suite makes CPython's full garbage collections rarer while it runs
+  (:mod:`properties.garbage_collection`); the thresholds are restored at the end.
 - The header names the subject, its version, its declared conventions, the profile and the
   expected-failures files.
 """
@@ -65,6 +67,8 @@ from attnprops.properties.expected_failures import XFAIL_RAISES
 from attnprops.properties.expected_failures import mark_expected_failures
 from attnprops.properties.expected_failures import read_expected_failures
 from attnprops.properties.expected_failures import xfail_files
+from attnprops.properties.garbage_collection import fewer_full_collections
+from attnprops.properties.garbage_collection import restore
 from attnprops.properties.options import ROBUSTNESS_ENV_VAR
 from attnprops.properties.options import ROBUSTNESS_MODES
 from attnprops.properties.options import ROBUSTNESS_REASON
@@ -158,6 +162,7 @@ def pytest_configure(config):
     from attnprops.properties.subject import load_subject
 
     one_thread_per_process(workers=config.getoption("numprocesses", None))
+    _STATE["gc_thresholds"] = fewer_full_collections()
     try:  # --hypothesis-profile wins over $HYPOTHESIS_PROFILE; $ATTNPROPS_DATABASE applies
         _STATE["profile"] = load_profile(config.getoption("hypothesis_profile", None))
     except ValueError as exc:
@@ -205,6 +210,9 @@ def pytest_ignore_collect(collection_path, config):
 
 
 def pytest_unconfigure(config):
+    thresholds = _STATE.pop("gc_thresholds", None)
+    if thresholds is not None:
+        restore(thresholds)
     for key in ("results", "progress"):
         stream = _STATE.pop(key, None)
         if stream is not None:

@@ -62,6 +62,7 @@ from attnprops.ci.mutation_results import junit
 from attnprops.ci.mutation_results import markdown_report
 from attnprops.ci.mutation_results import verdict
 from attnprops.ci.pytest_process import SIGNAL_MARK
+from attnprops.ci.pytest_process import STATUS_LOST
 from attnprops.ci.suite_runner import PropertyFailure
 from attnprops.ci.suite_runner import RunResult
 from attnprops.ci.suite_runner import run_suite
@@ -75,16 +76,10 @@ REFERENCE_SUBJECT = "attnprops.impl"
 BROKEN_SUBJECT = "attnprops.ci.broken_subject"
 
 
-# What CPython's multiprocessing fork server reports for a child whose exit status it could
-# not read (popen_forkserver: "perhaps the forkserver process itself got killed"); pytest's
-# own exit statuses are 0-5. Seen once in a fresh-clone CI run (2026-12-06): the child had
-# recorded its property's failure, with its shrunk counterexample, in the results file.
-STATUS_LOST = 255
-
-
 def _classify(run: RunResult, expected: set[str]) -> tuple[Outcome, list[PropertyFailure]]:
-    # A lost status says nothing; a property violation the run recorded still kills (what
-    # came after it cannot undo it), but without one there is no verdict.
+    # A lost status (one the child could not write down either: ci.pytest_process) says
+    # nothing; a property violation the run recorded still kills (what came after it cannot
+    # undo it), but without one there is no verdict.
     lost = run.returncode == STATUS_LOST
     if run.returncode not in (0, 1) and not (
         lost and any(f.is_property_violation for f in run.failures)

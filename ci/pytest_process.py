@@ -15,6 +15,8 @@ The child runs ``pytest.main(args)`` with the given environment and working fold
 folder and then ``$PYTHONPATH``'s entries first on ``sys.path`` (as ``python -m pytest``
 started there would have them), and its standard output and error (file descriptors 1 and
 2, so pytest's own capturing still works) written to a file.
+The child also writes its exit status to a file before it exits, read when the fork server
+reports it lost (:data:`STATUS_LOST`).
 Where the fork server is not available (Windows), a plain ``python -m pytest`` subprocess
 runs instead; the result is the same.
 """
@@ -90,7 +92,19 @@ def _child(args: list[str], cwd: str, env: dict, log: str) -> None:
     code = int(pytest.main(args))
     sys.stdout.flush()
     sys.stderr.flush()
+    with open(log + STATUS_SUFFIX, "w", encoding="utf-8") as status:  # see STATUS_LOST
+        status.write(str(code))
     os._exit(code)
+
+
+# What CPython's multiprocessing fork server reports for a child whose exit status it could
+# not read (``popen_forkserver``: "perhaps the forkserver process itself got killed");
+# pytest's own exit statuses are 0-5. Seen once in a fresh-clone CI run (2026-12-06): the
+# child had finished its run and recorded a property's failure. So each child also writes its
+# status to a file next to its output (``STATUS_SUFFIX``) just before it exits, and
+# :func:`run_pytest` reads it there when the fork server reports this.
+STATUS_LOST = 255
+STATUS_SUFFIX = ".status"
 
 
 POLL_SECONDS = 0.2  # how often ``poll`` is called while the process runs
@@ -124,7 +138,7 @@ def run_pytest(
             while process.is_alive():
                 _wait(poll, lambda: process.join(POLL_SECONDS))
             process.join()
-            code = process.exitcode
+            code = _status(process.exitcode, log + STATUS_SUFFIX)
         if poll is not None:
             poll()
         output = (
@@ -137,6 +151,19 @@ def run_pytest(
 
 
 SIGNAL_MARK = "[pytest process ended by signal"  # the line run_pytest adds after a signal
+
+
+def _status(exitcode: int | None, written: str) -> int | None:
+    """A fork-server child's exit status: ``exitcode`` as the fork server reports it, unless
+    that is :data:`STATUS_LOST` and the child wrote its status to the file ``written`` (an
+    int) before it exited; then that."""
+    if exitcode != STATUS_LOST:
+        return exitcode
+    try:
+        with open(written, encoding="utf-8") as status:
+            return int(status.read())
+    except (OSError, ValueError):  # the child ended before writing it: the status is lost
+        return exitcode
 
 
 def _signal_name(number: int) -> str:

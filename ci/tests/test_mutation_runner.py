@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from attnprops.ci.mutation_report import STATUS_LOST
 from attnprops.ci.mutation_report import _classify
 from attnprops.ci.mutation_report import _message
 from attnprops.ci.mutation_report import run_mutant
 from attnprops.ci.mutation_report import select
 from attnprops.ci.mutation_results import Outcome
+from attnprops.ci.pytest_process import STATUS_LOST
 from attnprops.ci.suite_runner import PropertyFailure
 from attnprops.ci.suite_runner import RunResult
 from attnprops.mutants import all_mutants

@@ -48,6 +48,60 @@ def test_child_gets_the_environment_folder_output_and_exit_status(runner, tmp_pa
     assert "PROBE_VALUE" not in os.environ  # the parent's own environment is untouched
 
 
+class _LostStatus:
+    """A fork-server context whose processes report 255 as their exit status once they end,
+    as CPython's fork server does when it cannot read it."""
+
+    def __init__(self, context):
+        self._context = context
+
+    def Process(self, *args, **kwargs):  # noqa: N802 (multiprocessing's name)
+        return _LostProcess(self._context.Process(*args, **kwargs))
+
+
+class _LostProcess:
+    """A started process, but for the exit status it reports (see :class:`_LostStatus`)."""
+
+    def __init__(self, process):
+        self._process = process
+
+    def __getattr__(self, name):  # start, is_alive, join
+        return getattr(self._process, name)
+
+    @property
+    def exitcode(self):
+        code = self._process.exitcode
+        return None if code is None else 255  # CPython's popen_forkserver: status unread
+
+
+def test_a_status_the_fork_server_loses_is_read_from_the_child(tmp_path, monkeypatch):
+    context = pytest_process._fork_server()
+    if context is None:
+        pytest.skip("no fork server on this platform")
+    monkeypatch.setattr(pytest_process, "_fork_server", lambda: _LostStatus(context))
+    (tmp_path / "test_probe.py").write_text(PROBE, encoding="utf-8")
+    (tmp_path / "probe_helper.py").write_text("VALUE = 7\n", encoding="utf-8")
+    run = pytest_process.run_pytest(
+        ["-q", "-p", "no:cacheprovider", "-o", "addopts=", "test_probe.py"],
+        cwd=tmp_path,
+        env=dict(os.environ, PROBE_VALUE="from the parent"),
+    )
+    assert run.returncode == 1, run.output  # what the child wrote, not the 255 reported
+    assert "1 failed, 1 passed" in run.output
+
+
+def test_a_status_nobody_wrote_stays_lost(tmp_path):
+    written = tmp_path / "pytest.log.status"
+    lost = pytest_process.STATUS_LOST
+    assert pytest_process._status(lost, str(written)) == lost  # the child wrote nothing
+    written.write_text("1", encoding="utf-8")
+    assert pytest_process._status(lost, str(written)) == 1
+    assert pytest_process._status(0, str(written)) == 0  # a status that came back stands
+    assert pytest_process._status(-9, str(written)) == -9  # so does a signal
+    written.write_text("", encoding="utf-8")  # cut short while writing
+    assert pytest_process._status(lost, str(written)) == lost
+
+
 def test_usage_error_exit_status_comes_back(tmp_path):
     run = pytest_process.run_pytest(["--no-such-option"], cwd=tmp_path, env=dict(os.environ))
     assert run.returncode == 4, run.output  # pytest's ExitCode.USAGE_ERROR

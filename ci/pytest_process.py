@@ -92,8 +92,11 @@ def _child(args: list[str], cwd: str, env: dict, log: str) -> None:
     code = int(pytest.main(args))
     sys.stdout.flush()
     sys.stderr.flush()
-    with open(log + STATUS_SUFFIX, "w", encoding="utf-8") as status:  # see STATUS_LOST
-        status.write(str(code))
+    try:  # see STATUS_LOST; a status that cannot be written leaves the reported one
+        with open(log + STATUS_SUFFIX, "w", encoding="utf-8") as status:
+            status.write(str(code))
+    except OSError:
+        pass
     os._exit(code)
 
 

@@ -88,6 +88,7 @@ if TYPE_CHECKING:
     from attnprops.properties.subject import Subject
 
 _STATE: dict = {}
+_GC_THRESHOLDS = pytest.StashKey[tuple]()  # the collector's thresholds before this run
 
 # The warnings policy (README "Warnings"): a RuntimeWarning raised in this project's own code
 # (the oracle, impl, the properties) is an error; one raised in a subject's code is shown in
@@ -162,7 +163,9 @@ def pytest_configure(config):
     from attnprops.properties.subject import load_subject
 
     one_thread_per_process(workers=config.getoption("numprocesses", None))
-    _STATE["gc_thresholds"] = fewer_full_collections()
+    # in the config's stash, not in _STATE: a pytest run started inside this one (in the
+    # same process) clears _STATE, and each run must put back what it found
+    config.stash[_GC_THRESHOLDS] = fewer_full_collections()
     try:  # --hypothesis-profile wins over $HYPOTHESIS_PROFILE; $ATTNPROPS_DATABASE applies
         _STATE["profile"] = load_profile(config.getoption("hypothesis_profile", None))
     except ValueError as exc:
@@ -210,9 +213,10 @@ def pytest_ignore_collect(collection_path, config):
 
 
 def pytest_unconfigure(config):
-    thresholds = _STATE.pop("gc_thresholds", None)
+    thresholds = config.stash.get(_GC_THRESHOLDS, None)
     if thresholds is not None:
         restore(thresholds)
+        del config.stash[_GC_THRESHOLDS]
     for key in ("results", "progress"):
         stream = _STATE.pop(key, None)
         if stream is not None:

@@ -42,7 +42,10 @@ is inside the rootdir (this repository, a vendored copy) or named on the command
   ``ATTNPROPS_EXPECTED_FAILURES`` name *expected-failures files*: known deviations of a
   subject, by test id, marked strict xfails (:mod:`properties.expected_failures`).
 - A run that uses the suite makes CPython's full garbage collections rarer while it runs
-  (:mod:`properties.garbage_collection`); the thresholds are restored at the end.
+  (:mod:`properties.garbage_collection`) and exports its subject as ``ATTN_IMPL`` (for
+  xdist's workers and the processes its tests start); the thresholds and the variables it set
+  (the thread counts above included) are restored at the end, so a later run in the same
+  process selects its own subject.
 - The header names the subject, its version, its declared conventions, the profile and the
   expected-failures files.
 """
@@ -82,6 +85,7 @@ from attnprops.properties.selection import parse_shard
 from attnprops.properties.selection import shard_of
 from attnprops.properties.selection import uses_suite
 from attnprops.properties.selection import within
+from attnprops.properties.threads import THREAD_ENV_VARS
 from attnprops.properties.threads import one_thread_per_process
 
 if TYPE_CHECKING:
@@ -89,6 +93,8 @@ if TYPE_CHECKING:
 
 _STATE: dict = {}
 _GC_THRESHOLDS = pytest.StashKey[tuple]()  # the collector's thresholds before this run
+# the environment variables this run may set, as they were before it (None: unset)
+_ENV_BEFORE = pytest.StashKey[dict]()
 
 # The warnings policy (README "Warnings"): a RuntimeWarning raised in this project's own code
 # (the oracle, impl, the properties) is an error; one raised in a subject's code is shown in
@@ -162,6 +168,7 @@ def pytest_configure(config):
     from attnprops.properties.subject import SubjectError
     from attnprops.properties.subject import load_subject
 
+    config.stash[_ENV_BEFORE] = {name: os.environ.get(name) for name in (ENV_VAR, *THREAD_ENV_VARS)}
     one_thread_per_process(workers=config.getoption("numprocesses", None))
     # in the config's stash, not in _STATE: a pytest run started inside this one (in the
     # same process) clears _STATE, and each run must put back what it found
@@ -217,6 +224,12 @@ def pytest_unconfigure(config):
     if thresholds is not None:
         restore(thresholds)
         del config.stash[_GC_THRESHOLDS]
+    for name, value in config.stash.get(_ENV_BEFORE, {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    config.stash[_ENV_BEFORE] = {}
     for key in ("results", "progress"):
         stream = _STATE.pop(key, None)
         if stream is not None:

@@ -20,6 +20,7 @@ from attnprops.oracle.rules import check_cache_append
 from attnprops.oracle.rules import check_cache_config
 from attnprops.oracle.rules import check_cache_instance
 from attnprops.oracle.rules import check_cached_query
+from attnprops.oracle.rules import check_positive_int
 from attnprops.oracle.rules import check_rolling_window
 from attnprops.oracle.rules import quantize
 from attnprops.oracle.rules import takes_options
@@ -32,12 +33,18 @@ class KVCache(IndependentCopy):
 
     Same constructor, ``append``, ``keys``, ``values`` and ``len`` as ``impl.KVCache`` and the
     same rules (:func:`oracle.rules.check_cache_append`); deliberately simple, not fast.
+    ``capacity`` is checked as ``impl.KVCache``'s (an int >= 1, else
+    :class:`~oracle.rules.AttentionInputError` naming it) and otherwise unused: a list has no
+    slots to preallocate, so code written for either cache runs on both.
     """
 
-    def __init__(self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64):
+    def __init__(
+        self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64, capacity: int = 16
+    ):
         (self.batch, self.num_kv_heads, self.head_dim, self.value_dim, self.dtype) = (
             check_cache_config(batch, num_kv_heads, head_dim, value_dim, dtype)
         )
+        check_positive_int(capacity, "capacity")
         self._blocks: list[tuple[np.ndarray, np.ndarray]] = []
 
     def __len__(self) -> int:

@@ -140,3 +140,18 @@ def test_cache_dtypes_numpy_cannot_read_are_dtype_errors(dtype):
     ):
         with pytest.raises(DtypeError, match="^dtype: "):
             make()
+
+
+@pytest.mark.parametrize("cls", ["KVCache", "QuantizedKVCache"])
+def test_cache_capacity_is_checked_as_impl_checks_it(cls):
+    """The oracle's caches take impl's ``capacity`` (a list has no slots: unused) and refuse
+    the same values with the same error naming it, so code written for one runs on both."""
+    for module in (oracle, impl):
+        cache = getattr(module, cls)(1, 1, 2, capacity=3)
+        four = np.ones((1, 1, 4, 2))  # one position past the three slots asked for
+        assert len(cache) == 0 and cache.append(four, four) == 0
+        assert len(cache) == 4 and np.array_equal(cache.keys, four)
+        for bad in (0, -1, 2.5, True):
+            with pytest.raises(AttentionInputError, match="^capacity") as info:
+                getattr(module, cls)(1, 1, 2, capacity=bad)
+            assert isinstance(info.value, ValueError)

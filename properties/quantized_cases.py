@@ -30,20 +30,29 @@ from attnprops.properties.sizes import limits
 from attnprops.properties.strategies import AttentionCase
 from attnprops.properties.variant_draws import attention_sinks
 
-__all__ = ["QuantizedRun", "calibrated_scales", "kernel_quantized_runs", "quantized_runs"]
+__all__ = [
+    "KernelQuantizedRun",
+    "QuantizedRun",
+    "calibrated_scales",
+    "kernel_quantized_runs",
+    "quantized_runs",
+]
 
 SMALLEST_SCALE = np.float32(2.0**-126)  # float32's smallest normal: a scale never underflows
 
 
 class QuantizedRun(NamedTuple):
     """A causal ``case`` appended ``chunks`` at a time to a quantized cache of ``storage``
-    with ``key_scale``/``value_scale`` (a float per tensor or float32 ``(Hkv,)`` per head)."""
+    with ``key_scale``/``value_scale`` (a float per tensor or float32 ``(Hkv,)`` per head).
+    ``spec``: the :class:`~properties.kernel_spec.KernelSpec` a kernel-sized ``case`` was
+    built from (None for a small one)."""
 
     case: AttentionCase
     storage: str
     key_scale: float | np.ndarray
     value_scale: float | np.ndarray
     chunks: tuple[int, ...]
+    spec: object = None
 
     def cache_kwargs(self) -> dict:
         """``QuantizedKVCache``'s keywords for this run."""
@@ -58,6 +67,23 @@ class QuantizedRun(NamedTuple):
         """The per-head float32 scales ``(Hkv,)`` of ``"key"`` or ``"value"``."""
         scale = self.key_scale if which == "key" else self.value_scale
         return check_quantization_scale(scale, self.case.key.shape[1], f"{which}_scale")
+
+
+class KernelQuantizedRun(QuantizedRun):
+    """A kernel-sized :class:`QuantizedRun`: a falsifying example shows its ``spec`` (sizes
+    and seed), its scales and its first appends, not the arrays (thousands of elements,
+    about 90 kB printed) or every one of its hundreds of appends."""
+
+    __slots__ = ()
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # Hypothesis's pretty printer
+        first = ", ".join(map(str, self.chunks[:40])) + (", ..." if len(self.chunks) > 40 else "")
+        printer.text(
+            f"KernelQuantizedRun(spec={self.spec!r}, storage={self.storage!r}, "
+            f"key_scale={np.array2string(np.asarray(self.key_scale), separator=', ')}, "
+            f"value_scale={np.array2string(np.asarray(self.value_scale), separator=', ')}, "
+            f"chunks=<{len(self.chunks)} appends: {first}>)"
+        )
 
 
 def calibrated_scales(x: np.ndarray, storage: str, factors: np.ndarray) -> np.ndarray:
@@ -116,7 +142,7 @@ def quantized_runs(draw, subject) -> QuantizedRun:
 
 
 @st.composite
-def kernel_quantized_runs(draw, subject) -> QuantizedRun:
+def kernel_quantized_runs(draw, subject) -> KernelQuantizedRun:
     """A kernel-sized causal sequence appended to a quantized cache in hundreds of chunks of
     mixed sizes (:func:`~properties.kernel_cache_cases.cache_runs`: past any plausible
     preallocated capacity, up to the profile's ``max_appends`` positions), an fp8 storage
@@ -139,4 +165,4 @@ def kernel_quantized_runs(draw, subject) -> QuantizedRun:
         case = spec.build()
         scales = _scales(draw, case.key, case.value, storage, per_head=True)
     case = case._replace(mask_layout=f"{storage} cache, per-head scales")
-    return QuantizedRun(case, storage, scales["key"], scales["value"], tuple(chunks))
+    return KernelQuantizedRun(case, storage, scales["key"], scales["value"], tuple(chunks), spec)

@@ -159,3 +159,35 @@ def test_readme_size_table_states_the_limits():
     for name, numbers in rows.items():
         examples = costly_examples("kernel_sized", hsettings.get_profile(name).max_examples)
         assert numbers == [*LIMITS[name], examples], (name, numbers, LIMITS[name])
+
+
+def test_a_kernel_sized_quantized_run_prints_as_its_spec():
+    """A falsifying kernel-sized quantized run reads as its spec (sizes, seed), scales and
+    first appends, in a few hundred characters: as a plain QuantizedRun the same run prints
+    its arrays (NumPy's summaries; about 90 kB with 8 heads) and every append."""
+    from hypothesis import Phase
+    from hypothesis.vendor.pretty import pretty
+
+    from attnprops.properties.quantized_cases import KernelQuantizedRun
+    from attnprops.properties.quantized_cases import QuantizedRun
+    from attnprops.properties.quantized_cases import kernel_quantized_runs
+    from attnprops.properties.subject import load_subject
+
+    spec = KernelSpec(
+        "prefill", 1, 2, 2, 1000, 1000, 64, 64, True, None, "none", "float32", "unit", None, 7
+    )
+    scales = np.array([0.01, 0.02], np.float32)
+    parts = (spec.build(), "float8_e4m3fn", scales, scales, (1,) * 500 + (500,), spec)
+    text = pretty(KernelQuantizedRun(*parts))
+    assert text.startswith("KernelQuantizedRun(spec=KernelSpec(shape='prefill'"), text
+    assert "key_len=1000" in text and "seed=7" in text and "<501 appends: 1, 1, " in text
+    assert "array(" not in text and len(text) < 1000, text
+    assert len(pretty(QuantizedRun(*parts))) > 5 * len(text)
+
+    @settings(max_examples=2, phases=[Phase.generate], database=None, derandomize=True)
+    @given(run=kernel_quantized_runs(load_subject("attnprops.impl")))
+    def drawn(run):  # the strategy's runs are such runs, their spec the case's
+        assert isinstance(run, KernelQuantizedRun)
+        assert run.spec.build().key.shape == run.case.key.shape
+
+    drawn()

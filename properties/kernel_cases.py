@@ -20,7 +20,12 @@ Shape kinds drawn (shape legend as in :mod:`properties.strategies`):
              causal at ``Tk - Tq``: the drafts are causal among themselves.
 ``chunk``    chunked prefill: ``Tq < Tk``, causal with the default ``Tk - Tq``, 0 or a drawn
              ``query_start`` (a boundary size: at, one past or one short of a tile multiple,
-             or anywhere).
+             or anywhere). ``Tq`` is a boundary size one draw in two, else one query (one
+             draw in four) or a decode's few (:data:`MAX_DECODE_QUERIES`): a decode step at
+             an explicit position of a preallocated (static) cache, whose slots past it are
+             not written yet (Hugging Face's ``StaticCache``, JAX's fixed-size decode
+             caches), where a kernel that treats one query as the last position (causality
+             a no-op) reads them.
 ``cross``    ``Tq != Tk`` either way, not causal.
 
 Masks and the arrays: :mod:`properties.kernel_spec`.
@@ -63,6 +68,7 @@ MAGNITUDES = ("unit", "ties", "large")
 _REGIMES = cached_strategy(st.sampled_from)  # value regimes, one strategy per tuple
 _SCALES = st.one_of(st.none(), st.sampled_from([0.125, 0.3, 1.0, 2.0]))
 _SEEDS = st.integers(0, 2**32 - 1)
+_CHUNK_QUERIES = st.sampled_from(("chunk", "chunk", "one", "decode"))
 
 
 @st.composite
@@ -135,7 +141,16 @@ def kernel_specs(
         is_causal = True
     elif shape == "chunk":
         Tk = draw(boundary_sizes(max_len, min_size=2), label="key_len")
-        Tq = draw(boundary_sizes(Tk - 1), label="query_len")
+        # a prefill's chunk one draw in two, else one query or a decode's few (the module
+        # doc); an integer picks, as one_of's branches are not drawn evenly (measured: a
+        # chunk past 64 queries one draw in ten, where a boundary size alone gave one in two)
+        queries = draw(_CHUNK_QUERIES, label="chunk, one query or a decode's")
+        if queries == "chunk":
+            Tq = draw(boundary_sizes(Tk - 1), label="query_len")
+        elif queries == "one":
+            Tq = 1
+        else:
+            Tq = draw(_decode_queries(min(MAX_DECODE_QUERIES, Tk - 1)), label="query_len")
         is_causal = True
         # a start at, or one off, a tile multiple puts a tile's last row at a tile edge
         starts = [st.none(), st.just(0)] + ([boundary_sizes(Tk - Tq)] if Tk > Tq else [])

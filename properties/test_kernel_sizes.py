@@ -180,8 +180,9 @@ def test_kernel_sized_decode_past_capacity_reads_every_key(subject, spec):
 @pytest.mark.kernel_sized
 @given(spec=subject_kernel_specs(SUBJECT, shapes=("chunk",)))
 def test_kernel_sized_chunk_matches_reference(subject, spec):
-    """Chunked prefill (``Tq < Tk``, causal, ``query_start`` on or off the tile grid): see
-    matches_reference."""
+    """Chunked prefill (``Tq < Tk``, causal, ``query_start`` on or off the tile grid), and a
+    decode step of one or a few queries at an explicit position of a preallocated (static)
+    cache, whose slots past it are unwritten: see matches_reference."""
     matches_reference(subject, spec)
 
 

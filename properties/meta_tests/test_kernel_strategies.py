@@ -82,10 +82,10 @@ def test_capacity_sizes_are_the_largest_power_of_two_and_one_past_it():
 def test_specs_stay_within_the_budget():
     """Every drawn spec keeps B*Hq*Tq*Tk and B*Hkv*Tk*(D+Dv) within the profile's limits,
     builds arrays of its sizes, and leaves every query row a visible key; every shape and
-    mask kind is drawn, GQA groups that are no power of two past 4 (5, 6, 7: a kernel that
-    rounds a group up is wrong there) and decodes of more than 16 queries (a draft tree)."""
+    mask kind is drawn, and GQA groups that are no power of two past 4 (5, 6, 7: a kernel
+    that rounds a group up is wrong there)."""
     lim = limits("ci")
-    kinds, masks, groups, decode_queries = set(), set(), set(), set()
+    kinds, masks, groups = set(), set(), set()
 
     @settings(max_examples=80, derandomize=True, database=None)
     @given(spec=kernel_specs())
@@ -93,8 +93,6 @@ def test_specs_stay_within_the_budget():
         kinds.add(spec.shape)
         masks.add(spec.mask)
         groups.add(spec.num_heads // spec.num_kv_heads)
-        if spec.shape == "decode":
-            decode_queries.add(spec.query_len)
         assert spec.batch * spec.num_heads * spec.query_len * spec.key_len <= max(
             lim.max_scores, spec.query_len * spec.key_len
         )
@@ -110,7 +108,25 @@ def test_specs_stay_within_the_budget():
     assert kinds == {"prefill", "decode", "chunk", "cross"}
     assert masks == set(MASK_KINDS), masks
     assert groups & {5, 6, 7}, groups
-    assert max(decode_queries) > 16, decode_queries
+
+
+def test_few_queries_are_drawn_in_decodes_and_chunks():
+    """Decodes of more than 16 queries (a draft tree) and of one; chunks of one query at an
+    explicit position below ``Tk - 1`` (a static cache's decode step), and chunks of more
+    than 64 queries (a prefill's, past a query tile). Each shape drawn on its own, so the
+    counts do not hang on how often the other shapes come."""
+    seen = {"decode": set(), "chunk": set()}
+
+    @settings(max_examples=40, derandomize=True, database=None)
+    @given(spec=kernel_specs(shapes=("decode", "chunk")))
+    def check(spec):
+        seen[spec.shape].add((spec.query_len, spec.start < spec.key_len - spec.query_len))
+
+    check()
+    decode = {tq for tq, _ in seen["decode"]}
+    assert max(decode) > 16 and 1 in decode, decode
+    assert (1, True) in seen["chunk"], seen["chunk"]
+    assert max(tq for tq, _ in seen["chunk"]) > 64, seen["chunk"]
 
 
 def test_env_var_raises_the_limits(monkeypatch):

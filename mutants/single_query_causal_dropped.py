@@ -30,11 +30,14 @@ class _Kernel(TiledKernel):
 
     def tiled_output(self, problem):
         if problem.is_causal:  # FAULT: one query "is the last position": causality dropped
-            visible = check_attention_inputs(
+            visible = check_attention_inputs(  # everything else the call hides stays hidden
                 problem.query,
                 problem.key,
                 problem.value,
                 attn_mask=problem.mask,
+                query_start=problem.query_start,
+                window=problem.window,
+                segment_ids=problem.segments,
                 scale=problem.scale,
                 sinks=problem.sinks,
             ).visible

@@ -148,7 +148,7 @@ def cached_attention(
     check_cache_instance(cache, KVCache)
     check_cached_query(query, key, cache)
     attend = attention if attend is None else attend
-    rolling = hasattr(cache, "capacity")  # an oracle.serving.RollingKVCache
+    rolling = isinstance(cache, serving.RollingKVCache)  # (KVCache takes capacity= too)
     window = options["window"]
     if rolling:
         window = check_rolling_window(window, cache.capacity)

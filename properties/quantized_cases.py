@@ -70,20 +70,26 @@ class QuantizedRun(NamedTuple):
 
 
 class KernelQuantizedRun(QuantizedRun):
-    """A kernel-sized :class:`QuantizedRun`: a falsifying example shows its ``spec`` (sizes
-    and seed), its scales and its first appends, not the arrays (thousands of elements,
-    about 90 kB printed) or every one of its hundreds of appends."""
+    """A kernel-sized :class:`QuantizedRun` that prints (``repr`` and a falsifying example) as
+    its ``spec`` (sizes and seed: the arrays), storage, scales (each float32 in its shortest
+    exact decimal) and appends, not as the arrays (NumPy's summaries: about 90 kB with 8
+    heads); every field of the run follows from that text."""
 
     __slots__ = ()
 
-    def _repr_pretty_(self, printer, cycle) -> None:  # Hypothesis's pretty printer
-        first = ", ".join(map(str, self.chunks[:40])) + (", ..." if len(self.chunks) > 40 else "")
-        printer.text(
+    def __repr__(self) -> str:
+        def exact(scale) -> str:
+            values = np.atleast_1d(np.asarray(scale, np.float32))
+            return "[" + ", ".join(np.format_float_positional(x, unique=True) for x in values) + "]"
+
+        return (
             f"KernelQuantizedRun(spec={self.spec!r}, storage={self.storage!r}, "
-            f"key_scale={np.array2string(np.asarray(self.key_scale), separator=', ')}, "
-            f"value_scale={np.array2string(np.asarray(self.value_scale), separator=', ')}, "
-            f"chunks=<{len(self.chunks)} appends: {first}>)"
+            f"key_scale={exact(self.key_scale)}, value_scale={exact(self.value_scale)}, "
+            f"chunks={self.chunks!r})"
         )
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # Hypothesis's pretty printer
+        printer.text(repr(self))
 
 
 def calibrated_scales(x: np.ndarray, storage: str, factors: np.ndarray) -> np.ndarray:

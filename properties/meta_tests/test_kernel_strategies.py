@@ -178,9 +178,9 @@ def test_readme_size_table_states_the_limits():
 
 
 def test_a_kernel_sized_quantized_run_prints_as_its_spec():
-    """A falsifying kernel-sized quantized run reads as its spec (sizes, seed), scales and
-    first appends, in a few hundred characters: as a plain QuantizedRun the same run prints
-    its arrays (NumPy's summaries; about 90 kB with 8 heads) and every append."""
+    """A kernel-sized quantized run prints (repr, falsifying example) as its spec (sizes,
+    seed), storage, exact scales and appends, a few kB, from which the run is rebuilt: as a
+    plain QuantizedRun it prints its arrays (NumPy's summaries; about 90 kB with 8 heads)."""
     from hypothesis import Phase
     from hypothesis.vendor.pretty import pretty
 
@@ -192,13 +192,16 @@ def test_a_kernel_sized_quantized_run_prints_as_its_spec():
     spec = KernelSpec(
         "prefill", 1, 2, 2, 1000, 1000, 64, 64, True, None, "none", "float32", "unit", None, 7
     )
-    scales = np.array([0.01, 0.02], np.float32)
+    scales = np.array([0.01, 1 / 3], np.float32)
     parts = (spec.build(), "float8_e4m3fn", scales, scales, (1,) * 500 + (500,), spec)
     text = pretty(KernelQuantizedRun(*parts))
+    assert text == repr(KernelQuantizedRun(*parts))
     assert text.startswith("KernelQuantizedRun(spec=KernelSpec(shape='prefill'"), text
-    assert "key_len=1000" in text and "seed=7" in text and "<501 appends: 1, 1, " in text
-    assert "array(" not in text and len(text) < 1000, text
-    assert len(pretty(QuantizedRun(*parts))) > 5 * len(text)
+    assert "key_len=1000" in text and "seed=7" in text and "array(" not in text
+    assert f"chunks={(1,) * 500 + (500,)!r})" in text and len(text) < 4000, text
+    printed = text[text.index("key_scale=[") + 11 :].split("]")[0].split(", ")
+    assert np.array_equal(np.array(printed, np.float32), scales)  # exact, from the text
+    assert len(pretty(QuantizedRun(*parts))) > 2 * len(text)
 
     @settings(max_examples=2, phases=[Phase.generate], database=None, derandomize=True)
     @given(run=kernel_quantized_runs(load_subject("attnprops.impl")))

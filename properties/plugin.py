@@ -45,7 +45,8 @@ is inside the rootdir (this repository, a vendored copy) or named on the command
   (:mod:`properties.garbage_collection`) and exports its subject as ``ATTN_IMPL`` (for
   xdist's workers and the processes its tests start); the thresholds and the variables it set
   (the thread counts above included) are restored at the end, so a later run in the same
-  process selects its own subject.
+  process selects its own subject, and a run inside a run (pytester) gives the outer run its
+  subject and state back.
 - The header names the subject, its version, its declared conventions, the profile and the
   expected-failures files.
 """
@@ -95,6 +96,9 @@ _STATE: dict = {}
 _GC_THRESHOLDS = pytest.StashKey[tuple]()  # the collector's thresholds before this run
 # the environment variables this run may set, as they were before it (None: unset)
 _ENV_BEFORE = pytest.StashKey[dict]()
+# _STATE as it was before this run: a run started inside another (in the same process) gives
+# the outer run its own state back when it ends
+_OUTER_STATE = pytest.StashKey[dict]()
 
 # The warnings policy (README "Warnings"): a RuntimeWarning raised in this project's own code
 # (the oracle, impl, the properties) is an error; one raised in a subject's code is shown in
@@ -148,6 +152,7 @@ def pytest_configure(config):
         "kernel_sized: a property on kernel-sized cases; it runs a share of the profile's "
         "examples (properties.profiles.COSTLY_MARKERS)",
     )
+    config.stash[_OUTER_STATE] = dict(_STATE)
     _STATE.clear()
     _STATE["active"] = uses_suite(config)
     if not _STATE["active"]:
@@ -234,6 +239,11 @@ def pytest_unconfigure(config):
         stream = _STATE.pop(key, None)
         if stream is not None:
             stream.close()
+    outer = config.stash.get(_OUTER_STATE, None)
+    if outer is not None:
+        _STATE.clear()
+        _STATE.update(outer)
+        del config.stash[_OUTER_STATE]
 
 
 def pytest_runtest_call(item):

@@ -80,13 +80,18 @@ RECORDER = textwrap.dedent("""\
         record("end")
 """)
 OUTER = textwrap.dedent("""\
-    import pytest
+    import json, pytest
     from conftest import record
+    from attnprops.properties.plugin import current_subject
 
     def test_outer():
         record("test")
-        if NESTED:  # a second run in this process, as pytester's in-process runs do
-            assert pytest.main(["-q", "-p", "no:cacheprovider", "inner/test_inner.py"]) == 0
+        if NESTED:  # a second run in this process, as pytester's in-process runs do, with
+            # another subject; then this run's subject must be its own again
+            other = ["--attn-impl", "attnprops.properties.subjects.oracle_float64"]
+            assert pytest.main(["-q", "-p", "no:cacheprovider", *other, "inner/test_inner.py"]) == 0
+            with open("subject.json", "w") as out:
+                json.dump(current_subject().name, out)
 """)
 NONE_SET = dict.fromkeys((ENV_VAR, *THREAD_ENV_VARS))
 
@@ -113,15 +118,19 @@ def _state_of_a_run(tmp_path, *, uses_suite: bool, nested: bool, workers: int = 
 @pytest.mark.parametrize("nested", [False, True], ids=["one run", "a run inside the run"])
 def test_a_run_of_the_suite_puts_back_what_it_changed(thresholds, tmp_path, nested):
     """The thresholds are raised and the subject exported while the run lasts (a run started
-    inside it, in the same process, inherits the subject as a subprocess would), and both
-    are put back when it ends, so a later run in the process neither keeps the collector
-    slowed nor takes the first one's subject."""
+    inside it, in the same process, with another subject, gives it back when it ends: the
+    variable and the outer run's own subject), and both are put back when it ends, so a
+    later run in the process neither keeps the collector slowed nor takes the first one's
+    subject."""
     seen = _state_of_a_run(tmp_path, uses_suite=True, nested=nested)
     default, raised = (700, 10, 10), (700, 10, FULL_COLLECTION_EVERY)
     outer = [seen[0][:2], seen[1][:2], seen[-1][:2]]  # the inner run records a start and an end
     assert outer == [("start", default), ("test", raised), ("end", default)], seen
     during = {**NONE_SET, ENV_VAR: "attnprops.impl"}
     assert [s[2] for s in seen] == [NONE_SET, during] + [during] * (2 * nested) + [NONE_SET]
+    if nested:
+        subject = json.loads((tmp_path / "subject.json").read_text(encoding="utf-8"))
+        assert subject == "attnprops.impl"
 
 
 def test_a_run_without_the_suite_leaves_the_process_alone(thresholds, tmp_path):

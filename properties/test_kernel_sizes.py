@@ -116,7 +116,7 @@ def test_kernel_sized_chunks_match_reference(subject, spec):
 @pytest.mark.kernel_sized
 @given(spec=subject_kernel_specs(SUBJECT, shapes=("decode",)))
 def test_kernel_sized_decode_matches_reference(subject, spec):
-    """Decode (1-4 queries) against up to the profile's decode length of keys (the split-KV
+    """Decode (1 to 64 queries) against up to the profile's decode length of keys (the split-KV
     regime of flash-decoding): see matches_reference. Then the same kind of decode against
     ``L < Tk`` keys for every ``L`` one short of, at and one past the largest multiple
     ``m t`` below ``Tk`` of each tile ``t`` (every row against a float64 evaluation; key
@@ -162,7 +162,7 @@ CAPACITY_DTYPES = ("float64",) if "float64" in CAPS.dtypes else None
     )
 )
 def test_kernel_sized_decode_past_capacity_reads_every_key(subject, spec):
-    """Decode (1-4 queries) against ``P`` and ``P + 1`` keys, ``P`` the largest power of two
+    """Decode (1 to 64 queries) against ``P`` and ``P + 1`` keys, ``P`` the largest power of two
     within the profile's decode length (8192 in ci, 16384 in thorough:
     :func:`~properties.sizes.capacity`), every row against a float64 evaluation (agreement
     bounds, as the decode property's probes): a kernel with a preallocated capacity (a

@@ -17,7 +17,7 @@ draw in a hundred.
 from attnprops.mutants import Mutant
 from attnprops.mutants._tiled import TILED_CAPABILITIES
 from attnprops.mutants._tiled import TiledKernel
-from attnprops.oracle.rules import check_attention_inputs
+from attnprops.oracle.rules import dense_visibility
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
 
@@ -30,17 +30,7 @@ class _Kernel(TiledKernel):
 
     def tiled_output(self, problem):
         if problem.is_causal:  # FAULT: one query "is the last position": causality dropped
-            visible = check_attention_inputs(  # everything else the call hides stays hidden
-                problem.query,
-                problem.key,
-                problem.value,
-                attn_mask=problem.mask,
-                query_start=problem.query_start,
-                window=problem.window,
-                segment_ids=problem.segments,
-                scale=problem.scale,
-                sinks=problem.sinks,
-            ).visible
+            visible, _ = dense_visibility(problem.call._replace(is_causal=False))
             problem = problem.replace(visible=visible, is_causal=False)
         return super().tiled_output(problem)
 

@@ -38,6 +38,7 @@ __all__ = [
     "FULLY_MASKED_ROW_CONVENTIONS",
     "check_attention_call",
     "check_attention_inputs",
+    "dense_visibility",
     "raise_fully_masked_row",
     "raise_score_overflow",
     "sink_catches",
@@ -296,6 +297,20 @@ def check_attention_inputs(
             f"{FULLY_MASKED_ROW_CONVENTIONS}"
         )
     call = check_attention_call(query, key, value, needs_value=needs_value, **options)
+    visible, bias = dense_visibility(call)
+    if fully_masked_rows == "raise":
+        empty = ~visible.any(axis=-1) & ~sink_catches(call.sinks, call.num_heads)
+        if empty.any():
+            raise_fully_masked_row(empty)
+    visible.setflags(write=False)
+    return AttentionProblem(call, visible, bias)
+
+
+def dense_visibility(call: AttentionCall) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(visible, bias)`` of a validated ``call``: ``visible`` the bool ``(B, Hq, Tq, Tk)``
+    mask AND causality AND window AND segments AND chunks (True: the query may attend),
+    ``bias`` the float mask broadcast to that shape (``-inf`` where it hides) or None. What
+    :func:`check_attention_inputs` returns in its problem, before the fully-masked-row rule."""
     target = call.shape  # (B, Hq, Tq, Tk)
     Tq, Tk = target[2], target[3]
     visible = np.ones(target, dtype=bool)
@@ -320,12 +335,7 @@ def check_attention_inputs(
     ):
         if positional is not None:
             visible = visible & positional
-    if fully_masked_rows == "raise":
-        empty = ~visible.any(axis=-1) & ~sink_catches(call.sinks, target[1])
-        if empty.any():
-            raise_fully_masked_row(empty)
-    visible.setflags(write=False)
-    return AttentionProblem(call, visible, bias)
+    return visible, bias
 
 
 def sink_catches(sinks: np.ndarray | None, num_heads: int) -> np.ndarray:

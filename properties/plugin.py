@@ -175,9 +175,7 @@ def pytest_configure(config):
 
     config.stash[_ENV_BEFORE] = {name: os.environ.get(name) for name in (ENV_VAR, *THREAD_ENV_VARS)}
     one_thread_per_process(workers=config.getoption("numprocesses", None))
-    # in the config's stash, not in _STATE: a pytest run started inside this one (in the
-    # same process) clears _STATE, and each run must put back what it found
-    config.stash[_GC_THRESHOLDS] = fewer_full_collections()
+    config.stash[_GC_THRESHOLDS] = fewer_full_collections()  # per run, as _ENV_BEFORE
     try:  # --hypothesis-profile wins over $HYPOTHESIS_PROFILE; $ATTNPROPS_DATABASE applies
         _STATE["profile"] = load_profile(config.getoption("hypothesis_profile", None))
     except ValueError as exc:

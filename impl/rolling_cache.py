@@ -59,7 +59,11 @@ class RollingKVCache(IndependentCopy):
 
     def slots(self) -> np.ndarray:
         """The ring slot of each of :attr:`positions` (``position % capacity``)."""
-        return self.positions % self.capacity
+        return self.slot_of(self.positions)
+
+    def slot_of(self, positions: np.ndarray) -> np.ndarray:
+        """The ring slot of absolute ``positions`` (int64 array): ``position % capacity``."""
+        return positions % self.capacity
 
     def _unrolled(self, ring: np.ndarray) -> np.ndarray:
         held = ring[:, :, self.slots()]  # a fancy index: a copy, in position order
@@ -88,7 +92,7 @@ class RollingKVCache(IndependentCopy):
         key, value = check_cache_append(self, key, value)
         start, new = self._length, key.shape[2]
         kept = min(new, self.capacity)
-        slots = np.arange(start + new - kept, start + new) % self.capacity
+        slots = self.slot_of(np.arange(start + new - kept, start + new))
         self._keys[:, :, slots] = key[:, :, new - kept :]
         self._values[:, :, slots] = value[:, :, new - kept :]
         self._length = start + new

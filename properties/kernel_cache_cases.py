@@ -13,6 +13,7 @@ from attnprops.properties.kernel_cases import draw_window
 from attnprops.properties.kernel_cases import subject_kernel_specs
 from attnprops.properties.sizes import TILES
 from attnprops.properties.sizes import boundary_sizes
+from attnprops.properties.sizes import capacity_sizes
 from attnprops.properties.sizes import limits
 
 PAGE_SIZES = (*TILES, 512)  # page sizes of real paged KV caches
@@ -69,13 +70,21 @@ def window_and_sinks(draw, subject, spec, max_side: int, sides=None):
 @st.composite
 def rolling_cache_runs(draw, subject):
     """``(spec, pattern, steps, capacity)``: a :func:`cache_runs` sequence decoded through a
-    rolling cache of ``capacity`` slots (a boundary size up to a third of ``T``, so the ring
-    fills at least three times over; 16-256 and past them, where kernels switch the ring's
-    layout), with a window it can serve: ``left`` the capacity, one less (Hugging Face's
-    ``sliding_window = capacity``), or a boundary size below it; ``right`` 0 or None; the
-    subject's sinks half the time."""
+    rolling cache of ``capacity`` slots, with a window it can serve: ``left`` the capacity,
+    one less (Hugging Face's ``sliding_window = capacity``), or a boundary size below it;
+    ``right`` 0 or None; the subject's sinks half the time. The capacity is, one draw in
+    two, a boundary size up to a third of ``T`` (the ring fills at least three times over;
+    16-256 and past them, where kernels switch the ring's layout), else a power of two ``P``
+    or ``P + 1`` with ``P + 1 < T`` (:func:`~properties.sizes.capacity_sizes`: 2048 or 2049
+    once ``T`` passes 2049, as ci's runs of up to 3100 positions do): the largest rings a
+    run can fill, past the power of two a ring index written as ``t & (P - 1)`` (a buffer
+    sized for windows of at most ``P``) wraps at. Shrinks towards the first kind."""
     spec, pattern, steps = draw(cache_runs(subject))
-    capacity = draw(boundary_sizes(max(1, spec.key_len // 3)), label="capacity")
+    T = spec.key_len
+    capacity = draw(
+        st.one_of(boundary_sizes(max(1, T // 3)), capacity_sizes(max(1, T - 2))),
+        label="capacity",
+    )
     lefts = st.one_of(
         st.sampled_from(sorted({capacity, max(0, capacity - 1)})), boundary_sizes(capacity)
     )

@@ -195,12 +195,14 @@ def test_kernel_sized_paged_cache_run_equals_full_causal(subject, run):
 @given(run=rolling_cache_runs(SUBJECT))
 def test_kernel_sized_rolling_cache_equals_full_windowed_attention(subject, run):
     """A sequence of up to thousands of positions decoded in chunks and single tokens through
-    a ``RollingKVCache`` of ``capacity`` slots (a boundary size up to a third of the length:
-    the ring wraps again and again) with a window it serves (``left`` the capacity or less)
+    a ``RollingKVCache`` of ``capacity`` slots (a boundary size up to a third of the length,
+    so the ring wraps again and again, or a power of two or one past it, up to 2049 in ci:
+    see rolling_cache_runs) with a window it serves (``left`` the capacity or less)
     equals causal attention with that window over the whole sequence, every row (within
     twice the agreement bound); afterwards it holds exactly the last ``capacity`` positions,
     in position order. A ring unrolled from the wrong slot, or a window dropped once the
-    ring has wrapped, past a capacity the small cases (1-4 slots) never reach, fails here."""
+    ring has wrapped, or a ring index that wraps at a power of two below the capacity,
+    past a capacity the small cases (1-4 slots) never reach, fails here."""
     spec, pattern, steps, capacity = run
     case = spec.build()
     T = case.key.shape[2]

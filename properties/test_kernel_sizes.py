@@ -91,14 +91,26 @@ def test_kernel_sized_alibi_and_softcap_match_reference(subject, spec):
 
 @pytest.mark.requires("segment_ids")
 @pytest.mark.kernel_sized
-@given(spec=subject_kernel_specs(SUBJECT, shapes=CAUSAL, documents=True, alibi=CAPS.alibi))
+@given(
+    spec=subject_kernel_specs(
+        SUBJECT,
+        shapes=CAUSAL,
+        documents=True,
+        alibi=CAPS.alibi,
+        windows=True if CAPS.window else None,
+        softcap=CAPS.softcap,
+    )
+)
 def test_kernel_sized_documents_match_reference(subject, spec):
     """Packed documents at kernel sizes give each query the keys of its own document only.
     One packed row (FlashAttention's ``cu_seqlens``), each boundary at or next to a tile
     multiple: a query tile that straddles a boundary must give each row its own document's
     keys (a varlen kernel that takes a tile's key range from its first row, or lets a key
     tile leak across, moves these rows): see matches_reference, whose exact rows include
-    the last and first row of each document."""
+    the last and first row of each document. With the other variants the subject declares
+    (a local window, ALiBi, a soft cap), each drawn or not, so that a varlen path that
+    builds its mask from the documents alone, dropping the window, fails too (packed
+    sliding-window models: Mistral's, Gemma 2's local layers)."""
     matches_reference(subject, spec)
 
 

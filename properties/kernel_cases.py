@@ -28,7 +28,8 @@ Shape kinds drawn (shape legend as in :mod:`properties.strategies`):
              a no-op) reads them.
 ``cross``    ``Tq != Tk`` either way, not causal.
 
-Masks and the arrays: :mod:`properties.kernel_spec`.
+Masks and the arrays: :mod:`properties.kernel_spec`. :func:`many_head_specs` draws the
+decodes and chunks of 17 to 128 query heads that the others (at most 16) never reach.
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ SHAPE_KINDS = ("prefill", "decode", "chunk", "cross")
 # 5, 6 and 7 are real (Qwen2's 28 / 4 heads: 7), and a kernel that rounds a group up to a
 # power of two, or specialises 1, 2, 4 and 8, is wrong there.
 GROUPS = (1, 2, 4, 8, 3, 5, 6, 7)
+# The many-heads draws (many_head_specs): K/V heads (shrinks to 1, multi-query attention),
+# and query heads from one past 16 (the most the other draws give) to DeepSeek V3's 128.
+MANY_HEADS_KV = (1, 8, 2, 4)
+MANY_HEADS = (17, 128)
 # Decode's most queries: a token, a speculative draft or a verified draft tree, up to one
 # 64-row query tile (split-KV decode paths take such short query blocks against long caches;
 # at the earlier most, 16, a causal mask dropped for 17 to 64 queries went unseen).
@@ -248,6 +253,46 @@ def kernel_specs(
         chunk_size,
         batch_documents,
         batch_slopes,
+    )
+
+
+@st.composite
+def many_head_specs(draw, subject):
+    """A :class:`~properties.kernel_spec.KernelSpec` of a decode or a chunk with ``Hq`` in
+    ``[17, 128]`` query heads over ``Hkv`` in ``{1, 2, 4, 8}`` K/V heads (``Hq`` a multiple
+    of ``Hkv``; shrinks towards ``Hkv = 1``, ``Hq = 17``: the counterexample names the head
+    count a fault starts at), the subject's masks, its sinks half the time and its ALiBi
+    slopes drawn or not. Within the profile's budgets (:func:`~properties.sizes.limits`): the
+    key length at most ``max_scores / Hq``, the queries cut to fit the score budget (one
+    batch element when two would not), the head dims cut (:func:`fit_dim`) so that the K/V of every (batch, K/V head) pair fit ``max_kv``."""
+    caps = subject.capabilities
+    kv_heads = draw(st.sampled_from(MANY_HEADS_KV), label="num_kv_heads")
+    low = -(-MANY_HEADS[0] // kv_heads)  # the fewest heads per K/V head past 16 query heads
+    group = draw(st.integers(low, MANY_HEADS[1] // kv_heads), label="group")
+    heads = kv_heads * group
+    sinks = bool(caps.sinks) and draw(st.booleans(), label="sinks")
+    lim = limits()
+    spec = draw(
+        subject_kernel_specs(
+            subject,
+            shapes=("decode", "chunk"),
+            max_decode_len=min(lim.max_decode_len, lim.max_scores // heads),
+            sinks=sinks,
+            alibi=caps.alibi,
+        )
+    )
+    Tk = spec.key_len
+    batch = spec.batch if spec.batch * heads * Tk <= lim.max_scores else 1
+    queries = min(spec.query_len, max(1, lim.max_scores // (batch * heads * Tk)))
+    max_dim = max(1, min(256, lim.max_kv // (2 * batch * kv_heads * Tk)))
+    return spec._replace(
+        batch=batch,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        query_len=queries,
+        head_dim=fit_dim(spec.head_dim, max_dim),
+        value_dim=fit_dim(spec.value_dim, max_dim),
+        padding=spec.padding[:batch],
     )
 
 

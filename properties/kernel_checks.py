@@ -26,6 +26,7 @@ from attnprops.properties.bounds import two_computations
 from attnprops.properties.checks import assert_shape_dtype
 from attnprops.properties.checks import assert_within
 from attnprops.properties.reference_rows import boundary_rows
+from attnprops.properties.reference_rows import heads_of
 from attnprops.properties.reference_rows import rows_of
 
 __all__ = ["agree", "float64_evaluation", "matches_float64_evaluation", "matches_reference"]
@@ -146,18 +147,22 @@ def within_float64_evaluation(subject, case, out, what: str) -> None:
     )
 
 
-def matches_reference(subject, spec):
+def matches_reference(subject, spec, *, heads: list[int] | None = None):
     """At kernel sizes the output is the exact result: every row within the agreement bound of
     a float64 evaluation (whose own error is bounded the same way), and every row at a tile
     boundary (first and last rows, query-tile edges, rows whose visible keys end at a key-tile
     edge) within the per-element bound of the exact result (ball arithmetic, correctly
     rounded). A dropped last key block, a split-KV merge without its ``exp(m_i - m)``
-    rescale, a wrong causal tile or a lost head dim chunk all move these rows. Law and bound
-    as test_output_matches_oracle."""
+    rescale, a wrong causal tile or a lost head dim chunk all move these rows. ``heads``: the
+    query heads whose rows are checked exactly (default every head; the float64 check covers
+    every head either way). Law and bound as test_output_matches_oracle."""
     __tracebackhide__ = True
     case = spec.build()
     note(f"case: {case.describe()}")
     out = matches_float64_evaluation(subject, case)
+    if heads is not None:
+        note(f"reference heads: {heads}")
+        case, out = heads_of(case, heads), out[:, heads]
     B, Hq, Tq, _ = case.query.shape
     Tk = case.key.shape[2]
     work = B * Hq * Tk * (case.query.shape[3] + case.value.shape[3])

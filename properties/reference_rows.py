@@ -1,9 +1,11 @@
-"""Which query rows the kernel-sized reference computes: the rows at tile boundaries, and a
-case cut to them for the bounds.
+"""Which query rows (and, with many heads, which query heads) the kernel-sized reference
+computes: the rows at tile boundaries, the heads at the head counts kernels are written for,
+and a case cut to them for the bounds.
 
 The ball reference (:mod:`oracle.ball`) costs ``len(rows) * Tk`` per head; a kernel-sized
 property checks the rows where tiled kernels break (:func:`boundary_rows`) against it, with
-the bounds of :func:`rows_of`'s case.
+the bounds of :func:`rows_of`'s case; with dozens of query heads, on the heads of
+:func:`boundary_heads` only (:func:`heads_of`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ import numpy as np
 from attnprops.properties.sizes import TILES
 from attnprops.properties.strategies import AttentionCase
 
-__all__ = ["boundary_rows", "rows_of"]
+__all__ = ["boundary_heads", "boundary_rows", "heads_of", "rows_of"]
+
+# Head counts kernels are written for: a block of heads, a table of per-head parameters.
+HEAD_BLOCKS = (16, 32, 64)
 
 
 def boundary_rows(case: AttentionCase, *, limit: int = 24) -> list[int]:
@@ -53,3 +58,34 @@ def rows_of(case: AttentionCase, rows: list[int]) -> AttentionCase:
     if mask is not None and mask.ndim >= 2 and mask.shape[-2] == Tq:
         mask = mask[..., rows, :]
     return case._replace(query=case.query[:, :, rows], attn_mask=mask)
+
+
+def boundary_heads(num_heads: int) -> list[int]:
+    """Query heads where a head index that wraps at a count of :data:`HEAD_BLOCKS` goes
+    wrong, and the ends: ``0``, ``n - 1`` and ``n`` for each count ``n``, and the last head
+    (at most 8 heads, ascending)."""
+    heads = {0, num_heads - 1}
+    for n in HEAD_BLOCKS:
+        heads |= {n - 1, n}
+    return sorted(h for h in heads if h < num_heads)
+
+
+def heads_of(case: AttentionCase, heads: list[int]) -> AttentionCase:
+    """``case`` cut to the query heads ``heads`` (in that order), each with its own K/V head
+    (``h // G``, so the cut case has ``Hq = Hkv = len(heads)``), its slice of a per-head mask,
+    its sink and its ALiBi slope: what the reference computes for those heads of ``case``."""
+    Hq = case.query.shape[1]
+    index = np.asarray(heads)
+    kv = index // (Hq // case.key.shape[1])
+    mask = case.attn_mask
+    if mask is not None and mask.ndim >= 3 and mask.shape[-3] == Hq:
+        mask = mask[..., index, :, :]
+    slopes = case.alibi_slopes
+    return case._replace(
+        query=case.query[:, index],
+        key=case.key[:, kv],
+        value=case.value[:, kv],
+        attn_mask=mask,
+        alibi_slopes=None if slopes is None else slopes[..., index],
+        sinks=None if case.sinks is None else case.sinks[index],
+    )

@@ -9,10 +9,14 @@ from hypothesis import given
 from hypothesis import settings
 
 from attnprops.properties._support import visibility
+from attnprops.properties.kernel_cache_cases import rolling_cache_runs
 from attnprops.properties.kernel_cases import kernel_specs
+from attnprops.properties.kernel_cases import many_head_specs
 from attnprops.properties.kernel_spec import MASK_KINDS
 from attnprops.properties.kernel_spec import KernelSpec
+from attnprops.properties.reference_rows import boundary_heads
 from attnprops.properties.reference_rows import boundary_rows
+from attnprops.properties.reference_rows import heads_of
 from attnprops.properties.sizes import LEN_ENV_VAR
 from attnprops.properties.sizes import LIMITS
 from attnprops.properties.sizes import TILES
@@ -21,6 +25,9 @@ from attnprops.properties.sizes import capacity
 from attnprops.properties.sizes import capacity_sizes
 from attnprops.properties.sizes import limits
 from attnprops.properties.sizes import primes_up_to
+from attnprops.properties.subject import load_subject
+
+CAUSAL = ("prefill", "chunk", "decode")
 
 
 def test_boundary_rows_reach_tile_edges():
@@ -210,3 +217,106 @@ def test_a_kernel_sized_quantized_run_prints_as_its_spec():
         assert run.spec.build().key.shape == run.case.key.shape
 
     drawn()
+
+
+def test_rolling_capacities_pass_a_power_of_two_and_reach_past_2048():
+    """A rolling cache run's capacity is at most ``T - 2`` (the ring fills and wraps), and
+    ci's runs draw capacities of a third of ``T`` or less and past 2048 (2049: one slot past
+    the power of two a ring index ``t & 2047`` wraps at) among 30 draws. (That a fault from
+    2049 slots on shrinks to 2049: ``rolling_cache_ring_index_wraps_at_2048``'s report.)"""
+    subject = load_subject("attnprops.impl")
+    seen = []
+
+    @settings(max_examples=30, derandomize=True, database=None)
+    @given(run=rolling_cache_runs(subject))
+    def check(run):
+        spec, _, _, cap = run
+        assert 1 <= cap <= max(1, spec.key_len - 2), (cap, spec.key_len)
+        assert spec.window is not None and spec.window[0] <= cap, spec.window
+        seen.append((cap, spec.key_len))
+
+    check()
+    assert any(cap <= T // 3 and cap > 256 for cap, T in seen), seen
+    assert any(cap == 2049 for cap, _ in seen), sorted(seen)
+
+
+def test_many_head_specs_pass_16_query_heads_within_budget():
+    """The many-heads property draws 17 to 128 query heads, a multiple of its 1, 2, 4 or 8 K/V
+    heads, within the ci budgets, with sinks and ALiBi slopes (impl declares both); a fault
+    from 17 query heads on shrinks to 17 over one K/V head."""
+    lim = limits("ci")
+    subject = load_subject("attnprops.impl")
+    kv_heads, extras = set(), set()
+
+    @settings(max_examples=60, derandomize=True, database=None)
+    @given(spec=many_head_specs(subject))
+    def check(spec):
+        assert 17 <= spec.num_heads <= 128 and spec.num_heads % spec.num_kv_heads == 0
+        assert spec.batch * spec.num_heads * spec.query_len * spec.key_len <= lim.max_scores
+        kv = spec.batch * spec.num_kv_heads * spec.key_len * (spec.head_dim + spec.value_dim)
+        assert kv <= max(lim.max_kv, 2 * spec.batch * spec.num_kv_heads * spec.key_len)
+        case = spec.build()
+        assert case.query.shape[1] == spec.num_heads and case.key.shape[1] == spec.num_kv_heads
+        assert visibility(case).any(axis=-1).all(), spec
+        kv_heads.add(spec.num_kv_heads)
+        extras.update(name for name in ("sinks", "alibi") if getattr(spec, name))
+
+    check()
+    assert kv_heads == {1, 2, 4, 8} and extras == {"sinks", "alibi"}, (kv_heads, extras)
+    found = find(many_head_specs(subject), lambda s: True, settings=settings(database=None))
+    assert (found.num_heads, found.num_kv_heads) == (17, 1)
+
+
+def test_documents_meet_windows_at_kernel_sizes():
+    """The kernel-sized documents property's draws (impl: every variant declared) put a
+    window that hides keys of a query's own document on some of its rows, among 40 draws."""
+    seen = 0
+
+    @settings(max_examples=40, derandomize=True, database=None)
+    @given(spec=kernel_specs(shapes=CAUSAL, documents=True, windows="offsets"))
+    def check(spec):
+        nonlocal seen
+        case = spec.build()
+        with_window = visibility(case)
+        without = visibility(case._replace(window=None))
+        seen += bool(spec.documents) and bool((without & ~with_window).any())
+
+    check()
+    assert seen >= 5, seen
+
+
+def test_boundary_heads_are_the_heads_next_to_16_32_64_and_the_ends():
+    assert boundary_heads(17) == [0, 15, 16]
+    assert boundary_heads(40) == [0, 15, 16, 31, 32, 39]
+    assert boundary_heads(128) == [0, 15, 16, 31, 32, 63, 64, 127]
+    assert boundary_heads(1) == [0]
+
+
+def test_heads_of_gives_those_heads_outputs():
+    """A case cut to some query heads (GQA of 4 over 2 K/V heads, a per-head mask, sinks,
+    ``(B, Hq)`` ALiBi slopes) gives exactly impl's outputs of those heads on the whole case:
+    each head keeps its own K/V head, mask slice, sink and slope."""
+    from attnprops import impl
+
+    rng = np.random.default_rng(7)
+    B, Hq, Hkv, T, D = 2, 8, 2, 5, 3
+    q, k, v = (rng.standard_normal(s) for s in ((B, Hq, T, D), (B, Hkv, T, D), (B, Hkv, T, D)))
+    mask = rng.random((B, Hq, T, T)) < 0.7
+    mask[..., 0] = True
+    case = KernelSpec(
+        "prefill", B, Hq, Hkv, T, T, D, D, False, None, "none", "float64", "unit", None, 0
+    ).build()
+    case = case._replace(
+        query=q,
+        key=k,
+        value=v,
+        attn_mask=mask,
+        sinks=rng.standard_normal(Hq),
+        alibi_slopes=rng.random((B, Hq)),
+    )
+    heads = [7, 0, 5]
+    whole = impl.attention(case.query, case.key, case.value, **case.kwargs())
+    cut = heads_of(case, heads)
+    assert cut.query.shape[1] == cut.key.shape[1] == 3
+    part = impl.attention(cut.query, cut.key, cut.value, **cut.kwargs())
+    np.testing.assert_array_equal(part, whole[:, heads])

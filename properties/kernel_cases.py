@@ -39,6 +39,7 @@ from hypothesis import strategies as st
 from attnprops.properties import DEFAULT_DTYPES
 from attnprops.properties.kernel_spec import MASK_KINDS
 from attnprops.properties.kernel_spec import PADDING_KINDS
+from attnprops.properties.kernel_spec import PER_HEAD_MASK
 from attnprops.properties.kernel_spec import KernelSpec
 from attnprops.properties.sizes import HEAD_DIMS
 from attnprops.properties.sizes import boundary_sizes
@@ -83,7 +84,7 @@ def kernel_specs(
     dtypes=DEFAULT_DTYPES,
     float_masks: bool = True,
     shapes=SHAPE_KINDS,
-    masks: bool = True,
+    masks: bool | tuple[str, ...] = True,
     block_sizes: bool = False,
     max_len: int | None = None,
     max_decode_len: int | None = None,
@@ -104,8 +105,9 @@ def kernel_specs(
     a ``block_size`` (a boundary size up to ``Tk + 1``) for subjects with a blocked path;
     ``long`` draws prefill lengths mostly from the top three quarters of ``max_len``
     (:func:`~properties.sizes.long_sizes`: cache runs, whose point is their length);
-    ``at_capacity`` draws decode lengths at the largest capacity within the decode length
-    (:func:`~properties.sizes.capacity_sizes`: 8192 or 8193 in ci). ``magnitudes``:
+    ``masks``: the mask kinds drawn (True: :data:`~properties.kernel_spec.MASK_KINDS`; False:
+    none; or a tuple of kinds). ``at_capacity`` draws decode lengths at the largest capacity
+    within the decode length (:func:`~properties.sizes.capacity_sizes`: 8192 or 8193 in ci). ``magnitudes``:
     the value regimes drawn (``unit``, ``ties``, ``large``, or ``positive``, as
     :meth:`~properties.kernel_spec.KernelSpec.build` fills them; shrinks towards the first).
     ``windows`` (``"offsets"`` or ``"sliding_window"``, a subject's convention) draws a local
@@ -177,9 +179,8 @@ def kernel_specs(
     )
     # The reference reads every key and value of each (batch, K/V head): keep that in budget.
     head_dim, value_dim = draw_head_dims(draw, batch, num_kv_heads, Tk)
-    kinds = [m for m in MASK_KINDS if masks and (float_masks or m != "alibi float mask")] or [
-        "none"
-    ]
+    listed = MASK_KINDS if masks is True else masks or ()
+    kinds = [m for m in listed if float_masks or m != "alibi float mask"] or ["none"]
     if windows is not None:
         kinds = [m for m in kinds if m not in PADDING_KINDS]
     if documents or chunks:  # every row keeps its own position's key
@@ -294,6 +295,27 @@ def many_head_specs(draw, subject):
         value_dim=fit_dim(spec.value_dim, max_dim),
         padding=spec.padding[:batch],
     )
+
+
+@st.composite
+def per_head_mask_specs(draw, subject):
+    """A :class:`KernelSpec` of any shape kind whose mask is its own for every batch element
+    and query head (:data:`~properties.kernel_spec.PER_HEAD_MASK`), with two batch elements
+    and at least two query heads wherever the score budget holds them (``2 Hq Tq Tk <=
+    max_scores``; the head dims then cut, :func:`fit_dim`, to keep ``max_kv``): a mask read
+    with the batch and the head mixed up is right with one of either."""
+    spec = draw(subject_kernel_specs(subject, masks=(PER_HEAD_MASK,)))
+    lim = limits()
+    heads = max(2, spec.num_heads)
+    if 2 * heads * spec.query_len * spec.key_len <= lim.max_scores:
+        max_dim = max(1, min(256, lim.max_kv // (4 * spec.num_kv_heads * spec.key_len)))
+        spec = spec._replace(
+            batch=2,
+            num_heads=heads,
+            head_dim=fit_dim(spec.head_dim, max_dim),
+            value_dim=fit_dim(spec.value_dim, max_dim),
+        )
+    return spec
 
 
 @cached_strategy

@@ -13,7 +13,10 @@ padding`` ``(B, 1, 1, Tk)`` bool, the last ``L_b`` keys visible (Hugging Face pa
 the left for generation; a kernel that turns a padding mask into lengths, FlashAttention's
 varlen ``seqlens_k``, assumes the right), with ``L_b >= Tk - start`` in a causal call. Every
 query sees a key in every kind: key 0, or under left padding key ``Tk - L_b`` (at or before
-the first query's position ``start`` in a causal call), so no row is fully masked.
+the first query's position ``start`` in a causal call), so no row is fully masked. One more
+kind, drawn only where asked for (:data:`PER_HEAD_MASK`, not in :data:`MASK_KINDS`): ``random
+bool (B, Hq)``, a ``(B, Hq, Tq, Tk)`` bool mask of its own for every batch element and query
+head, at density 1/2 with key 0 always visible.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from attnprops.properties.variant_draws import press_slopes
 # "alibi float mask": ALiBi's bias given as attn_mask (the spec's alibi flag: as alibi_slopes)
 MASK_KINDS = ("none", "key padding", "random bool", "alibi float mask", "left padding")
 PADDING_KINDS = ("key padding", "left padding")  # (B, 1, 1, Tk) masks of padding lengths
+PER_HEAD_MASK = "random bool (B, Hq)"  # its own mask per (batch, head); asked for, not drawn
 
 # The fields: the shape kind, the sizes of :class:`~properties.strategies.Dims` (one list of
 # them), then the rest of the call; every field after ``seed`` has a default (absent).
@@ -147,10 +151,11 @@ class KernelSpec(_Fields):
             return (np.arange(Tk) < np.array(self.padding)[:, None])[:, None, None, :]
         if self.mask == "left padding":  # the last L_b keys
             return (np.arange(Tk) >= Tk - np.array(self.padding)[:, None])[:, None, None, :]
-        if self.mask == "random bool":
+        if self.mask in ("random bool", PER_HEAD_MASK):
             rng = np.random.default_rng(self.seed + 1) if rng is None else rng
-            mask = rng.random((Tq, Tk)) < 0.5
-            mask[:, 0] = True
+            each = (self.batch, Hq) if self.mask == PER_HEAD_MASK else ()
+            mask = rng.random((*each, Tq, Tk)) < 0.5
+            mask[..., 0] = True
             if self.window is not None:  # key 0 may be outside the window: show its own key
                 anchor_in_window(mask, self.start, Tq, Tk)
             return mask
@@ -159,7 +164,7 @@ class KernelSpec(_Fields):
             slopes = press_slopes(Hq)
             distance = np.abs(start + np.arange(Tq)[:, None] - np.arange(Tk)[None, :])
             return (-slopes[:, None, None] * distance)[None]  # (1, Hq, Tq, Tk)
-        raise ValueError(f"mask: unknown kind {self.mask!r}; known: {MASK_KINDS}")
+        raise ValueError(f"mask: unknown kind {self.mask!r}; known: {(*MASK_KINDS, PER_HEAD_MASK)}")
 
 
 def _last_row_lse(case: AttentionCase) -> np.ndarray:

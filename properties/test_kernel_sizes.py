@@ -35,6 +35,7 @@ from attnprops.properties.checks import fail
 from attnprops.properties.kernel_cache_cases import cache_runs
 from attnprops.properties.kernel_cache_cases import chunks_of
 from attnprops.properties.kernel_cache_cases import paged_layouts
+from attnprops.properties.kernel_cases import per_head_mask_specs
 from attnprops.properties.kernel_cases import subject_kernel_specs
 from attnprops.properties.kernel_checks import agree
 from attnprops.properties.kernel_checks import decode_agrees_with_attention
@@ -301,6 +302,19 @@ def test_kernel_sized_bool_mask_equals_additive_mask(subject, spec):
         attend(subject, case._replace(attn_mask=additive), "additive 0/-inf mask"),
         what="bool mask vs additive 0/-inf mask",
     )
+
+
+@pytest.mark.kernel_sized
+@given(spec=per_head_mask_specs(SUBJECT))
+def test_kernel_sized_per_head_masks_match_reference(subject, spec):
+    """A bool mask of its own for every batch element and query head, ``(B, Hq, Tq, Tk)``,
+    at kernel sizes (two batch elements and two or more heads where the budget holds them):
+    see matches_reference. The other mask kinds are the same for every head (padding, a
+    random ``(Tq, Tk)`` mask) or for every batch element (ALiBi's); a kernel that finds its
+    mask tile by flattening (batch, head) in the other order, swaps the mask's batch and
+    head strides, or reads head 0's mask for every head, is right on all of them and fails
+    here."""
+    matches_reference(subject, spec)
 
 
 @pytest.mark.kernel_sized

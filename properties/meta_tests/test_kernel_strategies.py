@@ -12,6 +12,7 @@ from attnprops.properties._support import visibility
 from attnprops.properties.kernel_cache_cases import rolling_cache_runs
 from attnprops.properties.kernel_cases import kernel_specs
 from attnprops.properties.kernel_cases import many_head_specs
+from attnprops.properties.kernel_cases import per_head_mask_specs
 from attnprops.properties.kernel_spec import MASK_KINDS
 from attnprops.properties.kernel_spec import KernelSpec
 from attnprops.properties.reference_rows import boundary_heads
@@ -320,3 +321,32 @@ def test_heads_of_gives_those_heads_outputs():
     assert cut.query.shape[1] == cut.key.shape[1] == 3
     part = impl.attention(cut.query, cut.key, cut.value, **cut.kwargs())
     np.testing.assert_array_equal(part, whole[:, heads])
+
+
+def test_per_head_mask_specs_give_each_batch_element_and_head_its_own_mask():
+    """The per-(batch, head) mask draws: a ``(B, Hq, Tq, Tk)`` bool mask within the ci
+    budgets, two batch elements and two or more heads in most draws (every shape kind among
+    them), and the masks of two pairs differ; no row is fully masked."""
+    lim = limits("ci")
+    subject = load_subject("attnprops.impl")
+    both, kinds = 0, set()
+
+    @settings(max_examples=40, derandomize=True, database=None)
+    @given(spec=per_head_mask_specs(subject))
+    def check(spec):
+        nonlocal both
+        assert spec.batch * spec.num_heads * spec.query_len * spec.key_len <= max(
+            lim.max_scores, spec.query_len * spec.key_len
+        )
+        case = spec.build()
+        mask = case.attn_mask
+        assert mask.shape == (spec.batch, spec.num_heads, spec.query_len, spec.key_len)
+        assert visibility(case).any(axis=-1).all(), spec
+        if spec.batch > 1 and spec.num_heads > 1:
+            both += 1
+            kinds.add(spec.shape)
+            if spec.query_len * spec.key_len > 64:  # (one key: every mask is that key)
+                assert not np.array_equal(mask[0, 1], mask[1, 0]), spec
+
+    check()
+    assert both >= 20 and kinds == set(CAUSAL) | {"cross"}, (both, kinds)

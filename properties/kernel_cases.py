@@ -107,8 +107,8 @@ def kernel_specs(
     (:func:`~properties.sizes.long_sizes`: cache runs, whose point is their length);
     ``masks``: the mask kinds drawn (True: :data:`~properties.kernel_spec.MASK_KINDS`; False:
     none; or a tuple of kinds). ``at_capacity`` draws decode lengths at the largest capacity
-    within the decode length (:func:`~properties.sizes.capacity_sizes`: 8192 or 8193 in ci). ``magnitudes``:
-    the value regimes drawn (``unit``, ``ties``, ``large``, or ``positive``, as
+    within the decode length (:func:`~properties.sizes.capacity_sizes`: 8192 or 8193 in ci).
+    ``magnitudes``: the value regimes drawn (``unit``, ``ties``, ``large``, or ``positive``, as
     :meth:`~properties.kernel_spec.KernelSpec.build` fills them; shrinks towards the first).
     ``windows`` (``"offsets"`` or ``"sliding_window"``, a subject's convention) draws a local
     window whose sides are tile-boundary sizes, 0 or None (no key-padding masks then: a
@@ -265,7 +265,8 @@ def many_head_specs(draw, subject):
     count a fault starts at), the subject's masks, its sinks half the time and its ALiBi
     slopes drawn or not. Within the profile's budgets (:func:`~properties.sizes.limits`): the
     key length at most ``max_scores / Hq``, the queries cut to fit the score budget (one
-    batch element when two would not), the head dims cut (:func:`fit_dim`) so that the K/V of every (batch, K/V head) pair fit ``max_kv``."""
+    batch element when two would not), the head dims cut (:func:`fit_dim`) so that the K/V
+    of every (batch, K/V head) pair fit ``max_kv``."""
     caps = subject.capabilities
     kv_heads = draw(st.sampled_from(MANY_HEADS_KV), label="num_kv_heads")
     low = -(-MANY_HEADS[0] // kv_heads)  # the fewest heads per K/V head past 16 query heads

@@ -212,6 +212,25 @@ def one_head(case, b: int, h: int):
     )
 
 
+def last_row_alone(case):
+    """``case``'s last query row as a call of its own: one query at its own position
+    (``query_start = start + Tq - 1``), with its row of the mask and of the query documents
+    (``segment_ids``); the keys and every other argument as they are."""
+    Tq = case.query.shape[2]
+    mask = case.attn_mask
+    if mask is not None and mask.ndim >= 2 and mask.shape[-2] == Tq:
+        mask = mask[..., -1:, :]
+    ids = case.segment_ids
+    if ids is not None:
+        ids = (ids[0][..., -1:], ids[1])
+    return case._replace(
+        query=case.query[:, :, -1:],
+        attn_mask=mask,
+        query_start=case.start + Tq - 1,
+        segment_ids=ids,
+    )
+
+
 @takes_options
 def case_from(query, key, value, *, layout="fixed", magnitude="fixed", **options) -> AttentionCase:
     """A fixed :class:`AttentionCase` (``@example``s, meta tests): the arrays and any keyword

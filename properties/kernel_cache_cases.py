@@ -10,10 +10,11 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from attnprops.properties.kernel_cases import draw_window
+from attnprops.properties.kernel_cases import fit_dim
 from attnprops.properties.kernel_cases import subject_kernel_specs
 from attnprops.properties.sizes import TILES
 from attnprops.properties.sizes import boundary_sizes
-from attnprops.properties.sizes import capacity_sizes
+from attnprops.properties.sizes import capacity
 from attnprops.properties.sizes import limits
 
 PAGE_SIZES = (*TILES, 512)  # page sizes of real paged KV caches
@@ -74,25 +75,34 @@ def rolling_cache_runs(draw, subject):
     one less (Hugging Face's ``sliding_window = capacity``), or a boundary size below it;
     ``right`` 0 or None; the subject's sinks half the time. The capacity is, one draw in
     two, a boundary size up to a third of ``T`` (the ring fills at least three times over;
-    16-256 and past them, where kernels switch the ring's layout), else a power of two ``P``
-    or ``P + 1`` with ``P + 1 < T`` (:func:`~properties.sizes.capacity_sizes`: 2048 or 2049
-    once ``T`` passes 2049, as ci's runs of up to 3100 positions do): the largest rings a
-    run can fill, past the power of two a ring index written as ``t & (P - 1)`` (a buffer
-    sized for windows of at most ``P``) wraps at. Shrinks towards the first kind."""
+    16-256 and past them, where kernels switch the ring's layout), else ``P + 1`` for the
+    largest power of two ``P`` whose ring the profile's runs can fill (``P + 3 <=
+    max_appends``: 2049 in ci, 4097 in thorough), the run made at least ``P + 3`` positions
+    long (its head dims cut to keep ``max_kv``): one slot past every power of two up to
+    ``P``, so a ring index that wraps at any of them (``t & (N - 1)``, a buffer sized for
+    windows of at most ``N``) puts two held positions in one slot. Shrinks towards the first
+    kind."""
     spec, pattern, steps = draw(cache_runs(subject))
+    lim = limits()
+    largest = capacity(lim.max_appends - 2)
     T = spec.key_len
-    capacity = draw(
-        st.one_of(boundary_sizes(max(1, T // 3)), capacity_sizes(max(1, T - 2))),
-        label="capacity",
-    )
-    lefts = st.one_of(
-        st.sampled_from(sorted({capacity, max(0, capacity - 1)})), boundary_sizes(capacity)
-    )
-    spec = draw(window_and_sinks(subject, spec, capacity, sides=lefts))
+    past = st.just(largest + 1) if largest else boundary_sizes(max(1, T - 2))
+    slots = draw(st.one_of(boundary_sizes(max(1, T // 3)), past), label="capacity")
+    if T < slots + 2:  # the largest ring: a run that fills it and wraps
+        T = slots + 2
+        max_dim = max(1, min(256, lim.max_kv // (2 * spec.batch * spec.num_kv_heads * T)))
+        spec = spec._replace(
+            query_len=T,
+            key_len=T,
+            head_dim=fit_dim(spec.head_dim, max_dim),
+            value_dim=fit_dim(spec.value_dim, max_dim),
+        )
+    lefts = st.one_of(st.sampled_from(sorted({slots, max(0, slots - 1)})), boundary_sizes(slots))
+    spec = draw(window_and_sinks(subject, spec, slots, sides=lefts))
     if spec.window is None:  # a rolling cache serves a window only
         right = None if subject.capabilities.window == "sliding_window" else 0
-        spec = spec._replace(window=(capacity, right))
-    return spec, pattern, steps, capacity
+        spec = spec._replace(window=(slots, right))
+    return spec, pattern, steps, slots
 
 
 def chunks_of(T: int, pattern: list[int], steps: int = 0) -> list[int]:

@@ -58,7 +58,7 @@ SHAPE_KINDS = ("prefill", "decode", "chunk", "cross")
 GROUPS = (1, 2, 4, 8, 3, 5, 6, 7)
 # The many-heads draws (many_head_specs): K/V heads (shrinks to 1, multi-query attention),
 # and query heads from one past 16 (the most the other draws give) to DeepSeek V3's 128.
-MANY_HEADS_KV = (1, 8, 2, 4)
+MANY_HEADS_KV = (1, 8, 2, 4, None)  # None: as many as the query heads (multi-head attention)
 MANY_HEADS = (17, 128)
 # Decode's most queries: a token, a speculative draft or a verified draft tree, up to one
 # 64-row query tile (split-KV decode paths take such short query blocks against long caches;
@@ -261,40 +261,53 @@ def kernel_specs(
 def many_head_specs(draw, subject):
     """A :class:`~properties.kernel_spec.KernelSpec` of a decode or a chunk with ``Hq`` in
     ``[17, 128]`` query heads over ``Hkv`` in ``{1, 2, 4, 8}`` K/V heads (``Hq`` a multiple
-    of ``Hkv``; shrinks towards ``Hkv = 1``, ``Hq = 17``: the counterexample names the head
-    count a fault starts at), the subject's masks, its sinks half the time and its ALiBi
-    slopes drawn or not. Within the profile's budgets (:func:`~properties.sizes.limits`): the
-    key length at most ``max_scores / Hq``, the queries cut to fit the score budget (one
-    batch element when two would not), the head dims cut (:func:`fit_dim`) so that the K/V
-    of every (batch, K/V head) pair fit ``max_kv``."""
+    of ``Hkv``) or one K/V head per query head (multi-head attention: Llama 2's 32, 40 and
+    64); ``Hq`` the most (128) one draw in two, so a head index that wraps at 16, 32 or 64
+    fails at once; shrinks towards ``Hkv = 1``, ``Hq = 17``, so the counterexample names the
+    head count a fault starts at. The subject's masks and a mask of its own per batch
+    element and head (:data:`~properties.kernel_spec.PER_HEAD_MASK`); its sinks and ALiBi
+    slopes whenever it declares them (per-head parameters: what a head index reads), the
+    slopes ``(B, Hq)`` mostly with two batch elements. Within the
+    profile's budgets (:func:`~properties.sizes.limits`): the key length at most
+    ``max_scores / Hq`` (and ``max_kv / (16 Hkv)``, so a head dim of 8 fits), two batch
+    elements where one query each fits the score budget, the queries cut to fit it, the head
+    dims cut (:func:`fit_dim`) so that the K/V of every (batch, K/V head) pair fit
+    ``max_kv``."""
     caps = subject.capabilities
-    kv_heads = draw(st.sampled_from(MANY_HEADS_KV), label="num_kv_heads")
-    low = -(-MANY_HEADS[0] // kv_heads)  # the fewest heads per K/V head past 16 query heads
-    group = draw(st.integers(low, MANY_HEADS[1] // kv_heads), label="group")
-    heads = kv_heads * group
-    sinks = bool(caps.sinks) and draw(st.booleans(), label="sinks")
+    kv_heads = draw(st.sampled_from(MANY_HEADS_KV), label="num_kv_heads (None: Hq)")
+    per_kv = 1 if kv_heads is None else kv_heads
+    low, high = -(-MANY_HEADS[0] // per_kv), MANY_HEADS[1] // per_kv  # past 16, up to 128
+    # the most one draw in two: a head index that wraps at 16, 32 or 64 fails there at once
+    count = draw(st.one_of(st.integers(low, high), st.just(high)), label="heads per K/V head")
+    heads = count * per_kv
+    kv_heads = heads if kv_heads is None else kv_heads  # multi-head attention: one each
     lim = limits()
     spec = draw(
         subject_kernel_specs(
             subject,
             shapes=("decode", "chunk"),
-            max_decode_len=min(lim.max_decode_len, lim.max_scores // heads),
-            sinks=sinks,
-            alibi=caps.alibi,
+            masks=(*MASK_KINDS, PER_HEAD_MASK),
+            max_decode_len=min(
+                lim.max_decode_len, lim.max_scores // heads, lim.max_kv // (16 * kv_heads)
+            ),
+            sinks=bool(caps.sinks),
         )
     )
     Tk = spec.key_len
-    batch = spec.batch if spec.batch * heads * Tk <= lim.max_scores else 1
+    batch = 2 if 2 * heads * Tk <= lim.max_scores else 1
     queries = min(spec.query_len, max(1, lim.max_scores // (batch * heads * Tk)))
     max_dim = max(1, min(256, lim.max_kv // (2 * batch * kv_heads * Tk)))
+    batch_slopes = batch > 1 and not draw(st.booleans(), label="slopes (Hq,)")
     return spec._replace(
+        alibi=bool(caps.alibi),
+        batch_slopes=bool(caps.alibi) and batch_slopes,
         batch=batch,
         num_heads=heads,
         num_kv_heads=kv_heads,
         query_len=queries,
         head_dim=fit_dim(spec.head_dim, max_dim),
         value_dim=fit_dim(spec.value_dim, max_dim),
-        padding=spec.padding[:batch],
+        padding=(spec.padding * 2)[:batch],
     )
 
 

@@ -155,11 +155,12 @@ def matches_reference(subject, spec, *, heads: list[int] | None = None):
     rounded). A dropped last key block, a split-KV merge without its ``exp(m_i - m)``
     rescale, a wrong causal tile or a lost head dim chunk all move these rows. ``heads``: the
     query heads whose rows are checked exactly (default every head; the float64 check covers
-    every head either way). Law and bound as test_output_matches_oracle."""
+    every head either way). Law and bound as test_output_matches_oracle. Returns the
+    subject's output ``(B, Hq, Tq, Dv)``."""
     __tracebackhide__ = True
     case = spec.build()
     note(f"case: {case.describe()}")
-    out = matches_float64_evaluation(subject, case)
+    out = whole = matches_float64_evaluation(subject, case)
     if heads is not None:
         note(f"reference heads: {heads}")
         case, out = heads_of(case, heads), out[:, heads]
@@ -184,3 +185,4 @@ def matches_reference(subject, spec, *, heads: list[int] | None = None):
         what=f"output rows {rows} vs the exact result",
         case=case,
     )
+    return whole

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from attnprops.properties._support import attend
 from attnprops.properties._support import decode_in_chunks
+from attnprops.properties._support import last_row_alone
 from attnprops.properties._support import one_head
 from attnprops.properties._support import repeat_kv
 from attnprops.properties._support import visibility
@@ -111,8 +112,19 @@ def test_kernel_sized_documents_match_reference(subject, spec):
     the last and first row of each document. With the other variants the subject declares
     (a local window, ALiBi, a soft cap), each drawn or not, so that a varlen path that
     builds its mask from the documents alone, dropping the window, fails too (packed
-    sliding-window models: Mistral's, Gemma 2's local layers)."""
-    matches_reference(subject, spec)
+    sliding-window models: Mistral's, Gemma 2's local layers). Then the last query alone, at
+    its own position (a decode step's call), equals its row of the whole call (within twice
+    the agreement bound): a one-query path that handles the documents or the window its own
+    way is seldom drawn with both."""
+    out = matches_reference(subject, spec)
+    row = last_row_alone(spec.build())
+    agree(
+        subject,
+        row,
+        attend(subject, row, "the last query alone"),
+        out[:, :, -1:],
+        what="the last query alone vs its row of the whole call",
+    )
 
 
 @pytest.mark.requires("chunk_size")

@@ -14,6 +14,7 @@ from attnprops.properties.kernel_cases import kernel_specs
 from attnprops.properties.kernel_cases import many_head_specs
 from attnprops.properties.kernel_cases import per_head_mask_specs
 from attnprops.properties.kernel_spec import MASK_KINDS
+from attnprops.properties.kernel_spec import PER_HEAD_MASK
 from attnprops.properties.kernel_spec import KernelSpec
 from attnprops.properties.reference_rows import boundary_heads
 from attnprops.properties.reference_rows import boundary_rows
@@ -222,32 +223,39 @@ def test_a_kernel_sized_quantized_run_prints_as_its_spec():
 
 def test_rolling_capacities_pass_a_power_of_two_and_reach_past_2048():
     """A rolling cache run's capacity is at most ``T - 2`` (the ring fills and wraps), and
-    ci's runs draw capacities of a third of ``T`` or less and past 2048 (2049: one slot past
-    the power of two a ring index ``t & 2047`` wraps at) among 30 draws. (That a fault from
-    2049 slots on shrinks to 2049: ``rolling_cache_ring_index_wraps_at_2048``'s report.)"""
-    subject = load_subject("attnprops.impl")
-    seen = []
+    among ci's first 8 draws (the property's examples; impl's capabilities and a subject
+    without a window) are capacities of a third of ``T`` or less and 2049 (one slot past
+    the power of two a ring index ``t & 2047`` wraps at) with ``T >= 2051``, within the K/V
+    budget."""
+    lim = limits("ci")
+    for name in ("attnprops.impl", "attnprops.mutants.rolling_cache_ring_index_wraps_at_2048"):
+        subject = load_subject(name)
+        seen = []
 
-    @settings(max_examples=30, derandomize=True, database=None)
-    @given(run=rolling_cache_runs(subject))
-    def check(run):
-        spec, _, _, cap = run
-        assert 1 <= cap <= max(1, spec.key_len - 2), (cap, spec.key_len)
-        assert spec.window is not None and spec.window[0] <= cap, spec.window
-        seen.append((cap, spec.key_len))
+        @settings(max_examples=8, derandomize=True, database=None)
+        @given(run=rolling_cache_runs(subject))
+        def check(run):
+            spec, _, _, cap = run
+            T = spec.key_len
+            assert 1 <= cap <= max(1, T - 2) and T <= lim.max_appends, (cap, T)
+            assert spec.window is not None and spec.window[0] <= cap, spec.window
+            kv = spec.batch * spec.num_kv_heads * T * (spec.head_dim + spec.value_dim)
+            assert kv <= max(lim.max_kv, 2 * spec.batch * spec.num_kv_heads * T)
+            seen.append((cap, T))
 
-    check()
-    assert any(cap <= T // 3 and cap > 256 for cap, T in seen), seen
-    assert any(cap == 2049 for cap, _ in seen), sorted(seen)
+        check()
+        assert any(cap <= T // 3 for cap, T in seen), (name, seen)
+        assert any(cap == 2049 and T >= 2051 for cap, T in seen), (name, seen)
 
 
 def test_many_head_specs_pass_16_query_heads_within_budget():
-    """The many-heads property draws 17 to 128 query heads, a multiple of its 1, 2, 4 or 8 K/V
-    heads, within the ci budgets, with sinks and ALiBi slopes (impl declares both); a fault
-    from 17 query heads on shrinks to 17 over one K/V head."""
+    """The many-heads property draws 17 to 128 query heads, a multiple of its 1, 2, 4 or 8
+    K/V heads or one K/V head each, within the ci budgets, with sinks, masks of their own per
+    (batch, head), and ``(B, Hq)`` ALiBi slopes of more than 64 entries (impl declares every
+    variant); a fault from 17 query heads on shrinks to 17 over one K/V head."""
     lim = limits("ci")
     subject = load_subject("attnprops.impl")
-    kv_heads, extras = set(), set()
+    kv_heads, seen = set(), set()
 
     @settings(max_examples=60, derandomize=True, database=None)
     @given(spec=many_head_specs(subject))
@@ -259,11 +267,16 @@ def test_many_head_specs_pass_16_query_heads_within_budget():
         case = spec.build()
         assert case.query.shape[1] == spec.num_heads and case.key.shape[1] == spec.num_kv_heads
         assert visibility(case).any(axis=-1).all(), spec
-        kv_heads.add(spec.num_kv_heads)
-        extras.update(name for name in ("sinks", "alibi") if getattr(spec, name))
+        kv_heads.add(spec.num_kv_heads if spec.num_kv_heads <= 8 else "Hq")
+        seen.update(name for name in ("sinks", "alibi") if getattr(spec, name))
+        if spec.mask == PER_HEAD_MASK and spec.batch > 1:
+            seen.add("per-(batch, head) mask")
+        if spec.batch_slopes and spec.batch * spec.num_heads > 64:
+            seen.add("(B, Hq) slopes past 64")
 
     check()
-    assert kv_heads == {1, 2, 4, 8} and extras == {"sinks", "alibi"}, (kv_heads, extras)
+    assert {1, "Hq"} <= kv_heads and len(kv_heads) >= 4, kv_heads  # MQA, GQA and MHA
+    assert seen == {"sinks", "alibi", "per-(batch, head) mask", "(B, Hq) slopes past 64"}, seen
     found = find(many_head_specs(subject), lambda s: True, settings=settings(database=None))
     assert (found.num_heads, found.num_kv_heads) == (17, 1)
 

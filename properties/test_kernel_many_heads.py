@@ -1,5 +1,6 @@
 """Query heads past 16 at kernel sizes: a decode or a chunk with 17 to 128 query heads over 1,
-2, 4 or 8 K/V heads, each query head's own sink and ALiBi slope where the subject declares them.
+2, 4 or 8 K/V heads or one each (multi-head attention), each query head's own sink, ALiBi slope
+and mask where the subject declares them.
 
 The other kernel-sized properties draw one or two K/V heads and groups up to 8, so at most 16
 query heads; the models people serve have more (Llama 3 70B: 64 over 8; Falcon 7B: 71 over
@@ -31,9 +32,9 @@ SUBJECT = current_subject()
 @pytest.mark.kernel_sized
 @given(spec=many_head_specs(SUBJECT))
 def test_kernel_sized_many_heads_match_reference(subject, spec):
-    """17 to 128 query heads over 1 to 8 K/V heads, a decode against a long cache or a chunk
-    (the serving calls of the models with that many heads), each head's sink and slope where
-    declared: every query head's output is its own (see matches_reference). A head index, or
+    """17 to 128 query heads over 1 to 8 K/V heads or one each, a decode against a long cache
+    or a chunk (the serving calls of the models with that many heads), each head's sink, slope
+    and mask where declared: every query head's output is its own (see matches_reference). A head index, or
     a table of per-head parameters, that wraps at 16 or 32 heads, or a grid that leaves the
     heads past its size unwritten, fails here."""
     matches_reference(subject, spec, heads=boundary_heads(spec.num_heads))

@@ -223,10 +223,10 @@ def test_a_kernel_sized_quantized_run_prints_as_its_spec():
 
 def test_rolling_capacities_pass_a_power_of_two_and_reach_past_2048():
     """A rolling cache run's capacity is at most ``T - 2`` (the ring fills and wraps), and
-    among ci's first 8 draws (the property's examples; impl's capabilities and a subject
-    without a window) are capacities of a third of ``T`` or less and 2049 (one slot past
-    the power of two a ring index ``t & 2047`` wraps at) with ``T >= 2051``, within the K/V
-    budget."""
+    among 8 ci draws (as many as the property's examples; for impl's capabilities and for a
+    subject without a window, which draw differently) are capacities of a third of ``T`` or
+    less and 2049 (one slot past the power of two a ring index ``t & 2047`` wraps at) with
+    ``T >= 2051``, within the K/V budget."""
     lim = limits("ci")
     for name in ("attnprops.impl", "attnprops.mutants.rolling_cache_ring_index_wraps_at_2048"):
         subject = load_subject(name)

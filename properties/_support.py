@@ -17,6 +17,7 @@ from attnprops.properties.checks import assert_shape_dtype
 from attnprops.properties.checks import assert_within
 from attnprops.properties.checks import call_subject
 from attnprops.properties.checks import fail
+from attnprops.properties.reference_rows import rows_of
 from attnprops.properties.strategies import AttentionCase
 from attnprops.properties.strategies import declared_variants
 
@@ -214,21 +215,13 @@ def one_head(case, b: int, h: int):
 
 def last_row_alone(case):
     """``case``'s last query row as a call of its own: one query at its own position
-    (``query_start = start + Tq - 1``), with its row of the mask and of the query documents
-    (``segment_ids``); the keys and every other argument as they are."""
+    (``query_start = start + Tq - 1``), with its row of the mask (:func:`rows_of`) and of
+    the query documents (``segment_ids``); the keys and every other argument as they are."""
     Tq = case.query.shape[2]
-    mask = case.attn_mask
-    if mask is not None and mask.ndim >= 2 and mask.shape[-2] == Tq:
-        mask = mask[..., -1:, :]
     ids = case.segment_ids
     if ids is not None:
         ids = (ids[0][..., -1:], ids[1])
-    return case._replace(
-        query=case.query[:, :, -1:],
-        attn_mask=mask,
-        query_start=case.start + Tq - 1,
-        segment_ids=ids,
-    )
+    return rows_of(case, [Tq - 1])._replace(query_start=case.start + Tq - 1, segment_ids=ids)
 
 
 @takes_options

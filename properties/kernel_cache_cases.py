@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from attnprops.properties.kernel_cases import draw_window
-from attnprops.properties.kernel_cases import fit_dim
+from attnprops.properties.kernel_cases import fit_dims
 from attnprops.properties.kernel_cases import subject_kernel_specs
 from attnprops.properties.sizes import TILES
 from attnprops.properties.sizes import boundary_sizes
@@ -89,14 +89,7 @@ def rolling_cache_runs(draw, subject):
     past = st.just(largest + 1) if largest else boundary_sizes(max(1, T - 2))
     slots = draw(st.one_of(boundary_sizes(max(1, T // 3)), past), label="capacity")
     if T < slots + 2:  # the largest ring: a run that fills it and wraps
-        T = slots + 2
-        max_dim = max(1, min(256, lim.max_kv // (2 * spec.batch * spec.num_kv_heads * T)))
-        spec = spec._replace(
-            query_len=T,
-            key_len=T,
-            head_dim=fit_dim(spec.head_dim, max_dim),
-            value_dim=fit_dim(spec.value_dim, max_dim),
-        )
+        spec = fit_dims(spec._replace(query_len=slots + 2, key_len=slots + 2))
     lefts = st.one_of(st.sampled_from(sorted({slots, max(0, slots - 1)})), boundary_sizes(slots))
     spec = draw(window_and_sinks(subject, spec, slots, sides=lefts))
     if spec.window is None:  # a rolling cache serves a window only

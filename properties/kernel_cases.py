@@ -296,18 +296,17 @@ def many_head_specs(draw, subject):
     Tk = spec.key_len
     batch = 2 if 2 * heads * Tk <= lim.max_scores else 1
     queries = min(spec.query_len, max(1, lim.max_scores // (batch * heads * Tk)))
-    max_dim = max(1, min(256, lim.max_kv // (2 * batch * kv_heads * Tk)))
     batch_slopes = batch > 1 and not draw(st.booleans(), label="slopes (Hq,)")
-    return spec._replace(
-        alibi=bool(caps.alibi),
-        batch_slopes=bool(caps.alibi) and batch_slopes,
-        batch=batch,
-        num_heads=heads,
-        num_kv_heads=kv_heads,
-        query_len=queries,
-        head_dim=fit_dim(spec.head_dim, max_dim),
-        value_dim=fit_dim(spec.value_dim, max_dim),
-        padding=(spec.padding * 2)[:batch],
+    return fit_dims(
+        spec._replace(
+            alibi=bool(caps.alibi),
+            batch_slopes=bool(caps.alibi) and batch_slopes,
+            batch=batch,
+            num_heads=heads,
+            num_kv_heads=kv_heads,
+            query_len=queries,
+            padding=(spec.padding * 2)[:batch],
+        )
     )
 
 
@@ -316,19 +315,13 @@ def per_head_mask_specs(draw, subject):
     """A :class:`KernelSpec` of any shape kind whose mask is its own for every batch element
     and query head (:data:`~properties.kernel_spec.PER_HEAD_MASK`), with two batch elements
     and at least two query heads wherever the score budget holds them (``2 Hq Tq Tk <=
-    max_scores``; the head dims then cut, :func:`fit_dim`, to keep ``max_kv``): a mask read
+    max_scores``; the head dims then cut, :func:`fit_dims`, to keep ``max_kv``): a mask read
     with the batch and the head mixed up is right with one of either."""
     spec = draw(subject_kernel_specs(subject, masks=(PER_HEAD_MASK,)))
     lim = limits()
     heads = max(2, spec.num_heads)
     if 2 * heads * spec.query_len * spec.key_len <= lim.max_scores:
-        max_dim = max(1, min(256, lim.max_kv // (4 * spec.num_kv_heads * spec.key_len)))
-        spec = spec._replace(
-            batch=2,
-            num_heads=heads,
-            head_dim=fit_dim(spec.head_dim, max_dim),
-            value_dim=fit_dim(spec.value_dim, max_dim),
-        )
+        spec = fit_dims(spec._replace(batch=2, num_heads=heads))
     return spec
 
 
@@ -354,7 +347,7 @@ def draw_head_dims(draw, batch: int, num_kv_heads: int, Tk: int) -> tuple[int, i
     ``Dv`` the same as ``D`` or its own, each cut (:func:`fit_dim`) so that the K/V of
     ``batch * num_kv_heads * Tk`` positions stay within the profile's ``max_kv`` (the
     reference reads every key and value)."""
-    max_dim = max(1, min(256, limits().max_kv // (2 * batch * num_kv_heads * Tk)))
+    max_dim = widest_dim(batch, num_kv_heads, Tk)
     head_dim = fit_dim(draw(head_dims(), label="head_dim"), max_dim)
     value_dim = fit_dim(draw(st.one_of(st.just(head_dim), head_dims()), label="value_dim"), max_dim)
     return head_dim, value_dim
@@ -373,6 +366,22 @@ def draw_window(draw, convention: str, max_side: int, lefts=None) -> tuple:
         return left, None
     rights = side if lefts is None else st.one_of(st.just(0), st.none())
     return left, draw(rights, label="window right")
+
+
+def widest_dim(batch: int, num_kv_heads: int, Tk: int) -> int:
+    """The widest head dim (at most 256) for which the K/V of ``batch * num_kv_heads * Tk``
+    positions, ``D = Dv`` wide, stay within the profile's ``max_kv`` (at least 1)."""
+    return max(1, min(256, limits().max_kv // (2 * batch * num_kv_heads * Tk)))
+
+
+def fit_dims(spec: KernelSpec) -> KernelSpec:
+    """``spec`` with its head and value dims cut (:func:`fit_dim`) to :func:`widest_dim` of
+    its own batch, K/V heads and key length: for a strategy that changed those after
+    :func:`draw_head_dims`."""
+    max_dim = widest_dim(spec.batch, spec.num_kv_heads, spec.key_len)
+    return spec._replace(
+        head_dim=fit_dim(spec.head_dim, max_dim), value_dim=fit_dim(spec.value_dim, max_dim)
+    )
 
 
 def fit_dim(dim: int, max_dim: int) -> int:

@@ -50,9 +50,10 @@ def boundary_rows(case: AttentionCase, *, limit: int = 24) -> list[int]:
 
 
 def rows_of(case: AttentionCase, rows: list[int]) -> AttentionCase:
-    """``case`` restricted to the query rows ``rows`` for the bounds of a reference computed
-    on those rows (the query and the mask's query axis; visibility comes from the
-    reference's scores)."""
+    """``case`` restricted to the query rows ``rows`` (the query and the mask's query axis):
+    for the bounds of a reference computed on those rows (visibility comes from the
+    reference's scores), or, with its query position and documents set, as a call of its
+    own (:func:`properties._support.last_row_alone`)."""
     mask = case.attn_mask
     Tq = case.query.shape[2]
     if mask is not None and mask.ndim >= 2 and mask.shape[-2] == Tq:

@@ -52,11 +52,15 @@ REFERENCE_PROPERTIES = (
 
 # What every mutant on this kernel declares (properties.subject): impl's dtypes, the 16-bit
 # ones computed in float32 as in impl, so the error bounds hold it to float32 arithmetic; it
-# takes sinks.
+# takes sinks, local windows (impl's convention, offsets) and packed documents (both read
+# from the rulebook's visibility, tile by tile) and returns the log-sum-exp.
 TILED_CAPABILITIES = {
     "dtypes": impl.ATTNPROPS_CAPABILITIES["dtypes"],
     "compute_dtypes": impl.ATTNPROPS_CAPABILITIES["compute_dtypes"],
     "sinks": True,
+    "window": impl.ATTNPROPS_CAPABILITIES["window"],
+    "segment_ids": True,
+    "lse": True,
 }
 
 

@@ -38,19 +38,24 @@ class _Small(TiledKernel):
     q_tile, k_tile, split_kv, d_chunk = 7, 5, 11, 3
 
 
+_SMALL_SIZES = dict(
+    dtypes=impl.ATTNPROPS_CAPABILITIES["dtypes"], max_len=40, max_decode_len=60, max_scores=1 << 14
+)
+
+
 @settings(max_examples=40, deadline=None, database=None)
 @given(
-    spec=kernel_specs(
-        dtypes=impl.ATTNPROPS_CAPABILITIES["dtypes"],
-        max_len=40,
-        max_decode_len=60,
-        max_scores=1 << 14,
+    spec=st.one_of(
+        kernel_specs(**_SMALL_SIZES),
+        kernel_specs(**_SMALL_SIZES, windows="offsets"),
+        kernel_specs(**_SMALL_SIZES, documents=True),
     ),
     sinks=st.booleans(),
 )
 def test_unmutated_kernel_agrees_with_impl(spec, sinks):
     """Within twice the agreement bound (both are within their bound of the exact result),
-    with sinks or without."""
+    with sinks or without, and with a local window or packed documents (what
+    TILED_CAPABILITIES declares beside them)."""
     spec = spec._replace(sinks=sinks)
     case = spec.build()
     got = _Small().attention(case.query, case.key, case.value, **case.kwargs())

@@ -16,6 +16,7 @@ from attnprops.properties.sizes import TILES
 from attnprops.properties.sizes import boundary_sizes
 from attnprops.properties.sizes import capacity
 from attnprops.properties.sizes import limits
+from attnprops.properties.sizes import past_powers
 
 PAGE_SIZES = (*TILES, 512)  # page sizes of real paged KV caches
 MAX_STEPS = 512  # single-token decode steps at the end of a cache run
@@ -75,21 +76,31 @@ def rolling_cache_runs(draw, subject):
     one less (Hugging Face's ``sliding_window = capacity``), or a boundary size below it;
     ``right`` 0 or None; the subject's sinks half the time. The capacity is, one draw in
     two, a boundary size up to a third of ``T`` (the ring fills at least three times over;
-    16-256 and past them, where kernels switch the ring's layout), else ``P + 1`` for the
-    largest power of two ``P`` whose ring the profile's runs can fill (``P + 3 <=
-    max_appends``: 2049 in ci, 4097 in thorough), the run made at least ``P + 3`` positions
-    long (its head dims cut to keep ``max_kv``): one slot past every power of two up to
-    ``P``, so a ring index that wraps at any of them (``t & (N - 1)``, a buffer sized for
-    windows of at most ``N``) puts two held positions in one slot. Shrinks towards the first
-    kind."""
+    16-256 and past them, where kernels switch the ring's layout), else one past a power of
+    two (:func:`~properties.sizes.past_powers`): mostly ``P + 1`` for the largest power of
+    two ``P`` whose ring the profile's runs can fill (``P + 3 <= max_appends``: 2049 in ci,
+    4097 in thorough), else 257, 513, ..., the run then two positions longer than the ring
+    (its head dims cut to keep ``max_kv``; at most ``T`` decode steps), so that the run
+    shrinks with its ring. ``P + 1`` slots are one past every
+    power of two up to ``P``, so a ring index that wraps at any of them (``t & (N - 1)``, a
+    buffer sized for windows of at most ``N``) puts two held positions in one slot, and
+    such a fault shrinks to ``N + 1`` slots. Shrinks towards the first kind."""
     spec, pattern, steps = draw(cache_runs(subject))
     lim = limits()
     largest = capacity(lim.max_appends - 2)
     T = spec.key_len
-    past = st.just(largest + 1) if largest else boundary_sizes(max(1, T - 2))
-    slots = draw(st.one_of(boundary_sizes(max(1, T // 3)), past), label="capacity")
-    if T < slots + 2:  # the largest ring: a run that fills it and wraps
-        spec = fit_dims(spec._replace(query_len=slots + 2, key_len=slots + 2))
+    past = past_powers(largest) if largest else boundary_sizes(max(1, T - 2))
+    slots, wraps_once = draw(
+        st.one_of(
+            boundary_sizes(max(1, T // 3)).map(lambda n: (n, False)),
+            past.map(lambda n: (n, True)),
+        ),
+        label="capacity",
+    )
+    if wraps_once:  # a run that fills the ring and wraps: as long as its ring, and shrinks with it
+        T = slots + 2
+        spec = fit_dims(spec._replace(query_len=T, key_len=T))
+        steps = min(steps, T)
     lefts = st.one_of(st.sampled_from(sorted({slots, max(0, slots - 1)})), boundary_sizes(slots))
     spec = draw(window_and_sinks(subject, spec, slots, sides=lefts))
     if spec.window is None:  # a rolling cache serves a window only

@@ -210,16 +210,41 @@ def capacity(max_size: int) -> int | None:
 
 
 @cached_strategy
+def past_powers(cap: int, *, within: bool = False) -> st.SearchStrategy[int]:
+    """``cap + 1`` (``within``: ``cap`` or ``cap + 1``) three draws in four, else one past a
+    smaller power of two from 256 (``257, 513, ...``), for ``cap`` a power of two >= 256
+    (:func:`capacity`): the first size past a capacity a kernel may have preallocated (a
+    ring of ``p`` slots, a workspace of ``p`` keys, a buffer doubled up to ``p``).
+
+    One sampled index, the sizes in increasing order (``cap`` before ``cap + 1``), so it
+    shrinks step by step towards 257: a fault from a capacity of 1024 on shrinks to 1025,
+    not to ``cap + 1``; one wrong only past ``cap`` stays at ``cap + 1`` (and ``within``,
+    one wrong at ``cap`` too, at ``cap``). ci: ``past_powers(8192, within=True)`` draws 8193
+    half the time, 8192 a quarter, and 257, 513, 1025, 2049 or 4097 otherwise.
+
+    Raises:
+        ValueError: ``cap`` not a power of two >= 256.
+    """
+    if cap < 256 or cap & (cap - 1):
+        raise ValueError(f"cap={cap}: need a power of two >= 256")
+    below = [(1 << e) + 1 for e in range(8, cap.bit_length() - 1)]
+    n = max(1, len(below))
+    top = [cap] * n + [cap + 1] * (2 * n) if within else [cap + 1] * (3 * n)
+    return st.sampled_from(below + top)
+
+
+@cached_strategy
 def capacity_sizes(max_size: int) -> st.SearchStrategy[int]:
-    """``P`` or ``P + 1`` for ``P = capacity(max_size)`` (shrinking to ``P`` when both fail):
-    the last size within a capacity and the first past it, where a kernel that never reads
-    past its capacity goes wrong. :func:`long_sizes` of ci's decode lengths (up to 8200) go
-    past 8192 in about 1 draw in 250; these sizes are there by design. ``max_size`` below
-    257: a :func:`boundary_sizes` instead."""
+    """``P`` or ``P + 1`` for ``P = capacity(max_size)``, and one past each smaller power of
+    two from 256 (:func:`past_powers` ``within``): the last size within a capacity and the
+    first past it, where a kernel that never reads past its capacity goes wrong; a fault
+    past a smaller capacity shrinks to one past it. :func:`long_sizes` of ci's decode
+    lengths (up to 8200) go past 8192 in about 1 draw in 250; these sizes are there by
+    design. ``max_size`` below 257: a :func:`boundary_sizes` instead."""
     cap = capacity(max_size)
     if cap is None:
         return boundary_sizes(max_size)
-    return st.sampled_from((cap, cap + 1))
+    return past_powers(cap, within=True)
 
 
 @cached_strategy

@@ -26,6 +26,7 @@ from attnprops.properties.sizes import boundary_sizes
 from attnprops.properties.sizes import capacity
 from attnprops.properties.sizes import capacity_sizes
 from attnprops.properties.sizes import limits
+from attnprops.properties.sizes import past_powers
 from attnprops.properties.sizes import primes_up_to
 from attnprops.properties.subject import load_subject
 
@@ -78,14 +79,16 @@ def test_failing_size_shrinks_to_one_past_the_boundary(threshold, tile):
 
 def test_capacity_sizes_are_the_largest_power_of_two_and_one_past_it():
     """Each profile's decode length holds its capacity and one key past it (dev 2048/2049, ci
-    8192/8193, thorough 16384/16385); a fault past the capacity shrinks to ``P + 1``."""
+    8192/8193, thorough 16384/16385); a fault past the capacity shrinks to ``P + 1``, one
+    past a smaller capacity (1024, 4096) to one past that, any fault to 257."""
     for name, cap in (("ci", 8192), ("thorough", 16384), ("dev", 2048)):
         assert capacity(LIMITS[name].max_decode_len) == cap, name
     assert (capacity(256), capacity(257), capacity(8193)) == (None, 256, 8192)
-    limit = LIMITS["ci"].max_decode_len
-    found = find(capacity_sizes(limit), lambda n: n > 8192, settings=settings(database=None))
-    assert found == 8193
-    assert find(capacity_sizes(limit), lambda n: True, settings=settings(database=None)) == 8192
+    sizes = capacity_sizes(LIMITS["ci"].max_decode_len)
+    for past, shrunk in ((8192, 8193), (8191, 8192), (4096, 4097), (1024, 1025), (0, 257)):
+        assert find(sizes, lambda n: n > past, settings=settings(database=None)) == shrunk
+    with pytest.raises(ValueError, match="power of two"):
+        past_powers(1000)
 
 
 def test_specs_stay_within_the_budget():

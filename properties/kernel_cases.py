@@ -121,8 +121,12 @@ def kernel_specs(
     zero), one of them among the queries half the time in a decode or chunk (a draft whose
     rows straddle a boundary), and batch elements packed apart half the time when ``B > 1``
     (2-D ids, :meth:`KernelSpec.segment_ids`); no key-padding or random masks then (they
-    could hide a document's every key from a query), and causal or not. With ``alibi`` and
-    ``B > 1`` the slopes are mostly ``(B, Hq)``. ``chunks``: a ``chunk_size`` (a
+    could hide a document's every key from a query), and causal or not; with two batch
+    elements, three or four of them two draws in three, each packed its own way
+    (:meth:`KernelSpec.segment_ids`). With ``alibi`` and
+    ``B > 1`` the slopes are mostly ``(B, Hq)``, and a causal prefill or chunk is not causal
+    one draw in two (ALiBi's ``-slope |p - j|`` then reaches keys after the query, where a
+    signed distance goes wrong). ``chunks``: a ``chunk_size`` (a
     boundary size up to ``Tk + 1``; no query before position 0, no padding or random
     masks). ``grouped``: two K/V heads (as the budget allows) and a
     group of 2 to 8 query heads each (:data:`GROUPS` but 1, shrinking to 2), for a law about which K/V head
@@ -228,6 +232,16 @@ def kernel_specs(
         batch_slopes = not draw(st.booleans(), label="slopes (Hq,) for the whole batch")
     if chunks and start >= 0:
         chunk_size = draw(boundary_sizes(Tk + 1), label="chunk_size")
+    # keys after a query too (not for Hugging Face's windows, causal by convention)
+    if with_alibi and is_causal and shape in ("prefill", "chunk") and windows != "sliding_window":
+        is_causal = draw(st.sampled_from((True, False)), label="ALiBi causal")
+    if starts and batch == 2:  # up to four rows of documents, each packed its own way
+        more = draw(st.sampled_from((0, 1, 2)), label="more packed batch elements")
+        batch = min(batch + more, max(2, room // (num_kv_heads * group)))
+        batch_documents = batch_documents or (starts if batch > 2 else ())
+        head_dim, value_dim = (
+            fit_dim(d, widest_dim(batch, num_kv_heads, Tk)) for d in (head_dim, value_dim)
+        )
     return KernelSpec(
         shape,
         batch,

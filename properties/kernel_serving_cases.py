@@ -65,7 +65,7 @@ class ServingBatch(NamedTuple):
     ``spec.build()`` gives the queries ``(B, Hq, Tq, D)`` and the contiguous storage
     ``(B, Hkv, T, D)`` / ``(B, Hkv, T, Dv)`` (``T = spec.key_len``, the longest length and
     some more); sequence ``b`` is the first ``lengths[b]`` positions of its row, its queries
-    the last ``Tq`` of them, causal. ``page_size`` None: that storage is the cache; else the
+    the last ``Tq`` of them, causal or not (``spec.is_causal``). ``page_size`` None: that storage is the cache; else the
     sequences are copied to a pool of pages of ``page_size`` positions (:meth:`pool`)."""
 
     spec: KernelSpec
@@ -176,7 +176,9 @@ def serving_batches(draw, subject, *, paged: bool) -> ServingBatch:
     each cut to the budgets (the group to the largest that fits, then ``Tq``, then the
     dims). ``paged``: pages of 1-64 positions (a boundary size) or of a real cache's sizes,
     0-2 spare pages, the pool's order; else 0, 1, 16 or 64 positions of storage past the
-    longest sequence. Shrinks towards one short sequence, one head, small pages in order."""
+    longest sequence. Causal, or not one draw in two (each query then sees every position of
+    its sequence). Shrinks towards one short sequence, one head, small pages in order,
+    causal."""
     lim = limits()
     batch = draw(SEQUENCES, label="sequences")
     length = st.one_of(boundary_sizes(lim.max_decode_len), long_sizes(lim.max_decode_len))
@@ -201,6 +203,11 @@ def serving_batches(draw, subject, *, paged: bool) -> ServingBatch:
         spare = draw(st.integers(0, 2), label="spare pages")
         order = draw(st.sampled_from(PAGE_ORDERS), label="page order")
     variants = draw(serving_variants(subject, spec, max(lengths)), label="variants")
+    # drawn last (a batch drawn before keeps its draws); shrinks to causal. Not causal, the
+    # lengths alone hide each sequence's storage past its length (a kernel that leaves that
+    # to the causal mask reads it).
+    causal = draw(st.sampled_from((True, False)), label="is_causal")
+    spec = spec._replace(is_causal=causal)
     return ServingBatch(spec, tuple(lengths), page_size, spare, order, variants)
 
 
@@ -214,7 +221,7 @@ def serving_variants(draw, subject, spec: KernelSpec, longest: int) -> dict:
     sequence's row, or strides the table wrong, fails); a soft cap of 50, 30 or 5; sink
     logits (:func:`~properties.variant_draws.attention_sinks`); a ``chunk_size`` that is a
     boundary size up to ``longest + 1``. None of them leaves a query without a key: each
-    sees its own position (causal)."""
+    sees its own position."""
     caps = subject.capabilities
     Hq, B = spec.num_heads, spec.batch
     found = {}

@@ -84,13 +84,15 @@ class KernelSpec(_Fields):
         starts at or before ``j`` (a start drawn twice is a document of length zero); each
         query takes the id of its own position ``query_start + i``; None without. With
         :attr:`batch_documents`, 2-D ids ``(B, Tq)``, ``(B, Tk)``: batch element 0 packed at
-        :attr:`documents`, every other at :attr:`batch_documents`."""
+        :attr:`documents`, element ``b >= 1`` at :attr:`batch_documents` moved ``b - 1``
+        positions on (each row its own, so a row index that wraps or strides wrong reads
+        another packing)."""
         if not self.documents:
             return None
         Tq, Tk = self.query_len, self.key_len
         rows = [self.documents]
         if self.batch_documents:
-            rows += [self.batch_documents] * (self.batch - 1)
+            rows += [tuple(s + b for s in self.batch_documents) for b in range(self.batch - 1)]
         key_ids = np.stack(
             [np.searchsorted(np.array(r), np.arange(Tk), side="right") for r in rows]
         )

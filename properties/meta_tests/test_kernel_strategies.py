@@ -13,6 +13,7 @@ from attnprops.properties.kernel_cache_cases import rolling_cache_runs
 from attnprops.properties.kernel_cases import kernel_specs
 from attnprops.properties.kernel_cases import many_head_specs
 from attnprops.properties.kernel_cases import per_head_mask_specs
+from attnprops.properties.kernel_serving_cases import serving_batches
 from attnprops.properties.kernel_spec import MASK_KINDS
 from attnprops.properties.kernel_spec import PER_HEAD_MASK
 from attnprops.properties.kernel_spec import KernelSpec
@@ -366,3 +367,35 @@ def test_per_head_mask_specs_give_each_batch_element_and_head_its_own_mask():
 
     check()
     assert both >= 20 and kinds == set(CAUSAL) | {"cross"}, (both, kinds)
+
+
+def test_documents_alibi_and_serving_calls_reach_their_rarer_combinations():
+    """Among 40 draws each: packed documents over three or four batch elements whose rows of
+    key ids differ from one another (a row index that wraps at 2 reads another packing);
+    ALiBi with a visible key after its query (a prefill or chunk not causal: a signed
+    distance goes wrong there); and among 20, ragged serving batches that are not causal (the
+    lengths alone then hide the storage past them)."""
+    counts = {"documents": 0, "alibi": 0, "serving": 0}
+
+    @settings(max_examples=40, derandomize=True, database=None)
+    @given(spec=kernel_specs(shapes=CAUSAL, documents=True))
+    def documents(spec):
+        ids = spec.segment_ids()
+        rows = ids[1][1:] if spec.batch_documents else ()
+        counts["documents"] += spec.batch > 2 and len({r.tobytes() for r in rows}) == len(rows)
+
+    @settings(max_examples=40, derandomize=True, database=None)
+    @given(spec=kernel_specs(shapes=CAUSAL, alibi=True))
+    def alibi(spec):
+        case = spec.build()
+        after = np.arange(spec.key_len) > spec.start + np.arange(spec.query_len)[:, None]
+        counts["alibi"] += spec.alibi and bool((visibility(case) & after).any())
+
+    @settings(max_examples=20, derandomize=True, database=None)
+    @given(batch=serving_batches(load_subject("attnprops.impl"), paged=False))
+    def serving(batch):
+        counts["serving"] += not batch.spec.is_causal
+
+    for check in (documents, alibi, serving):
+        check()
+    assert min(counts.values()) >= 3, counts

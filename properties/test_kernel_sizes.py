@@ -86,7 +86,8 @@ def test_kernel_sized_sinks_match_reference(subject, spec):
 @given(spec=subject_kernel_specs(SUBJECT, shapes=CAUSAL, alibi=True, softcap=CAPS.softcap))
 def test_kernel_sized_alibi_and_softcap_match_reference(subject, spec):
     """ALiBi's slopes and, for a subject that declares it, soft caps at kernel sizes (each
-    drawn or not; the bias by distance across every tile, the cap before the mask): see
+    drawn or not; the bias by distance across every tile, the cap before the mask; with
+    ALiBi, keys after the query too, one prefill or chunk in two not causal): see
     matches_reference."""
     matches_reference(subject, spec)
 
@@ -193,7 +194,9 @@ def test_kernel_sized_decode_past_capacity_reads_every_key(subject, spec):
     bounds, as the decode property's probes): a kernel with a preallocated capacity (a
     workspace of ``P`` keys, a fixed number of splits of a fixed size) that never reads past
     it goes wrong at ``P + 1``, a length the other decode properties reach in about 1 draw
-    in 250. Every key counts: no mask, no ``large`` values (whose softmax is nearly one
+    in 250 (a quarter of the draws are one past a smaller power of two from 256, so a
+    smaller capacity's fault shrinks to one past it: :func:`~properties.sizes.past_powers`).
+    Every key counts: no mask, no ``large`` values (whose softmax is nearly one
     key's), and float64 when the subject has it (in float32 and below one key's share of
     8193 is inside the agreement bound: a subject without float64 is checked only for
     faults larger than that)."""

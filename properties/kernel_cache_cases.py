@@ -77,9 +77,11 @@ def rolling_cache_runs(draw, subject):
     ``right`` 0 or None; the subject's sinks half the time. The capacity is, one draw in
     two, a boundary size up to a third of ``T`` (the ring fills at least three times over;
     16-256 and past them, where kernels switch the ring's layout), else one past a power of
-    two (:func:`~properties.sizes.past_powers`): mostly ``P + 1`` for the largest power of
-    two ``P`` whose ring the profile's runs can fill (``P + 3 <= max_appends``: 2049 in ci,
-    4097 in thorough), else 257, 513, ..., the run then two positions longer than the ring
+    two (:func:`~properties.sizes.past_powers`): ``P + 1`` for the largest power of two
+    ``P`` whose ring the profile's runs can fill (``P + 3 <= max_appends``: 2049 in ci, 4097
+    in thorough) or the largest ring they can fill (``max_appends - 2``: 3098 in ci, past a
+    ring index that wraps at any smaller size), two draws in five each, else 257, 513, ...,
+    the run then two positions longer than the ring
     (its head dims cut to keep ``max_kv``; at most ``T`` decode steps), so that the run
     shrinks with its ring. ``P + 1`` slots are one past every
     power of two up to ``P``, so a ring index that wraps at any of them (``t & (N - 1)``, a
@@ -89,7 +91,11 @@ def rolling_cache_runs(draw, subject):
     lim = limits()
     largest = capacity(lim.max_appends - 2)
     T = spec.key_len
-    past = past_powers(largest) if largest else boundary_sizes(max(1, T - 2))
+    ring = lim.max_appends - 2  # the largest ring a run can fill and wrap
+    if largest is None:
+        past = boundary_sizes(max(1, T - 2))
+    else:
+        past = past_powers(largest, beyond=ring if ring > largest + 1 else None)
     slots, wraps_once = draw(
         st.one_of(
             boundary_sizes(max(1, T // 3)).map(lambda n: (n, False)),

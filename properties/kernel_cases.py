@@ -236,7 +236,8 @@ def kernel_specs(
     if with_alibi and is_causal and shape in ("prefill", "chunk") and windows != "sliding_window":
         is_causal = draw(st.sampled_from((True, False)), label="ALiBi causal")
     if starts and batch == 2:  # up to four rows of documents, each packed its own way
-        more = draw(st.sampled_from((0, 1, 2)), label="more packed batch elements")
+        # four elements most often: a fault past the third row needs them; shrinks to 2, 3
+        more = draw(st.sampled_from((0, 1, 2, 2)), label="more packed batch elements")
         batch = min(batch + more, max(2, room // (num_kv_heads * group)))
         batch_documents = batch_documents or (starts if batch > 2 else ())
         head_dim, value_dim = (

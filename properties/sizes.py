@@ -210,25 +210,33 @@ def capacity(max_size: int) -> int | None:
 
 
 @cached_strategy
-def past_powers(cap: int, *, within: bool = False) -> st.SearchStrategy[int]:
+def past_powers(cap: int, *, within: bool = False, beyond: int | None = None):
     """``cap + 1`` (``within``: ``cap`` or ``cap + 1``) three draws in four, else one past a
     smaller power of two from 256 (``257, 513, ...``), for ``cap`` a power of two >= 256
     (:func:`capacity`): the first size past a capacity a kernel may have preallocated (a
     ring of ``p`` slots, a workspace of ``p`` keys, a buffer doubled up to ``p``).
+    ``beyond`` (larger than ``cap + 1``): also that size, as often as ``cap + 1`` (then
+    two draws in five each), past every capacity below it that is not a power of two (a
+    ring of 2500 slots).
 
     One sampled index, the sizes in increasing order (``cap`` before ``cap + 1``), so it
     shrinks step by step towards 257: a fault from a capacity of 1024 on shrinks to 1025,
     not to ``cap + 1``; one wrong only past ``cap`` stays at ``cap + 1`` (and ``within``,
-    one wrong at ``cap`` too, at ``cap``). ci: ``past_powers(8192, within=True)`` draws 8193
-    half the time, 8192 a quarter, and 257, 513, 1025, 2049 or 4097 otherwise.
+    one wrong at ``cap`` too, at ``cap``); one past another capacity shrinks to the first
+    listed size past it (1500: 2049). ci: ``past_powers(8192, within=True)`` draws 8193 half
+    the time, 8192 a quarter, and 257, 513, 1025, 2049 or 4097 otherwise.
 
     Raises:
-        ValueError: ``cap`` not a power of two >= 256.
+        ValueError: ``cap`` not a power of two >= 256, or ``beyond`` not past ``cap + 1``.
     """
     if cap < 256 or cap & (cap - 1):
         raise ValueError(f"cap={cap}: need a power of two >= 256")
+    if beyond is not None and beyond <= cap + 1:
+        raise ValueError(f"beyond={beyond}: need more than cap + 1 = {cap + 1}")
     below = [(1 << e) + 1 for e in range(8, cap.bit_length() - 1)]
     n = max(1, len(below))
+    if beyond is not None:
+        return st.sampled_from(below + [cap + 1] * (2 * n) + [beyond] * (2 * n))
     top = [cap] * n + [cap + 1] * (2 * n) if within else [cap + 1] * (3 * n)
     return st.sampled_from(below + top)
 

@@ -81,7 +81,8 @@ def test_failing_size_shrinks_to_one_past_the_boundary(threshold, tile):
 def test_capacity_sizes_are_the_largest_power_of_two_and_one_past_it():
     """Each profile's decode length holds its capacity and one key past it (dev 2048/2049, ci
     8192/8193, thorough 16384/16385); a fault past the capacity shrinks to ``P + 1``, one
-    past a smaller capacity (1024, 4096) to one past that, any fault to 257."""
+    past a smaller capacity (1024, 4096) to one past that, any fault to 257; with
+    ``beyond``, a capacity that is not a power of two to the first listed size past it."""
     for name, cap in (("ci", 8192), ("thorough", 16384), ("dev", 2048)):
         assert capacity(LIMITS[name].max_decode_len) == cap, name
     assert (capacity(256), capacity(257), capacity(8193)) == (None, 256, 8192)
@@ -90,6 +91,11 @@ def test_capacity_sizes_are_the_largest_power_of_two_and_one_past_it():
         assert find(sizes, lambda n: n > past, settings=settings(database=None)) == shrunk
     with pytest.raises(ValueError, match="power of two"):
         past_powers(1000)
+    rings = past_powers(2048, beyond=3098)  # ci's rolling caches: past 2500 only at 3098
+    for past, shrunk in ((2500, 3098), (2048, 2049), (1500, 2049), (512, 513)):
+        assert find(rings, lambda n: n > past, settings=settings(database=None)) == shrunk
+    with pytest.raises(ValueError, match="beyond"):
+        past_powers(2048, beyond=2049)
 
 
 def test_specs_stay_within_the_budget():

@@ -196,8 +196,9 @@ def test_kernel_sized_paged_cache_run_equals_full_causal(subject, run):
 def test_kernel_sized_rolling_cache_equals_full_windowed_attention(subject, run):
     """A sequence of up to thousands of positions decoded in chunks and single tokens through
     a ``RollingKVCache`` of ``capacity`` slots (a boundary size up to a third of the length,
-    so the ring wraps again and again, or a power of two or one past it, up to 2049 in ci:
-    see rolling_cache_runs) with a window it serves (``left`` the capacity or less)
+    so the ring wraps again and again, or one past a power of two from 256, or the largest
+    ring the run can fill, 3098 in ci, the run then two positions longer than the ring: see
+    rolling_cache_runs) with a window it serves (``left`` the capacity or less)
     equals causal attention with that window over the whole sequence, every row (within
     twice the agreement bound); afterwards it holds exactly the last ``capacity`` positions,
     in position order. A ring unrolled from the wrong slot, or a window dropped once the

@@ -81,12 +81,12 @@ def rolling_cache_runs(draw, subject):
     ``P`` whose ring the profile's runs can fill (``P + 3 <= max_appends``: 2049 in ci, 4097
     in thorough) or the largest ring they can fill (``max_appends - 2``: 3098 in ci, past a
     ring index that wraps at any smaller size), two draws in five each, else 257, 513, ...,
-    the run then two positions longer than the ring
-    (its head dims cut to keep ``max_kv``; at most ``T`` decode steps), so that the run
-    shrinks with its ring. ``P + 1`` slots are one past every
-    power of two up to ``P``, so a ring index that wraps at any of them (``t & (N - 1)``, a
-    buffer sized for windows of at most ``N``) puts two held positions in one slot, and
-    such a fault shrinks to ``N + 1`` slots. Shrinks towards the first kind."""
+    the run then two positions longer than the ring (its head dims cut to keep ``max_kv``;
+    at most ``T`` decode steps), so that the run shrinks with its ring. ``P + 1`` slots are
+    one past every power of two up to ``P``, so a ring index that wraps at any of them
+    (``t & (N - 1)``, a buffer sized for windows of at most ``N``) puts two held positions
+    in one slot, and such a fault shrinks to ``N + 1`` slots (a ring that wraps at another
+    size, to the first listed size past it). Shrinks towards the first kind."""
     spec, pattern, steps = draw(cache_runs(subject))
     lim = limits()
     largest = capacity(lim.max_appends - 2)

@@ -122,8 +122,8 @@ def kernel_specs(
     rows straddle a boundary), and batch elements packed apart half the time when ``B > 1``
     (2-D ids, :meth:`KernelSpec.segment_ids`); no key-padding or random masks then (they
     could hide a document's every key from a query), and causal or not; with two batch
-    elements, three or four of them two draws in three, each packed its own way
-    (:meth:`KernelSpec.segment_ids`). With ``alibi`` and
+    elements, three or four of them three draws in four (four the more often), each packed
+    its own way (:meth:`KernelSpec.segment_ids`). With ``alibi`` and
     ``B > 1`` the slopes are mostly ``(B, Hq)``, and a causal prefill or chunk is not causal
     one draw in two (ALiBi's ``-slope |p - j|`` then reaches keys after the query, where a
     signed distance goes wrong). ``chunks``: a ``chunk_size`` (a

@@ -65,8 +65,9 @@ class ServingBatch(NamedTuple):
     ``spec.build()`` gives the queries ``(B, Hq, Tq, D)`` and the contiguous storage
     ``(B, Hkv, T, D)`` / ``(B, Hkv, T, Dv)`` (``T = spec.key_len``, the longest length and
     some more); sequence ``b`` is the first ``lengths[b]`` positions of its row, its queries
-    the last ``Tq`` of them, causal or not (``spec.is_causal``). ``page_size`` None: that storage is the cache; else the
-    sequences are copied to a pool of pages of ``page_size`` positions (:meth:`pool`)."""
+    the last ``Tq`` of them, causal or not (``spec.is_causal``). ``page_size`` None: that
+    storage is the cache; else the sequences are copied to a pool of pages of ``page_size``
+    positions (:meth:`pool`)."""
 
     spec: KernelSpec
     lengths: tuple[int, ...]

@@ -37,9 +37,10 @@ from attnprops.oracle.rules import AttentionProblem
 from attnprops.oracle.rules import check_attention_inputs
 from attnprops.oracle.rules import check_flag
 from attnprops.oracle.rules import compute_dtype
+from attnprops.oracle.rules import dense_visibility
 from attnprops.oracle.rules import takes_options
 
-__all__ = ["REFERENCE_PROPERTIES", "TILED_CAPABILITIES", "TiledKernel"]
+__all__ = ["REFERENCE_PROPERTIES", "TILED_CAPABILITIES", "TiledKernel", "seen_as"]
 
 # The kernel-sized properties that compare a call with the reference, one per shape kind: a
 # kernel's arithmetic fault (a wrong accumulator, a lost rounding) shows in any of them.
@@ -62,6 +63,15 @@ TILED_CAPABILITIES = {
     "segment_ids": True,
     "lse": True,
 }
+
+
+def seen_as(problem: AttentionProblem, **changes) -> AttentionProblem:
+    """``problem`` as a kernel that reads the call with ``changes`` sees it: those call
+    fields replaced (``window=None``, ``is_causal=False``, a mask or ``segments`` read
+    wrong) and the visibility and bias derived from them again by the rulebook
+    (:func:`oracle.rules.dense_visibility`), so the tiles read the changed call."""
+    visible, bias = dense_visibility(problem.call._replace(**changes))
+    return problem.replace(**changes, visible=visible, bias=bias)
 
 
 class TiledKernel(impl.Attention):

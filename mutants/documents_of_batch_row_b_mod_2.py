@@ -13,7 +13,7 @@ with the stride of a buffer sized for the batch the kernel was first tested with
 from attnprops.mutants import Mutant
 from attnprops.mutants._tiled import TILED_CAPABILITIES
 from attnprops.mutants._tiled import TiledKernel
-from attnprops.oracle.rules import dense_visibility
+from attnprops.mutants._tiled import seen_as
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
 ROWS = 2  # rows of ids the kernel's pointer cycles through
@@ -26,9 +26,7 @@ class _Kernel(TiledKernel):
         if problem.segments is not None and problem.segments[1].shape[0] > ROWS:
             query_ids, key_ids = problem.segments
             rows = [b % ROWS for b in range(key_ids.shape[0])]  # FAULT: row b % 2
-            segments = (query_ids[rows], key_ids[rows])
-            call = problem.call._replace(segments=segments)
-            problem = problem.replace(segments=segments, visible=dense_visibility(call)[0])
+            problem = seen_as(problem, segments=(query_ids[rows], key_ids[rows]))
         return super().tiled_output(problem)
 
 

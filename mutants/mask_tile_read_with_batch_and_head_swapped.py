@@ -18,7 +18,7 @@ import numpy as np
 from attnprops.mutants import Mutant
 from attnprops.mutants._tiled import TILED_CAPABILITIES
 from attnprops.mutants._tiled import TiledKernel
-from attnprops.oracle.rules import dense_visibility
+from attnprops.mutants._tiled import seen_as
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
 
@@ -33,9 +33,7 @@ class _Kernel(TiledKernel):
         if mask is not None and mask.ndim == 4 and mask.shape[:2] == (B, Hq):
             flat = mask.reshape(B * Hq, *mask.shape[2:])
             swapped = np.arange(B * Hq).reshape(Hq, B).T.reshape(-1)  # FAULT: h * B + b
-            wrong = flat[swapped].reshape(mask.shape)
-            visible, bias = dense_visibility(problem.call._replace(mask=wrong))
-            problem = problem.replace(mask=wrong, visible=visible, bias=bias)
+            problem = seen_as(problem, mask=flat[swapped].reshape(mask.shape))
         return super().tiled_output(problem)
 
 

@@ -17,7 +17,7 @@ draw in a hundred.
 from attnprops.mutants import Mutant
 from attnprops.mutants._tiled import TILED_CAPABILITIES
 from attnprops.mutants._tiled import TiledKernel
-from attnprops.oracle.rules import dense_visibility
+from attnprops.mutants._tiled import seen_as
 
 ATTNPROPS_CAPABILITIES = TILED_CAPABILITIES
 
@@ -30,8 +30,7 @@ class _Kernel(TiledKernel):
 
     def tiled_output(self, problem):
         if problem.is_causal:  # FAULT: one query "is the last position": causality dropped
-            visible, _ = dense_visibility(problem.call._replace(is_causal=False))
-            problem = problem.replace(visible=visible, is_causal=False)
+            problem = seen_as(problem, is_causal=False)
         return super().tiled_output(problem)
 
 

@@ -16,7 +16,7 @@ layers) then attends past its window, silently, only on the packed path.
 from attnprops.mutants import Mutant
 from attnprops.mutants._tiled import TILED_CAPABILITIES
 from attnprops.mutants._tiled import TiledKernel
-from attnprops.oracle.rules import dense_visibility
+from attnprops.mutants._tiled import seen_as
 
 ATTNPROPS_CAPABILITIES = {**TILED_CAPABILITIES, "segment_ids": True, "window": "offsets"}
 
@@ -28,8 +28,7 @@ class _Kernel(TiledKernel):
 
     def tiled_output(self, problem):
         if problem.segments is not None and problem.window is not None:
-            call = problem.call._replace(window=None)  # FAULT: the documents replace the window
-            problem = problem.replace(window=None, visible=dense_visibility(call)[0])
+            problem = seen_as(problem, window=None)  # FAULT: the documents replace the window
         return super().tiled_output(problem)
 
 

@@ -89,9 +89,9 @@ def rolling_cache_runs(draw, subject):
     size, to the first listed size past it). Shrinks towards the first kind."""
     spec, pattern, steps = draw(cache_runs(subject))
     lim = limits()
-    largest = capacity(lim.max_appends - 2)
-    T = spec.key_len
     ring = lim.max_appends - 2  # the largest ring a run can fill and wrap
+    largest = capacity(ring)
+    T = spec.key_len
     if largest is None:
         past = boundary_sizes(max(1, T - 2))
     else:

@@ -10,7 +10,7 @@ import numpy as np
 from attnprops.oracle.rules import FLOAT_DTYPES
 from attnprops.properties.subject_import import SubjectError
 
-__all__ = ["ALL_DTYPES", "covers", "dtype_names", "dtype_pairs"]
+__all__ = ["ALL_DTYPES", "covers", "dtype_names", "dtype_pairs", "narrowest_first"]
 
 ALL_DTYPES = tuple(d.name for d in FLOAT_DTYPES)  # what a subject may declare
 
@@ -36,6 +36,16 @@ def dtype_names(name: str, declared) -> tuple[str, ...]:
             f"{problem}; {sorted(set(n for n in names if names.count(n) > 1))} declared twice"
         )
     return names
+
+
+def narrowest_first(dtypes, *, bits: int | None = None) -> tuple[str, ...]:
+    """The dtype names ``dtypes`` (a subject's declared ones), the narrowest last: the order
+    in which :func:`~properties.kernel_cases.kernel_specs` shrinks towards the last, for a
+    property about sums kept in too little precision, a 16-bit kernel's fault. ``bits``:
+    only those of at most that many bits, where there are any."""
+    names = sorted(dtypes, key=lambda d: -np.dtype(d).itemsize)
+    narrow = [d for d in names if bits is not None and 8 * np.dtype(d).itemsize <= bits]
+    return tuple(narrow or names)
 
 
 def covers(wide: str, narrow: str) -> bool:

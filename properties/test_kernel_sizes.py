@@ -47,6 +47,7 @@ from attnprops.properties.kernel_spec import PADDING_KINDS
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.sizes import TILES
 from attnprops.properties.sizes import boundary_sizes
+from attnprops.properties.subject_dtypes import narrowest_first
 
 SUBJECT = current_subject()
 CAPS = SUBJECT.capabilities
@@ -203,6 +204,30 @@ def test_kernel_sized_decode_past_capacity_reads_every_key(subject, spec):
     case = spec.build()
     note(f"case: {case.describe()}")
     matches_float64_evaluation(subject, case)
+
+
+@pytest.mark.kernel_sized
+@given(
+    spec=subject_kernel_specs(
+        SUBJECT,
+        shapes=("decode",),
+        masks=False,
+        magnitudes=("positive",),
+        dtypes=narrowest_first(CAPS.dtypes, bits=16),
+    )
+)
+def test_kernel_sized_long_same_sign_rows_match_reference(subject, spec):
+    """Decode (1 to 64 queries) against up to the profile's decode length of keys, every entry
+    of the query, key and value in [0.25, 1] (the ``positive`` regime of
+    :meth:`~properties.kernel_spec.KernelSpec.build`), in the subject's 16-bit dtypes (its
+    narrowest when it has none), no mask: see matches_reference. The weights are then near
+    uniform and the outputs of one sign, so a row's running denominator or output
+    accumulator kept in the input dtype across key tiles (rounded once a tile, its relative
+    error grows like ``sqrt(tiles) u``) moves the whole row by that relative error, against
+    a bound that follows the result (a sum of one sign has relative condition number 1:
+    Higham 2002, sec. 4.2). With values of mixed signs the outputs shrink like ``1 /
+    sqrt(Tk)`` while the bound follows ``sum |w_j v_j|``, and that error hides."""
+    matches_reference(subject, spec)
 
 
 @pytest.mark.kernel_sized

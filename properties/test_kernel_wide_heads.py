@@ -15,7 +15,6 @@ Shape legend: query (B, Hq, Tq, D), key (B, Hkv, Tk, D), value (B, Hkv, Tk, Dv).
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -24,6 +23,7 @@ from attnprops.properties.kernel_cases import subject_kernel_specs
 from attnprops.properties.kernel_checks import matches_reference
 from attnprops.properties.plugin import current_subject
 from attnprops.properties.sizes import limits
+from attnprops.properties.subject_dtypes import narrowest_first
 
 SUBJECT = current_subject()
 WIDE_DIMS = (512, 576, 320)  # MLA's value and query-key dims, and one between (shrinks to 512)
@@ -66,14 +66,12 @@ def test_kernel_sized_wide_heads_match_reference(subject, spec):
     matches_reference(subject, spec)
 
 
-def _narrowest_first(subject) -> tuple[str, ...]:
-    """The subject's dtypes, the narrowest last (kernel_specs draws and shrinks towards the
-    last): a sum kept in too little precision is a 16-bit kernel's fault."""
-    return tuple(sorted(subject.capabilities.dtypes, key=lambda d: -np.dtype(d).itemsize))
-
-
 @pytest.mark.kernel_sized
-@given(spec=wide_head_specs(SUBJECT, magnitudes=("positive",), dtypes=_narrowest_first(SUBJECT)))
+@given(
+    spec=wide_head_specs(
+        SUBJECT, magnitudes=("positive",), dtypes=narrowest_first(SUBJECT.capabilities.dtypes)
+    )
+)
 def test_kernel_sized_same_sign_sums_match_reference(subject, spec):
     """Every entry of the query, key and value in [0.25, 1] (the ``positive`` regime of
     :meth:`~properties.kernel_spec.KernelSpec.build`), the widths as above, the narrowest

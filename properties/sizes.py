@@ -131,7 +131,7 @@ def primes_up_to(n: int) -> list[int]:
     return [p for p in range(n + 1) if sieve[p]]
 
 
-def _one_in(n: int, first: st.SearchStrategy, other: st.SearchStrategy) -> st.SearchStrategy:
+def one_in(n: int, first: st.SearchStrategy, other: st.SearchStrategy) -> st.SearchStrategy:
     """``first`` one draw in ``n`` (nominally: Hypothesis favours the branch draw 0), else
     ``other``; shrinks towards ``first``. An explicit branch draw, not
     ``one_of(first, *[other] * (n - 1))``: one_of merges equal branches, which made tiny
@@ -179,7 +179,7 @@ def boundary_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int
             offset = int(offset * t / (2 * widest))
         return min(max(k * t + offset, min_size), max_size)  # clamped, not filtered
 
-    return _one_in(8, tiny, boundary())
+    return one_in(8, tiny, boundary())
 
 
 @cached_strategy
@@ -197,7 +197,7 @@ def long_sizes(max_size: int, *, min_size: int = 1) -> st.SearchStrategy[int]:
     if low <= max(min_size, 256) or low >= max_size:
         return anywhere
     top = boundary_sizes(max_size - low).map(lambda n: n + low)
-    return _one_in(4, anywhere, top)
+    return one_in(4, anywhere, top)
 
 
 def capacity(max_size: int) -> int | None:
@@ -262,4 +262,4 @@ def head_dims(max_dim: int = 256) -> st.SearchStrategy[int]:
     listed = [d for d in HEAD_DIMS if d <= max_dim]
     if not listed:
         return st.integers(1, max_dim)
-    return _one_in(4, st.integers(1, min(8, max_dim)), st.sampled_from(listed))
+    return one_in(4, st.integers(1, min(8, max_dim)), st.sampled_from(listed))

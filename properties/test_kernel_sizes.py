@@ -135,8 +135,10 @@ def test_kernel_sized_documents_match_reference(subject, spec):
 def test_kernel_sized_chunks_match_reference(subject, spec):
     """Chunked attention (Llama 4's local layers: a query sees the keys of its own chunk of
     ``chunk_size`` positions) at kernel sizes, the chunk size itself at or around a tile
-    multiple, so chunk edges fall inside and at the edges of key tiles and splits: see
-    matches_reference."""
+    multiple, so chunk edges fall inside and at the edges of key tiles and splits; one draw in
+    two the chunks are longer than half the queries and shorter than all of them, so a query
+    tile straddles the edge of two long chunks (where a kernel that takes the tile's key range
+    from one of its rows drops the other rows' keys): see matches_reference."""
     matches_reference(subject, spec)
 
 
@@ -226,7 +228,12 @@ def test_kernel_sized_long_same_sign_rows_match_reference(subject, spec):
     error grows like ``sqrt(tiles) u``) moves the whole row by that relative error, against
     a bound that follows the result (a sum of one sign has relative condition number 1:
     Higham 2002, sec. 4.2). With values of mixed signs the outputs shrink like ``1 /
-    sqrt(Tk)`` while the bound follows ``sum |w_j v_j|``, and that error hides."""
+    sqrt(Tk)`` while the bound follows ``sum |w_j v_j|``, and that error hides. A limit of
+    the sound bound: for float16 computed in float32 its float32 terms grow like ``Tk`` (an
+    exactly checked row's bound, ``D = 128``, impl's arithmetic: 2.7 unit roundoffs of
+    float16 of the result at 2048 keys, 7.2 at 8193; 1.2 and 1.8 of bfloat16), so a float16 sum rounded once per tile of 64 or more keys (about
+    ``sqrt(tiles) u / 3``) shows only now and then past a few thousand keys; one rounded
+    every 16 keys, or in bfloat16, shows."""
     matches_reference(subject, spec)
 
 

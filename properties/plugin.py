@@ -177,7 +177,11 @@ def pytest_configure(config):
     one_thread_per_process(workers=config.getoption("numprocesses", None))
     config.stash[_GC_THRESHOLDS] = fewer_full_collections()  # per run, as _ENV_BEFORE
     try:  # --hypothesis-profile wins over $HYPOTHESIS_PROFILE; $ATTNPROPS_DATABASE applies
-        _STATE["profile"] = load_profile(config.getoption("hypothesis_profile", None))
+        _STATE["profile"] = load_profile(
+            config.getoption("hypothesis_profile", None),
+            verbosity=config.getoption("hypothesis_verbosity", None),
+            explain=bool(config.getoption("hypothesis_explain", False)),
+        )
     except ValueError as exc:
         raise pytest.UsageError(f"attnprops: {exc}") from None
     try:

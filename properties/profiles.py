@@ -38,6 +38,7 @@ import os
 
 from hypothesis import HealthCheck
 from hypothesis import Phase
+from hypothesis import Verbosity
 from hypothesis import settings
 
 DEFAULT_PROFILE = "ci"
@@ -92,23 +93,38 @@ def random_profiles() -> tuple[str, ...]:
     return tuple(p for p in PROFILES if not settings.get_profile(p).derandomize)
 
 
-def load_profile(name: str | None = None) -> str:
+def load_profile(
+    name: str | None = None, *, verbosity: str | None = None, explain: bool = False
+) -> str:
     """Load ``name`` (default ``$HYPOTHESIS_PROFILE`` or ``ci``), with the example database
     of ``$ATTNPROPS_DATABASE`` when set (:func:`database_from`), and return the name.
+    ``verbosity`` (a :class:`hypothesis.Verbosity` name) and ``explain`` (add the explain
+    phase) are what Hypothesis's own pytest options ``--hypothesis-verbosity`` and
+    ``--hypothesis-explain`` set on top of a profile; the plugin passes them on, since loading
+    the profile here replaces the one those options were applied to (they were lost).
 
     Raises:
-        ValueError: an unknown profile or database specification (the message says which
-            forms are accepted).
+        ValueError: an unknown profile, database specification or verbosity (the message
+            says which forms are accepted).
     """
     name = name or os.environ.get("HYPOTHESIS_PROFILE") or DEFAULT_PROFILE
     if name not in PROFILES:
         raise ValueError(f"HYPOTHESIS_PROFILE={name!r}: use one of {PROFILES}")
+    changes = {}
     spec = os.environ.get(DATABASE_ENV_VAR)
     if spec:
-        settings.register_profile(
-            f"{name}+database", settings.get_profile(name), database=database_from(spec)
-        )
-        settings.load_profile(f"{name}+database")
+        changes["database"] = database_from(spec)
+    if verbosity:
+        if verbosity not in Verbosity.__members__:
+            raise ValueError(f"verbosity {verbosity!r}: use one of {list(Verbosity.__members__)}")
+        changes["verbosity"] = Verbosity[verbosity]
+    base = settings.get_profile(name)
+    if explain and Phase.explain not in base.phases:
+        changes["phases"] = (*base.phases, Phase.explain)
+    if changes:
+        derived = f"{name}+" + "+".join(sorted(changes))
+        settings.register_profile(derived, base, **changes)
+        settings.load_profile(derived)
     else:
         settings.load_profile(name)
     return name

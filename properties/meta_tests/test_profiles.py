@@ -85,3 +85,40 @@ def test_profiles_do_not_inherit_the_ci_variable():
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
         )
         assert out.stdout.split() == ["False", "True", "False", "False"], (ci, out)
+
+
+def test_load_profile_keeps_hypothesis_verbosity_and_explain_options():
+    """``--hypothesis-verbosity`` and ``--hypothesis-explain`` (applied by Hypothesis's plugin
+    to the profile it loaded) survive the suite's own loading of the profile."""
+    from hypothesis import Phase
+    from hypothesis import Verbosity
+
+    before = settings.get_current_profile_name()
+    try:
+        assert load_profile("ci", verbosity="verbose", explain=True) == "ci"
+        assert settings.default.verbosity == Verbosity.verbose
+        assert Phase.explain in settings.default.phases
+        assert settings.default.max_examples == settings.get_profile("ci").max_examples
+        assert settings.default.derandomize
+        with pytest.raises(ValueError, match="use one of"):
+            load_profile("ci", verbosity="chatty")
+    finally:
+        settings.load_profile(before)
+
+
+def test_verbosity_option_prints_the_examples_tried(tmp_path):
+    """``pytest --hypothesis-verbosity=verbose -s`` prints each example the suite's
+    properties try (the suite's profile replaced the option's before)."""
+    env = {k: v for k, v in os.environ.items() if k != "HYPOTHESIS_PROFILE"}
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--pyargs", "attnprops.properties"]
+        + ["-p", "no:cacheprovider", "-n", "0", "-q", "-s", "--hypothesis-verbosity=verbose"]
+        + ["-k", "test_kernel_sized_bool_mask_equals_additive_mask"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    tried = out.stdout.count("test_kernel_sized_bool_mask_equals_additive_mask(")
+    assert tried >= 8, out.stdout[-2000:]  # the ci profile's 8 kernel-sized examples, each shown

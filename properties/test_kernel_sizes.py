@@ -231,9 +231,9 @@ def test_kernel_sized_long_same_sign_rows_match_reference(subject, spec):
     sqrt(Tk)`` while the bound follows ``sum |w_j v_j|``, and that error hides. A limit of
     the sound bound: for float16 computed in float32 its float32 terms grow like ``Tk`` (an
     exactly checked row's bound, ``D = 128``, impl's arithmetic: 2.7 unit roundoffs of
-    float16 of the result at 2048 keys, 7.2 at 8193; 1.2 and 1.8 of bfloat16), so a float16 sum rounded once per tile of 64 or more keys (about
-    ``sqrt(tiles) u / 3``) shows only now and then past a few thousand keys; one rounded
-    every 16 keys, or in bfloat16, shows."""
+    float16 of the result at 2048 keys, 7.2 at 8193; 1.2 and 1.8 of bfloat16), so a float16
+    sum rounded once per tile of 64 or more keys (about ``sqrt(tiles) u / 3``) shows only
+    now and then past a few thousand keys; one rounded every 16 keys, or in bfloat16, shows."""
     matches_reference(subject, spec)
 
 

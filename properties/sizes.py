@@ -210,7 +210,9 @@ def capacity(max_size: int) -> int | None:
 
 
 @cached_strategy
-def past_powers(cap: int, *, within: bool = False, beyond: int | None = None):
+def past_powers(
+    cap: int, *, within: bool = False, beyond: int | None = None
+) -> st.SearchStrategy[int]:
     """``cap + 1`` (``within``: ``cap`` or ``cap + 1``) three draws in four, else one past a
     smaller power of two from 256 (``257, 513, ...``), for ``cap`` a power of two >= 256
     (:func:`capacity`): the first size past a capacity a kernel may have preallocated (a

@@ -259,6 +259,47 @@ def test_jax_float64_softmax_is_float32():
     assert w[0, 0, 0, 0] == float(np.float32(1 / 3)) != 1 / 3
 
 
+def test_jax_cache_doubles_its_capacity_and_rolls_back_a_growth():
+    """Observation O7's fix (docs/findings.md): the JAX cache keeps its keys in buffers of 16,
+    32, 64 ... positions (one compilation per capacity, not per length); 40 appends of one
+    position, each decode through a bool mask over the keys so far (every third hidden),
+    equal the oracle's, the unwritten slots hidden; an append that grows the buffer and then
+    fails in JAX (a mask of the wrong width) leaves length and capacity as before."""
+    subject = _module("jax_dot_product_attention", "jax")
+    rng = np.random.default_rng(11)
+    q, k, v = _rng_case(rng, np.float64, b=1, hkv=2, g=2, tq=40, tk=40, d=5, dv=3)
+    cache = subject.KVCache(1, 2, 5, 3, dtype=np.float64)
+    capacities = []
+    for t in range(40):
+        keep = np.arange(t + 1) % 3 != 1
+        keep[t] = True
+        out = subject.cached_attention(
+            q[:, :, t : t + 1], k[:, :, t : t + 1], v[:, :, t : t + 1], cache, attn_mask=keep
+        )
+        want = oracle.attention(
+            q[:, :, t : t + 1], k[:, :, : t + 1], v[:, :, : t + 1], attn_mask=keep
+        ).value
+        _close(out, want, np.float64, TOLERANCE["jax_dot_product_attention"])
+        capacities.append(cache._keys.shape[2])
+    assert capacities == [16] * 16 + [32] * 16 + [64] * 8
+    assert len(cache) == 40 and np.array_equal(cache.keys, k) and np.array_equal(cache.values, v)
+    assert [subject.capacity_for(n) for n in (1, 16, 17, 64, 65)] == [16, 16, 32, 64, 128]
+    full = subject.KVCache(1, 2, 5, 3, dtype=np.float64)
+    subject.cached_attention(q[:, :, :16], k[:, :, :16], v[:, :, :16], full)
+    for width in (18, 32):  # over 17 keys, a mask of 18 or of the buffer's 32 is refused
+        with pytest.raises(ValueError, match=f"^attn_mask: last axis {width}"):
+            subject.cached_attention(
+                q[:, :, 16:17], k[:, :, 16:17], v[:, :, 16:17], full, attn_mask=np.ones(width, bool)
+            )
+        assert len(full) == 16 and full._keys.shape[2] == 16
+        assert np.array_equal(full.keys, k[:, :, :16])
+    with pytest.raises(Exception):  # JAX's own refusal after a growth: a mask for 2 queries
+        subject.cached_attention(
+            q[:, :, 16:17], k[:, :, 16:17], v[:, :, 16:17], full, attn_mask=np.ones((3, 17), bool)
+        )
+    assert len(full) == 16 and full._keys.shape[2] == 16
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_jax_16_bit_rounding_model(dtype):
     """The declared model, bit for bit on 300 keys: float32 scores and softmax, the normalised

@@ -89,12 +89,14 @@ class ConcatKVCache:
 @contextmanager
 def appended(cache: ConcatKVCache, key, value) -> Iterator[int]:
     """Append ``key``/``value`` to ``cache`` and give the length before the append; when the
-    body raises (the attention call after the append), the cache gets its arrays back, so a
-    failed ``cached_attention`` leaves it exactly as before."""
-    before = cache._keys, cache._values
+    body raises (the attention call after the append), the cache gets its attributes back
+    (its arrays, and a length a subclass keeps: an append replaces arrays, never writes into
+    them), so a failed ``cached_attention`` leaves it exactly as before."""
+    before = dict(vars(cache))
     start = cache.append(key, value)
     try:
         yield start
     except BaseException:
-        cache._keys, cache._values = before
+        vars(cache).clear()
+        vars(cache).update(before)
         raise

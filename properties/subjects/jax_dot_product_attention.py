@@ -37,8 +37,10 @@ jax_dot_product_attention``, see ``docs/conventions.md``):
   weight rounded, ``w (1 + d)``, is FlashAttention's rounded ``exp(s - m)`` over an unrounded
   sum, the model ``rounds_weights`` charges. bfloat16 arrays are ``ml_dtypes``' (JAX's own).
 - ``attention_weights``: JAX applied to an identity value matrix (``w @ I = w``).
-- KV cache: JAX has none; :class:`KVCache` holds jax arrays and :func:`cached_attention`
-  calls JAX over the whole cache with ``query_start`` = the cache length before the append.
+- KV cache: JAX has none; :class:`KVCache` holds jax arrays preallocated to a capacity that
+  doubles (as Flax's decode cache), and :func:`cached_attention` calls JAX over the whole
+  buffer with ``query_start`` = the cache length before the append (the causal mask hides the
+  slots not written yet).
 
 Known deviations (found by the suite, listed in ``jax_dot_product_attention.xfail.txt``,
 explained in ``docs/findings.md``): JAX computes the softmax in float32 even for float64
@@ -54,6 +56,7 @@ import jax
 import numpy as np
 
 from attnprops.oracle.rules import FLOAT_DTYPES
+from attnprops.oracle.rules import check_cache_append
 from attnprops.oracle.rules import check_cache_instance
 from attnprops.oracle.rules import check_cached_query
 from attnprops.oracle.rules import kv_cache_elements
@@ -230,47 +233,126 @@ def attention_weights(
 
 
 class KVCache(ConcatKVCache):
-    """A per-layer K/V cache of jax arrays ``(B, Hkv, T, D)`` / ``(B, Hkv, T, Dv)``
-    (:class:`~properties.subjects._concat_cache.ConcatKVCache`: sizes, rules, ``append``).
+    """A per-layer K/V cache of jax arrays, preallocated and grown by doubling, as a JAX user
+    writes one (static shapes: Flax's ``decode=True`` cache is a ``max_length`` buffer written
+    by ``lax.dynamic_update_slice``, the unused slots masked).
+
+    Storage: buffers ``(B, Hkv, C, D)`` / ``(B, Hkv, C, Dv)`` of capacity ``C`` (positions),
+    the first ``len(cache)`` of them written; an append past ``C`` moves to the capacity
+    :func:`capacity_for` gives (a power of two, at least :data:`MIN_CAPACITY`), so a run of
+    hundreds of appends compiles JAX's attention once per capacity rather than once per
+    length (finding O7 in ``docs/findings.md``: a jit per length held about 6 MB each, never
+    released, and a kernel-sized cache run ended in a segmentation fault).
 
     dtype: bfloat16, float16, float32 or float64. ``keys``/``values`` are read-only NumPy
-    copies; ``append`` copies (``jnp.concatenate``).
+    copies of the written positions ``(B, Hkv, T, D)`` / ``(B, Hkv, T, Dv)``; ``append`` writes
+    copies into new buffers (``lax.dynamic_update_slice``; jax arrays are immutable), so the
+    rollback of :func:`~properties.subjects._concat_cache.appended` holds. Sizes, rules and
+    errors: :class:`~properties.subjects._concat_cache.ConcatKVCache`.
     """
+
+    def __init__(self, batch, num_kv_heads, head_dim, value_dim=None, *, dtype=np.float64):
+        super().__init__(batch, num_kv_heads, head_dim, value_dim, dtype=dtype)
+        self._length = 0
+
+    def __len__(self) -> int:
+        return self._length
 
     def _empty(self, shape):
         return jnp.zeros(shape, self.dtype)
 
-    def _concat(self, past, new):
-        return jnp.concatenate([past, jnp.asarray(new.copy())], axis=2)
-
     def _view(self, x):
-        out = np.asarray(x)
-        if out.flags.writeable:
-            out = out.copy()
-            out.flags.writeable = False
+        out = np.asarray(x)[:, :, : self._length].copy()  # NumPy's slice: nothing to compile
+        out.flags.writeable = False
         return out
+
+    def append(self, key, value) -> int:
+        """Write ``key`` ``(B, Hkv, Tnew, D)`` and ``value`` ``(B, Hkv, Tnew, Dv)`` at
+        positions ``len(cache)`` on, moving both to a larger capacity first when they do not
+        fit. Returns the length before the append. Raises as
+        :meth:`ConcatKVCache.append <properties.subjects._concat_cache.ConcatKVCache.append>`
+        (the cache then unchanged)."""
+        key, value = check_cache_append(self, key, value)
+        start, end = self._length, self._length + key.shape[2]
+        keys, values = self._keys, self._values
+        if end > keys.shape[2]:
+            capacity = capacity_for(end)
+            keys, values = _grown(keys, capacity), _grown(values, capacity)
+        keys = _written(keys, jnp.asarray(key.copy()), start)
+        values = _written(values, jnp.asarray(value.copy()), start)
+        self._keys, self._values, self._length = keys, values, end  # all or nothing
+        return start
+
+
+MIN_CAPACITY = 16  # positions: the smallest buffer a KVCache holds keys in
+
+
+def capacity_for(length: int) -> int:
+    """The capacity of a :class:`KVCache` holding ``length`` positions: the smallest power of
+    two ``>= length``, at least :data:`MIN_CAPACITY`."""
+    return max(MIN_CAPACITY, 1 << (length - 1).bit_length())
+
+
+@jax.jit
+def _written(buffer, new, start):
+    """``buffer`` ``(B, H, C, E)`` with ``new`` ``(B, H, n, E)`` written at positions
+    ``start..start+n-1`` (a new array; one compilation per pair of shapes)."""
+    return jax.lax.dynamic_update_slice(buffer, new, (0, 0, start, 0))
+
+
+def _grown(buffer, capacity: int):
+    """``buffer`` moved to a zeroed buffer of ``capacity`` positions (the same first ones)."""
+    B, H, _, E = buffer.shape
+    return _written(jnp.zeros((B, H, capacity, E), buffer.dtype), buffer, 0)
+
+
+def _padded_mask(attn_mask, length: int, capacity: int):
+    """``attn_mask`` over ``capacity`` keys: a last axis of ``length`` extended by hidden
+    (bool False) or zero (float) entries, which the causal mask hides anyway (a cache's keys
+    past its length are after every query); a broadcast one (last axis 1, or 0-d) as it is.
+
+    Raises:
+        ValueError for a last axis of another size: JAX would take one of ``capacity`` and
+        attend through a mask over keys that do not exist (over the cache's length it would
+        have refused it)."""
+    if attn_mask is None:
+        return None
+    mask = np.asarray(attn_mask)
+    if mask.ndim == 0 or mask.shape[-1] == 1:
+        return attn_mask
+    if mask.shape[-1] != length:
+        raise ValueError(
+            f"attn_mask: last axis {mask.shape[-1]}; expected 1 or the cache's length after "
+            f"the append, {length}"
+        )
+    pad = [(0, 0)] * (mask.ndim - 1) + [(0, capacity - length)]
+    return np.pad(mask, pad)  # False for bool, 0 for float
 
 
 def cached_attention(
     query, key, value, cache: KVCache, *, attn_mask=None, scale=None, window=None
 ) -> np.ndarray:
-    """Append ``key``/``value`` to ``cache``, then JAX attention over the whole cache with
+    """Append ``key``/``value`` to ``cache``, then JAX attention over the cache's whole
+    buffer (its capacity: the causal mask hides the positions not written yet) with
     ``query_start`` = the length before the append (an explicit bool mask).
 
-    Shapes: query ``(B, Hq, Tnew, D)``, key ``(B, Hkv, Tnew, D)``, value ``(B, Hkv, Tnew, Dv)``
-    -> ``(B, Hq, Tnew, Dv)``. Raises ValueError (oracle.rules.AttentionInputError) for a
-    cache that is not a :class:`KVCache` or when query and key lengths differ, and whatever
-    the append or JAX raise; the cache is then exactly as before.
+    Shapes: query ``(B, Hq, Tnew, D)``, key ``(B, Hkv, Tnew, D)``, value ``(B, Hkv, Tnew, Dv)``;
+    ``attn_mask`` broadcastable to ``(B, Hq, Tnew, len(cache))`` after the append ->
+    ``(B, Hq, Tnew, Dv)``. Raises ValueError (oracle.rules.AttentionInputError) for a
+    cache that is not a :class:`KVCache` or when query and key lengths differ, ValueError for
+    an ``attn_mask`` whose last axis is neither 1 nor that length, and whatever the append or
+    JAX raise; the cache is then exactly as before.
     """
     query = np.asarray(query)
     check_cache_instance(cache, KVCache)  # another object has none of its arrays to roll back
     check_cached_query(query, key, cache)
     with appended(cache, key, value) as start:
+        capacity = cache._keys.shape[2]
         return _attend(
             query,
             cache._keys,
             cache._values,
-            attn_mask=attn_mask,
+            attn_mask=_padded_mask(attn_mask, len(cache), capacity),
             is_causal=True,
             query_start=start,
             scale=scale,

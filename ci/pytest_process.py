@@ -16,7 +16,10 @@ folder and then ``$PYTHONPATH``'s entries first on ``sys.path`` (as ``python -m 
 started there would have them), and its standard output and error (file descriptors 1 and
 2, so pytest's own capturing still works) written to a file.
 The child also writes its exit status to a file before it exits, read when the fork server
-reports it lost (:data:`STATUS_LOST`).
+reports it lost (:data:`STATUS_LOST`). The child leads a process group of its own, which ends
+when the process that started it ends, however that happens (a SIGTERM or SIGKILL of
+``attnprops check`` left the run and its xdist workers running for as long as their
+properties took, a fork-server child of nobody).
 Where the fork server is not available (Windows), a plain ``python -m pytest`` subprocess
 runs instead; the result is the same.
 """
@@ -30,6 +33,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Callable
 from typing import NamedTuple
@@ -75,8 +80,31 @@ def _fork_server():
     return context
 
 
-def _child(args: list[str], cwd: str, env: dict, log: str) -> None:
-    """In the forked child: become ``python -m pytest args`` run in ``cwd`` with ``env``."""
+WATCH_SECONDS = 1.0  # how often a child checks that the process that started it is alive
+
+
+def _end_with(parent: int) -> None:
+    """In a child's watchdog thread: once process ``parent`` (the caller of
+    :func:`run_pytest`) is gone, however it ended (a SIGTERM or SIGKILL runs no cleanup of
+    its own), end the child's process group: the pytest run and its pytest-xdist workers,
+    which would otherwise run on for as long as their properties take."""
+    while True:
+        time.sleep(WATCH_SECONDS)
+        try:
+            os.kill(parent, 0)
+        except ProcessLookupError:
+            os.killpg(0, signal.SIGTERM)
+            return
+        except PermissionError:  # alive, as another user's process (cannot happen here)
+            pass
+
+
+def _child(args: list[str], cwd: str, env: dict, log: str, parent: int) -> None:
+    """In the forked child: become ``python -m pytest args`` run in ``cwd`` with ``env``, the
+    leader of a process group of its own (its xdist workers join it), ended with ``parent``
+    (:func:`_end_with`)."""
+    os.setpgid(0, 0)
+    threading.Thread(target=_end_with, args=(parent,), daemon=True).start()
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
@@ -132,14 +160,25 @@ def run_pytest(
                     stdout=out,
                     stderr=subprocess.STDOUT,
                 )
-                while process.poll() is None:
-                    _wait(poll, lambda: process.wait(POLL_SECONDS))
+                try:
+                    while process.poll() is None:
+                        _wait(poll, lambda: process.wait(POLL_SECONDS))
+                except BaseException:  # as below (its xdist workers end when their pipes do)
+                    process.kill()
+                    raise
             code = process.returncode
         else:
-            process = context.Process(target=_child, args=(list(args), str(cwd), dict(env), log))
+            process = context.Process(
+                target=_child, args=(list(args), str(cwd), dict(env), log, os.getpid())
+            )
             process.start()
-            while process.is_alive():
-                _wait(poll, lambda: process.join(POLL_SECONDS))
+            try:
+                while process.is_alive():
+                    _wait(poll, lambda: process.join(POLL_SECONDS))
+            except BaseException:  # KeyboardInterrupt, an error in poll: end the run with us
+                _end_group(process.pid)
+                process.terminate()  # in case it had not made its group yet
+                raise
             process.join()
             code = _status(process.exitcode, log + STATUS_SUFFIX)
         if poll is not None:
@@ -151,6 +190,14 @@ def run_pytest(
         output += f"\n{SIGNAL_MARK} {_signal_name(-(code or 0))}]"
         code = 3
     return PytestRun(code, output)
+
+
+def _end_group(leader: int) -> None:
+    """SIGTERM to the process group of the child ``leader`` (it may be gone already)."""
+    try:
+        os.killpg(leader, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 SIGNAL_MARK = "[pytest process ended by signal"  # the line run_pytest adds after a signal

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -100,6 +101,66 @@ def test_a_status_nobody_wrote_stays_lost(tmp_path):
     assert pytest_process._status(-9, str(written)) == -9  # so does a signal
     written.write_text("", encoding="utf-8")  # cut short while writing
     assert pytest_process._status(lost, str(written)) == lost
+
+
+SLEEPER = textwrap.dedent("""\
+    import os, pathlib, time
+
+    def test_sleeps():  # in an xdist worker: note it and the pytest process above it
+        here = pathlib.Path(__file__).parent
+        (here / "pids.tmp").write_text(f"{os.getpid()} {os.getppid()}")
+        (here / "pids.tmp").rename(here / "pids")
+        time.sleep(300)
+""")
+
+DRIVER = textwrap.dedent("""\
+    import os, sys
+    from pathlib import Path
+    from attnprops.ci.pytest_process import run_pytest
+
+    folder = Path(sys.argv[1])
+    args = ["-q", "-p", "no:cacheprovider", "-o", "addopts=", "-n", "1", "test_sleeper.py"]
+    run_pytest(args, cwd=folder, env=dict(os.environ))
+""")
+
+
+def _ended(pid: int) -> bool:
+    """Whether process ``pid`` is gone or a zombie (ended, not yet reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_the_run_ends_with_the_process_that_started_it(tmp_path):
+    """A SIGKILL of the process that called run_pytest (it can clean nothing up) ends the
+    pytest run and its xdist worker within a few seconds; they ran on for as long as their
+    properties took before (a killed ``attnprops check`` left two workers busy for 20
+    minutes)."""
+    if pytest_process._fork_server() is None or not os.path.exists("/proc/self/stat"):
+        pytest.skip("the fork-server path on Linux (process groups, /proc)")
+    (tmp_path / "test_sleeper.py").write_text(SLEEPER, encoding="utf-8")
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path)])
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "pids").exists():
+            assert driver.poll() is None and time.monotonic() < deadline, "no worker started"
+            time.sleep(0.1)
+        worker, run = map(int, (tmp_path / "pids").read_text().split())
+        assert not _ended(worker) and not _ended(run)
+    finally:
+        driver.kill()
+        driver.wait()
+    deadline = time.monotonic() + 10 * pytest_process.WATCH_SECONDS
+    while not (_ended(worker) and _ended(run)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _ended(run), "the pytest run outlived the process that started it"
+    assert _ended(worker), "its xdist worker outlived it"
 
 
 def test_usage_error_exit_status_comes_back(tmp_path):

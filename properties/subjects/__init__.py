@@ -6,7 +6,7 @@ the shared ``(B, H, T, D)`` layout, optionally ``attention_weights``, ``KVCache`
 ``cached_attention`` and ``kv_cache_bytes``) and declares what it lacks in
 ``ATTNPROPS_CAPABILITIES`` (see :mod:`properties.subject`). Select one with
 ``attnprops check --impl attnprops.properties.subjects.NAME`` or ``pytest --attn-impl
-properties.subjects.NAME``.
+attnprops.properties.subjects.NAME``.
 
 ``oracle_float64``           the 50-digit oracle rounded to float64 (no-false-alarm check)
 ``torch_sdpa``               ``torch.nn.functional.scaled_dot_product_attention`` (extra ``torch``)

@@ -1,7 +1,7 @@
 """Subject: ``jax.nn.dot_product_attention`` (XLA implementation) on the CPU.
 
 Install jax first (``pip install jax``; from a clone, the extra: ``pip install -e .[jax]``). Run: ``attnprops check --impl
-properties.subjects.jax_dot_product_attention``. Importing this module turns on
+attnprops.properties.subjects.jax_dot_product_attention``. Importing this module turns on
 ``jax_enable_x64`` (float64 arrays stay float64) for the whole process.
 
 What the adapter maps (each mapping checked by ``python -m attnprops.properties.subjects.probe

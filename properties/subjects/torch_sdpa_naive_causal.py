@@ -9,7 +9,7 @@ PyTorch's ``is_causal`` is *top-left* aligned: query ``i`` sees keys ``0..i`` wh
 ``Tk``. A decode step (``Tq = 1``) then sees key 0 only, instead of every cached key; a
 prefill chunk at ``query_start > 0`` loses its prefix. Nothing crashes and shapes are right.
 The property suite must kill this subject (``attnprops check --impl
-properties.subjects.torch_sdpa_naive_causal`` fails; ``ci`` and the guide show the shrunk
+attnprops.properties.subjects.torch_sdpa_naive_causal`` fails; ``ci`` and the guide show the shrunk
 counterexample). It is identical to :mod:`properties.subjects.torch_sdpa` except:
 
 - ``attention``/``attention_weights`` ignore ``query_start`` and pass ``is_causal`` to SDPA;

@@ -213,6 +213,18 @@ def one_head(case, b: int, h: int):
     )
 
 
+def unbatched_case(case):
+    """A one-head case ``(1, 1, Tq, D)`` (:func:`one_head`'s) as the 2-D call of the same
+    rows: query ``(Tq, D)``, key ``(Tk, D)``, value ``(Tk, Dv)``, its mask ``(Tq, Tk)`` (or
+    its broadcast rows ``(1, Tk)``, ...), every other argument as it is."""
+    mask = case.attn_mask
+    if mask is not None:
+        mask = mask.reshape(mask.shape[-2:]) if mask.ndim >= 2 else mask
+    return case._replace(
+        query=case.query[0, 0], key=case.key[0, 0], value=case.value[0, 0], attn_mask=mask
+    )
+
+
 def last_row_alone(case):
     """``case``'s last query row as a call of its own: one query at its own position
     (``query_start = start + Tq - 1``), with its row of the mask (:func:`rows_of`) and of

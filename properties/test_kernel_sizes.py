@@ -28,6 +28,7 @@ from attnprops.properties._support import decode_in_chunks
 from attnprops.properties._support import last_row_alone
 from attnprops.properties._support import one_head
 from attnprops.properties._support import repeat_kv
+from attnprops.properties._support import unbatched_case
 from attnprops.properties._support import visibility
 from attnprops.properties.checks import assert_equal
 from attnprops.properties.checks import assert_shape_dtype
@@ -315,7 +316,9 @@ def test_kernel_sized_gqa_equals_repeated_kv(subject, spec):
 def test_kernel_sized_batch_and_heads_independent(subject, spec):
     """Each (batch element, query head) computed alone, with its own K/V head and its slice
     of the mask, equals that slice of the batched call (a kernel that mixes up the batch or
-    head strides of a tile fails)."""
+    head strides of a tile fails); where the subject takes 2-D inputs, the last of them also
+    as an unbatched ``(Tq, D)`` call with its ``(Tq, Tk)`` mask (an unbatched path of its
+    own is otherwise tried only at the small cases' sizes)."""
     case = spec.build()
     B, Hq, Tq, _ = case.query.shape
     assume(B * Hq > 1)
@@ -330,6 +333,15 @@ def test_kernel_sized_batch_and_heads_independent(subject, spec):
                 batched[b : b + 1, h : h + 1],
                 what=f"batch {b}, head {h} alone vs batched",
             )
+    if CAPS.two_d_inputs:
+        unbatched = unbatched_case(one)
+        agree(
+            subject,
+            one,
+            attend(subject, unbatched, "unbatched (Tq, D)")[None, None],
+            batched[B - 1 :, Hq - 1 :],
+            what=f"batch {B - 1}, head {Hq - 1} as an unbatched (Tq, D) call vs batched",
+        )
 
 
 @pytest.mark.requires("float_masks")

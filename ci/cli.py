@@ -61,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `attnprops example | head`: the reader left; not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: the pytest runs ended with it (ci.pytest_process)
+        print(f"attnprops {args.command}: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as a shell reports a command it interrupted
 
 
 if __name__ == "__main__":

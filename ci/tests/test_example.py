@@ -95,3 +95,17 @@ def test_example_arrays_are_the_labs_figures():
     np.testing.assert_allclose(
         arrays["Scaled scores"], lab.SCALED_SCORES.array(), rtol=0, atol=1e-15
     )
+
+
+def test_an_interrupted_command_says_so_and_exits_130(capsys, monkeypatch):
+    """Ctrl-C during a command: one line on stderr and 130 (128 + SIGINT), no traceback."""
+    import importlib
+
+    module = importlib.import_module(cli.SUBCOMMANDS["example"][0])
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, "run", interrupted)
+    assert cli.main(["example"]) == 130
+    assert capsys.readouterr().err == "attnprops example: interrupted\n"

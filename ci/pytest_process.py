@@ -90,13 +90,28 @@ def _end_with(parent: int) -> None:
     which would otherwise run on for as long as their properties take."""
     while True:
         time.sleep(WATCH_SECONDS)
-        try:
-            os.kill(parent, 0)
-        except ProcessLookupError:
+        if not _alive(parent):
             os.killpg(0, signal.SIGTERM)
             return
-        except PermissionError:  # alive, as another user's process (cannot happen here)
-            pass
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs: it exists and, where ``/proc`` tells (Linux), is not a
+    zombie. A caller killed while whatever started it reads its output to the end before it
+    waits (``subprocess.run(capture_output=True)``, ``communicate()``) stays a zombie until
+    that reader sees end-of-file, which the run's own processes hold off: it must count as
+    dead."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):  # no /proc (macOS), or gone since
+        return True
 
 
 def _child(args: list[str], cwd: str, env: dict, log: str, parent: int) -> None:

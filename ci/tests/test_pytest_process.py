@@ -139,13 +139,18 @@ def _ended(pid: int) -> bool:
 
 def test_the_run_ends_with_the_process_that_started_it(tmp_path):
     """A SIGKILL of the process that called run_pytest (it can clean nothing up) ends the
-    pytest run and its xdist worker within a few seconds; they ran on for as long as their
-    properties took before (a killed ``attnprops check`` left two workers busy for 20
-    minutes)."""
+    pytest run and its xdist worker within a few seconds, also while that process is a
+    zombie: its starter reads its output to the end before it waits (``communicate()``);
+    they ran on for as long as their properties took before (a killed ``attnprops check``
+    left two workers busy for 20 minutes)."""
     if pytest_process._fork_server() is None or not os.path.exists("/proc/self/stat"):
         pytest.skip("the fork-server path on Linux (process groups, /proc)")
     (tmp_path / "test_sleeper.py").write_text(SLEEPER, encoding="utf-8")
-    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path)])
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 60
         while not (tmp_path / "pids").exists():
@@ -154,13 +159,18 @@ def test_the_run_ends_with_the_process_that_started_it(tmp_path):
         worker, run = map(int, (tmp_path / "pids").read_text().split())
         assert not _ended(worker) and not _ended(run)
     finally:
-        driver.kill()
-        driver.wait()
-    deadline = time.monotonic() + 10 * pytest_process.WATCH_SECONDS
-    while not (_ended(worker) and _ended(run)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _ended(run), "the pytest run outlived the process that started it"
-    assert _ended(worker), "its xdist worker outlived it"
+        driver.kill()  # not reaped before its output ends: a zombie meanwhile
+    try:
+        driver.communicate(timeout=10 * pytest_process.WATCH_SECONDS)
+        deadline = time.monotonic() + 10 * pytest_process.WATCH_SECONDS
+        while not (_ended(worker) and _ended(run)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _ended(run), "the pytest run outlived the process that started it"
+        assert _ended(worker), "its xdist worker outlived it"
+    finally:  # a failing run leaves nothing behind either
+        for pid in (worker, run):
+            if not _ended(pid):
+                os.kill(pid, 9)
 
 
 def test_usage_error_exit_status_comes_back(tmp_path):

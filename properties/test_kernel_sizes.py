@@ -344,6 +344,26 @@ def test_kernel_sized_batch_and_heads_independent(subject, spec):
         )
 
 
+@pytest.mark.requires("two_d_inputs")
+@pytest.mark.kernel_sized
+@given(spec=subject_kernel_specs(SUBJECT, shapes=("prefill", "chunk"), masks=("random bool",)))
+def test_kernel_sized_unbatched_call_equals_batched(subject, spec):
+    """An unbatched call, query ``(Tq, D)``, key ``(Tk, D)``, value ``(Tk, Dv)`` and a
+    random bool mask ``(Tq, Tk)``, equals the same rows as a batched ``(1, 1, Tq, D)`` call:
+    self-attention (a square mask, which a 2-D path that reads it transposed gets wrong) and
+    chunked prefill or a decode step at an explicit ``query_start`` (which a 2-D path that
+    ignores it gets wrong), causal or not. The batch/head property's unbatched call reads the
+    drawn case's mask and offset, which at kernel sizes are seldom both of these."""
+    one = one_head(spec.build(), 0, 0)
+    agree(
+        subject,
+        one,
+        attend(subject, unbatched_case(one), "unbatched (Tq, D)")[None, None],
+        attend(subject, one, "batched (1, 1, Tq, D)"),
+        what="unbatched (Tq, D) call vs the batched (1, 1, Tq, D) call",
+    )
+
+
 @pytest.mark.requires("float_masks")
 @pytest.mark.kernel_sized
 @given(spec=subject_kernel_specs(SUBJECT))

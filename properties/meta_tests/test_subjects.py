@@ -24,6 +24,7 @@ from attnprops import impl
 from attnprops import oracle
 from attnprops import properties
 from attnprops.oracle import lab
+from attnprops.oracle.rules import BFLOAT16
 from attnprops.properties._support import LAB_DECODE
 from attnprops.properties._support import LAB_KEY
 from attnprops.properties._support import LAB_QUERY
@@ -257,6 +258,24 @@ def test_jax_float64_softmax_is_float32():
     w = subject.attention_weights(np.zeros((1, 1, 1, 1)), np.zeros((1, 1, 3, 1)))
     assert w.dtype == np.float64
     assert w[0, 0, 0, 0] == float(np.float32(1 / 3)) != 1 / 3
+
+
+def test_jax_float_mask_keeps_its_own_dtype():
+    """A float mask wider than a 16-bit query reaches JAX as it is (JAX adds it to its float32
+    logits): cast to float16 first, ``-1e5`` became ``-inf`` and the row NaN or wrong; cast to
+    bfloat16, masks near 100 lost 7-16% of the output (found by a review helper)."""
+    subject = _module("jax_dot_product_attention", "jax")
+    q = np.zeros((1, 1, 1, 4), np.float16)
+    k = np.zeros((1, 1, 2, 4), np.float16)
+    v = np.array([[[[1.0] * 4, [2.0] * 4]]], np.float16)
+    far = np.array([-1e5, -2e5])  # float64: key 0 outweighs key 1 by e**1e5
+    np.testing.assert_array_equal(subject.attention(q, k, v, attn_mask=far), np.ones((1, 1, 1, 4)))
+    rng = np.random.default_rng(3)
+    q, k, v = _rng_case(rng, BFLOAT16, b=1, hkv=1, g=1, tq=4, tk=4, d=8, dv=8)
+    near = rng.random((4, 4)) * 3 + 100  # float64, differences of a few units
+    want = impl.attention(q, k, v, attn_mask=near, is_causal=True).astype(np.float64)
+    got = subject.attention(q, k, v, attn_mask=near, is_causal=True).astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=0, atol=2**-7 * np.abs(want).max())
 
 
 def test_jax_cache_doubles_its_capacity_and_rolls_back_a_growth():

@@ -14,7 +14,7 @@ jax_dot_product_attention``, see ``docs/conventions.md``):
   narrower side to ``max(D, Dv)`` (zero columns of q/k add exact zeros to every score; zero
   value columns are sliced off) and passes ``scale = 1/sqrt(D)`` explicitly when it pads q/k.
 - Mask polarity: JAX's bool ``mask`` is True = take part (same as this project); a float mask
-  goes to ``bias`` (additive, same meaning), cast to the query dtype.
+  goes to ``bias`` (additive, same meaning) in its own dtype, as a caller's JAX call gets it.
 - Causality: JAX's ``is_causal`` is top-left aligned (query ``i`` sees keys ``0..i``), so the
   adapter never passes it: it builds the bool mask ``j <= query_start + i`` and AND-s it
   with the caller's bool mask (or passes it as ``mask`` next to a float ``bias``).
@@ -156,12 +156,13 @@ def _attend(
     v = value[None, None] if two_d else value
     Tq, D = q.shape[2], q.shape[3]
     Tk, Dv = k.shape[2], v.shape[3]
-    dtype = q.dtype
     mask = bias = None
     if attn_mask is not None:
         m = _four_d_mask(np.asarray(attn_mask))
         if m.dtype in FLOAT_DTYPES:  # bfloat16 (ml_dtypes) is no np.floating subtype
-            bias = m.astype(dtype)
+            bias = m  # as the caller's JAX call gets it: JAX adds it to its (float32 for
+            # 16-bit) logits, then casts the sum to their dtype; a cast to the query dtype
+            # first lost a float32/float64 mask's digits, and -1e5 became -inf in float16
         else:  # bool, and anything else for JAX to judge (it rejects integer masks)
             mask = m
     if is_causal:

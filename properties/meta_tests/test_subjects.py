@@ -282,8 +282,9 @@ def test_jax_cache_doubles_its_capacity_and_rolls_back_a_growth():
     """Observation O7's fix (docs/findings.md): the JAX cache keeps its keys in buffers of 16,
     32, 64 ... positions (one compilation per capacity, not per length); 40 appends of one
     position, each decode through a bool mask over the keys so far (every third hidden),
-    equal the oracle's, the unwritten slots hidden; an append that grows the buffer and then
-    fails in JAX (a mask of the wrong width) leaves length and capacity as before."""
+    equal the oracle's, the unwritten slots hidden; a mask of the wrong width is refused, and
+    an append that grows the buffer and then fails in JAX (a mask of 3 rows for 1 query)
+    leaves length and capacity as before."""
     subject = _module("jax_dot_product_attention", "jax")
     rng = np.random.default_rng(11)
     q, k, v = _rng_case(rng, np.float64, b=1, hkv=2, g=2, tq=40, tk=40, d=5, dv=3)
@@ -312,7 +313,7 @@ def test_jax_cache_doubles_its_capacity_and_rolls_back_a_growth():
             )
         assert len(full) == 16 and full._keys.shape[2] == 16
         assert np.array_equal(full.keys, k[:, :, :16])
-    with pytest.raises(Exception):  # JAX's own refusal after a growth: a mask for 2 queries
+    with pytest.raises(Exception):  # JAX's own refusal after a growth: 3 mask rows, 1 query
         subject.cached_attention(
             q[:, :, 16:17], k[:, :, 16:17], v[:, :, 16:17], full, attn_mask=np.ones((3, 17), bool)
         )

@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 
 SUBCOMMANDS = {
     "example": ("attnprops.ci.example", "print the source lab's 3-token causal example"),
@@ -51,18 +53,51 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+class _interrupt_ends_the_imports:
+    """While the subcommand's modules import (a second or two: NumPy, Hypothesis, pytest), a
+    Ctrl-C ends the command at once, with the message and exit status of a later one
+    (130), and no traceback: a ``KeyboardInterrupt`` raised inside an extension module's import
+    comes out as another error (NumPy's ``ImportError: numpy._core.umath failed to import``),
+    so it cannot be caught as one. Nothing has started yet (no run, no file), so there is
+    nothing to undo. Afterwards the caller's handler is back. Only in the main thread (the
+    only one where Python lets a handler be set)."""
+
+    def __init__(self, command: str | None):
+        self.command = command
+        self.previous = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._end)
+        return self
+
+    def __exit__(self, *exc_info):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+        return False
+
+    def _end(self, signum, frame):
+        os.write(2, f"{_name(self.command)}: interrupted\n".encode())
+        os._exit(130)  # 128 + SIGINT
+
+
+def _name(command: str | None) -> str:
+    return "attnprops" if command is None else f"attnprops {command}"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     only = argv[0] if argv and argv[0] in SUBCOMMANDS else None
-    args = build_parser(only).parse_args(argv)
-    module = importlib.import_module(SUBCOMMANDS[args.command][0])
+    with _interrupt_ends_the_imports(only):
+        args = build_parser(only).parse_args(argv)
+        module = importlib.import_module(SUBCOMMANDS[args.command][0])
     try:
         return int(module.run(args) or 0)
     except BrokenPipeError:  # `attnprops example | head`: the reader left; not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
         return 0
     except KeyboardInterrupt:  # Ctrl-C: the pytest runs ended with it (ci.pytest_process)
-        print(f"attnprops {args.command}: interrupted", file=sys.stderr)
+        print(f"{_name(args.command)}: interrupted", file=sys.stderr)
         return 130  # 128 + SIGINT, as a shell reports a command it interrupted
 
 

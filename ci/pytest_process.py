@@ -126,7 +126,10 @@ def _child(args: list[str], cwd: str, env: dict, log: str, parent: int) -> None:
     # as a fresh interpreter would start: the folder first, then $PYTHONPATH's entries
     extra = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[:0] = [cwd] + [p for p in extra if p not in sys.path]
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    except OSError:  # its folder is gone: the caller was interrupted while it started us
+        os._exit(LOG_GONE)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
@@ -152,6 +155,12 @@ def _child(args: list[str], cwd: str, env: dict, log: str, parent: int) -> None:
 STATUS_LOST = 255
 STATUS_SUFFIX = ".status"
 
+
+# A child's exit status when it found the folder of its output file removed: the caller was
+# interrupted (Ctrl-C) while the fork server started the child, and has ended the run and
+# removed the folder on its way out. The child ends at once and quietly (it printed a
+# traceback of the missing file); nobody reads the status.
+LOG_GONE = 1
 
 POLL_SECONDS = 0.2  # how often ``poll`` is called while the process runs
 

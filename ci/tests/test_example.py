@@ -3,6 +3,11 @@ source lab is explained in the output, ``--help`` and the module doc."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
 
@@ -109,3 +114,31 @@ def test_an_interrupted_command_says_so_and_exits_130(capsys, monkeypatch):
     monkeypatch.setattr(module, "run", interrupted)
     assert cli.main(["example"]) == 130
     assert capsys.readouterr().err == "attnprops example: interrupted\n"
+
+
+def test_an_interrupt_while_the_command_imports_says_so_and_exits_130(tmp_path):
+    """Ctrl-C in the first second, while the subcommand's modules import: the same line and
+    status, no traceback. (Measured before: a traceback, or NumPy's ``ImportError: numpy._core.
+    umath failed to import`` and exit status 1, by when the signal came.) The subcommand's
+    module here sends the signal as it imports, and then imports on (a second); a fresh
+    interpreter, as the signal and handler are the process's."""
+    (tmp_path / "slow_subcommand.py").write_text(
+        "import os, signal, time\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "time.sleep(5)\n"
+        "def add_arguments(parser): pass\n"
+        "def run(args): return 0\n",
+        encoding="utf-8",
+    )
+    script = (
+        "import sys; from attnprops.ci import cli\n"
+        "cli.SUBCOMMANDS['slow'] = ('slow_subcommand', 'imports slowly')\n"
+        "sys.exit(cli.main(['slow']))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stderr, done.stdout) == (130, "attnprops slow: interrupted\n", "")
+    assert time.monotonic() - start < 5  # ended at the signal, not after the import

@@ -205,3 +205,19 @@ def test_preloaded_modules_do_not_read_the_subject():
         or name.startswith(("attnprops.mutants", "attnprops.ci", "torch", "jax", "no_such"))
     ]
     assert subject_dependent == []
+
+
+def test_a_child_whose_output_folder_is_gone_ends_quietly(tmp_path, capfd):
+    """A Ctrl-C while the fork server starts a child: the caller ends the run and removes the
+    folder of the child's output file on its way out, and the child, started after, printed
+    a traceback of the missing file on the terminal. Now it ends at once, silently."""
+    import multiprocessing
+
+    log = str(tmp_path / "removed" / "pytest.log")
+    child = multiprocessing.get_context("fork").Process(
+        target=pytest_process._child, args=(["--version"], str(tmp_path), {}, log, os.getpid())
+    )
+    child.start()
+    child.join(30)
+    assert child.exitcode == pytest_process.LOG_GONE
+    assert capfd.readouterr() == ("", "")

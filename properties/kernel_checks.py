@@ -14,6 +14,7 @@ from hypothesis import note
 
 from attnprops.oracle import ball
 from attnprops.oracle.rules import alibi_bias
+from attnprops.oracle.rules import compute_dtype
 from attnprops.properties._support import attend
 from attnprops.properties._support import visibility
 from attnprops.properties.agreement_bounds import agreement_bounds
@@ -127,9 +128,10 @@ def matches_float64_evaluation(subject, case, what: str = "output") -> np.ndarra
     return out
 
 
-def within_float64_evaluation(subject, case, out, what: str) -> None:
+def within_float64_evaluation(subject, case, out, what: str, expected=None) -> None:
     """``out`` (the subject's output for ``case``, however computed), every row within the
-    bound of :func:`matches_float64_evaluation`."""
+    bound of :func:`matches_float64_evaluation`. ``expected``: the float64 evaluation of
+    ``case`` when the caller has it already."""
     __tracebackhide__ = True
     visible = visibility(case)
     with np.errstate(over="ignore"):
@@ -140,14 +142,36 @@ def within_float64_evaluation(subject, case, out, what: str) -> None:
         )
     assert_within(
         out=out,
-        expected=float64_evaluation(case),
+        expected=float64_evaluation(case) if expected is None else expected,
         bound=loose,
         what=f"{what} vs a float64 evaluation (every row, agreement bounds)",
         case=case,
     )
 
 
-def matches_reference(subject, spec, *, heads: list[int] | None = None):
+def exactly_in(case, dtype: str):
+    """``case`` with its query, key and value cast to ``dtype``, every entry unchanged (a
+    value of a coarser grid, bfloat16's in float16's range and precision); its exact
+    result is then the same, and the rulebook's rules read the same (the dtypes share their
+    compute dtype, so one overflow threshold).
+
+    Raises:
+        ValueError: an entry that ``dtype`` does not hold exactly, or another compute dtype
+            (a caller's mistake: the shared reference would not be this call's).
+    """
+    if compute_dtype(dtype) != compute_dtype(case.dtype):
+        raise ValueError(f"dtype: {dtype} computes in another dtype than {case.dtype}")
+    arrays = {}
+    for name in ("query", "key", "value"):
+        x = getattr(case, name)
+        cast = x.astype(dtype)
+        if not np.array_equal(cast.astype(np.float64), x.astype(np.float64)):
+            raise ValueError(f"dtype: {dtype} does not hold every {name} entry of {case.dtype}")
+        arrays[name] = cast
+    return case._replace(**arrays)
+
+
+def matches_reference(subject, spec, *, heads: list[int] | None = None, also_in=()):
     """At kernel sizes the output is the exact result: every row within the agreement bound of
     a float64 evaluation (whose own error is bounded the same way), and every row at a tile
     boundary (first and last rows, query-tile edges, rows whose visible keys end at a key-tile
@@ -155,34 +179,44 @@ def matches_reference(subject, spec, *, heads: list[int] | None = None):
     rounded). A dropped last key block, a split-KV merge without its ``exp(m_i - m)``
     rescale, a wrong causal tile or a lost head dim chunk all move these rows. ``heads``: the
     query heads whose rows are checked exactly (default every head; the float64 check covers
-    every head either way). Law and bound as test_output_matches_oracle. Returns the
-    subject's output ``(B, Hq, Tq, Dv)``."""
+    every head either way). ``also_in``: dtypes the same call then runs in too, its values
+    cast exactly (:func:`exactly_in`), against the same float64 evaluation and exact result
+    (computed once) with each dtype's bounds. Law and bound as test_output_matches_oracle.
+    Returns the subject's output ``(B, Hq, Tq, Dv)`` (in the spec's dtype)."""
     __tracebackhide__ = True
-    case = spec.build()
-    note(f"case: {case.describe()}")
-    out = whole = matches_float64_evaluation(subject, case)
-    if heads is not None:
-        note(f"reference heads: {heads}")
-        case, out = heads_of(case, heads), out[:, heads]
-    B, Hq, Tq, _ = case.query.shape
-    Tk = case.key.shape[2]
-    work = B * Hq * Tk * (case.query.shape[3] + case.value.shape[3])
-    rows = boundary_rows(case, limit=max(2, min(24, REFERENCE_WORK // work)))
-    note(f"reference rows: {rows}")
-    parts = ball.attention_parts(
-        case.query,
-        case.key,
-        case.value,
-        **case.kwargs(),
-        fully_masked_rows=subject.capabilities.fully_masked_rows,
-        rows=rows,
-    )
-    bounds = attention_bounds(rows_of(case, rows), parts, subject.arithmetic(case.dtype))
-    assert_within(
-        out=out[:, :, rows],
-        expected=parts.output.value,
-        bound=bounds.output,
-        what=f"output rows {rows} vs the exact result",
-        case=case,
-    )
+    first = spec.build()
+    calls = [first] + [exactly_in(first, dtype) for dtype in also_in]
+    evaluated = float64_evaluation(first)
+    parts = None
+    for case in calls:
+        note(f"case: {case.describe()}")
+        out = attend(subject, case)
+        within_float64_evaluation(subject, case, out, "output", expected=evaluated)
+        if case is first:
+            whole = out
+        if heads is not None:
+            note(f"reference heads: {heads}")
+            case, out = heads_of(case, heads), out[:, heads]
+        B, Hq, Tq, _ = case.query.shape
+        Tk = case.key.shape[2]
+        work = B * Hq * Tk * (case.query.shape[3] + case.value.shape[3])
+        rows = boundary_rows(case, limit=max(2, min(24, REFERENCE_WORK // work)))
+        note(f"reference rows: {rows}")
+        if parts is None:
+            parts = ball.attention_parts(
+                case.query,
+                case.key,
+                case.value,
+                **case.kwargs(),
+                fully_masked_rows=subject.capabilities.fully_masked_rows,
+                rows=rows,
+            )
+        bounds = attention_bounds(rows_of(case, rows), parts, subject.arithmetic(case.dtype))
+        assert_within(
+            out=out[:, :, rows],
+            expected=parts.output.value,
+            bound=bounds.output,
+            what=f"output rows {rows} vs the exact result",
+            case=case,
+        )
     return whole

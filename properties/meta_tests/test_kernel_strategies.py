@@ -7,6 +7,7 @@ import pytest
 from hypothesis import find
 from hypothesis import given
 from hypothesis import settings
+from hypothesis import strategies as st
 
 from attnprops.properties._support import visibility
 from attnprops.properties.kernel_cache_cases import rolling_cache_runs
@@ -405,3 +406,55 @@ def test_documents_alibi_and_serving_calls_reach_their_rarer_combinations():
     for check in (documents, alibi, serving):
         check()
     assert min(counts.values()) >= 3, counts
+
+
+def test_matches_reference_also_in_holds_each_dtype_to_one_exact_result(monkeypatch):
+    """``matches_reference(also_in=...)`` runs the spec's call in each dtype with the same
+    values, each held to its own bounds: a subject wrong in float16 only (as a bfloat16 or
+    float16 kernel of its own) passes the spec's bfloat16 call and fails the float16 one.
+    ``exactly_in`` refuses a dtype that does not hold every entry, and one computed in
+    another dtype (the shared exact result would not be the call's)."""
+    import sys
+    import types
+
+    from attnprops import impl
+    from attnprops.properties.checks import PropertyViolation
+    from attnprops.properties.kernel_checks import exactly_in
+    from attnprops.properties.kernel_checks import matches_reference
+
+    seen = []
+
+    def attention(query, key, value, **kwargs):
+        seen.append((str(query.dtype), key.astype(np.float64).sum()))
+        out = impl.attention(query, key, value, **kwargs)
+        return out * out.dtype.type(1.01) if query.dtype == np.float16 else out
+
+    module = types.ModuleType("float16_wrong_subject")
+    module.attention = attention
+    module.ATTNPROPS_CAPABILITIES = impl.ATTNPROPS_CAPABILITIES
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    subject = load_subject(module.__name__)
+    spec = KernelSpec(
+        "decode", 1, 2, 1, 1, 300, 8, 8, True, None, "none", "bfloat16", "positive", None, 0
+    )
+
+    def check(also_in):  # matches_reference notes what it checks: in a Hypothesis test
+        @settings(max_examples=1, database=None, deadline=None)
+        @given(st.just(spec))
+        def run(spec):
+            matches_reference(subject, spec, also_in=also_in)
+
+        run()
+
+    check(())  # bfloat16 alone: right
+    with pytest.raises(PropertyViolation, match="float16"):
+        check(("float16",))
+    # the bfloat16 call, then (Hypothesis runs the failing example again) bfloat16, float16
+    assert [d for d, _ in seen[:3]] == ["bfloat16", "bfloat16", "float16"]
+    assert seen[1][1] == seen[2][1]  # the same keys, exactly
+    case = spec.build()
+    assert exactly_in(case, "float16").query.dtype == np.float16
+    with pytest.raises(ValueError, match="does not hold every query entry"):
+        exactly_in(spec._replace(dtype="float32").build(), "float16")
+    with pytest.raises(ValueError, match="computes in another dtype"):
+        exactly_in(case, "float64")

@@ -43,8 +43,11 @@ class DensePath:
     def softmax(self, scores: np.ndarray) -> np.ndarray:
         """Softmax along keys of masked scores ``(B, Hq, Tq, Tk)``, in place (returned):
         every row has a visible (finite) score, so the row max is finite and
-        ``exp(-inf - max) == 0`` for hidden keys."""
-        with np.errstate(under="ignore"):
+        ``exp(-inf - max) == 0`` for hidden keys. ``s - max`` overflows to ``-inf`` only
+        where the scores span more than the dtype's range (a float mask of ``-1e308`` and
+        ``1e308`` in one row), and ``exp`` of it is 0, as ``exp`` of the exact difference
+        underflows to: the overflow is ignored, as the underflow is."""
+        with np.errstate(under="ignore", over="ignore"):
             row_max = scores.max(axis=-1, keepdims=True)
             np.subtract(scores, row_max, out=scores)
             np.exp(scores, out=scores)
@@ -68,8 +71,9 @@ class DensePath:
         """``log sum_j exp(s_j)`` of each row of masked scores ``(B, Hq, Tq, Tk)``, as ``m +
         log sum_j exp(s_j - m)`` with ``m`` the row's maximum (Blanchard, Higham & Higham
         2021, alg. 2.1): ``(B, Hq, Tq)`` in the scores' dtype, ``-inf`` for a row with no
-        visible key (the sink not counted)."""
-        with np.errstate(under="ignore", divide="ignore", invalid="ignore"):
+        visible key (the sink not counted). An overflow of ``s - m`` to ``-inf`` is ignored
+        (:meth:`softmax`)."""
+        with np.errstate(under="ignore", over="ignore", divide="ignore", invalid="ignore"):
             row_max = scores.max(axis=-1, keepdims=True)
             shift = np.where(np.isneginf(row_max), scores.dtype.type(0), row_max)
             total = np.exp(scores - shift).sum(axis=-1, keepdims=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 
+import ml_dtypes
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
@@ -16,6 +17,7 @@ from attnprops.oracle import lab
 from attnprops.oracle.lab import KEY as K
 from attnprops.oracle.lab import QUERY as Q
 from attnprops.oracle.lab import VALUE as V
+from attnprops.oracle.rules import BFLOAT16
 
 
 def test_impl_weights_and_context_seed000():
@@ -233,6 +235,16 @@ def test_no_numpy_warnings_escape():
             q.astype(np.float16), k.astype(np.float16), v.astype(np.float16), is_causal=True
         )
         impl.attention_weights(q, k, attn_mask=np.zeros((7, 7)) - 1e300)
+        # visible scores spanning more than the range: s - max overflows to -inf, exp to 0
+        for dtype in (np.float64, np.float32, BFLOAT16):
+            huge = float(ml_dtypes.finfo(dtype).max)
+            spread = np.where(np.arange(7) % 2 == 0, -huge, huge).astype(dtype)
+            qd, kd, vd = (x.astype(dtype) for x in (q, k, v))
+            for block_size in (None, 2):
+                out, lse = impl.attention(
+                    qd, kd, vd, attn_mask=spread, block_size=block_size, return_lse=True
+                )
+                assert np.isfinite(out.astype(np.float64)).all()
         with pytest.raises(impl.AttentionInputError):
             impl.attention(np.full((2, 2), 1e200), np.full((2, 2), 1e200), np.ones((2, 2)))
         with pytest.raises(impl.AttentionInputError):

@@ -458,3 +458,26 @@ def test_matches_reference_also_in_holds_each_dtype_to_one_exact_result(monkeypa
         exactly_in(spec._replace(dtype="float32").build(), "float16")
     with pytest.raises(ValueError, match="computes in another dtype"):
         exactly_in(case, "float64")
+
+
+def test_wide_head_specs_keep_the_profile_lengths(monkeypatch):
+    """The wide heads' lengths, capped by their K/V budget, stay within the profile's
+    lengths too: a raised decode length raises that budget, and prefill lengths went past
+    ``ATTNPROPS_MAX_LEN`` (5567 for 4096, found by a review helper)."""
+    from attnprops.properties.sizes import DECODE_ENV_VAR
+    from attnprops.properties.test_kernel_wide_heads import wide_head_specs
+
+    monkeypatch.setenv(LEN_ENV_VAR, "1500")
+    monkeypatch.setenv(DECODE_ENV_VAR, "32768")
+    lim = limits()
+    longest = {"decode": lim.max_decode_len}
+    drawn = []
+
+    @settings(max_examples=100, database=None, deadline=None)
+    @given(spec=wide_head_specs(load_subject("attnprops.impl")))
+    def draw(spec):
+        drawn.append(spec)
+        assert max(spec.query_len, spec.key_len) <= longest.get(spec.shape, lim.max_len)
+
+    draw()
+    assert max(s.key_len for s in drawn if s.shape != "decode") > 1100  # past ci's 1100

@@ -26,6 +26,8 @@ key is optional and an unknown key is an error (a typo must not silently pass):
                        FlashAttention); default ``"raise"``
 ``weights``            exposes ``attention_weights``; default: whether the module has it
 ``kv_cache``           exposes ``KVCache``/``cached_attention``; default: whether it has them
+                       (the instance's attributes the properties read:
+                       docs/use-in-your-codebase.md, its first code block)
 ``kv_cache_bytes``     exposes ``kv_cache_bytes``; default: whether it has it
 ``ragged_cache``       exposes ``attention_with_kvcache(query, key_cache, value_cache,
                        cache_seqlens, *, block_table=None, is_causal=False, ...)``: one length

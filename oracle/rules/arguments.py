@@ -128,7 +128,11 @@ def check_scale(scale) -> float | None:
         return None
     value = as_real(scale)
     if value is None:
-        raise ScaleError(f"scale: {scale!r} is not a real number; pass None or a finite float > 0")
+        kind = f"{type(scale).__module__}.{type(scale).__qualname__}"
+        raise ScaleError(
+            f"scale: {scale!r} (a {kind}) is not a real number; pass None or a finite float "
+            "> 0 (of a 0-d array or tensor: its float())"
+        )
     if not np.isfinite(value) or value <= 0:
         raise ScaleError(f"scale: {scale!r} must be finite and > 0 (None means 1/sqrt(head_dim))")
     return value

@@ -155,3 +155,11 @@ def test_cache_capacity_is_checked_as_impl_checks_it(cls):
             with pytest.raises(AttentionInputError, match="^capacity") as info:
                 getattr(module, cls)(1, 1, 2, capacity=bad)
             assert isinstance(info.value, ValueError)
+
+
+def test_a_scale_that_is_an_array_is_named_as_one():
+    """A 0-d array is no real number (PyTorch's SDPA takes a float too): the message names
+    its type and the way out, not only "not a real number"."""
+    q = np.ones((2, 4))
+    with pytest.raises(ScaleError, match=r"scale: array\(0.5\) \(a numpy.ndarray\) .*float\(\)"):
+        oracle.attention(q, q, q, scale=np.array(0.5))

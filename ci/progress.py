@@ -34,6 +34,8 @@ class Progress:
             )
             if event.get("subject"):  # the subject, its version and its declarations
                 self._line(f"  subject: {event['subject']}")
+            if event.get("kernel_sizes"):  # the largest sizes drawn, as raised
+                self._line(f"  kernel sizes: {event['kernel_sizes']}")
         elif kind == "started":
             self.running[event["nodeid"]] = time.monotonic()
             self._status()

@@ -268,7 +268,16 @@ def _collected(tests: int) -> dict:
         "event": "collected",
         "tests": tests,
         **({} if subject is None else {"subject": subject.describe()}),
+        "kernel_sizes": _kernel_sizes(),
     }
+
+
+def _kernel_sizes() -> str:
+    """The largest kernel-sized draws of this run (its profile's, raised by the environment)."""
+    from attnprops.properties.sizes import describe_limits
+    from attnprops.properties.sizes import limits
+
+    return describe_limits(limits())
 
 
 def pytest_collection_finish(session):
@@ -367,6 +376,7 @@ def pytest_report_header(config):
         count = sum(1 for e in _STATE.get("xfail_entries", []) if e.file == str(path))
         lines.append(f"attnprops expected failures: {path} ({count} test ids)")
     lines.append(f"attnprops robustness tier: {_STATE.get('robustness', 'report')}")
+    lines.append(f"attnprops kernel sizes: {_kernel_sizes()}")
     return lines
 
 

@@ -114,6 +114,15 @@ def limits(profile: str | None = None) -> Limits:
     )
 
 
+def describe_limits(lim: Limits) -> str:
+    """``lim`` in one line, for a run's header (so a raised length can be seen to apply)."""
+    return (
+        f"prefill/cross Tq, Tk <= {lim.max_len}, decode Tk <= {lim.max_decode_len}, "
+        f"scores <= {lim.max_scores}, K/V elements <= {lim.max_kv}, cache appends <= "
+        f"{lim.max_appends} (raise the lengths: {LEN_ENV_VAR}, {DECODE_ENV_VAR})"
+    )
+
+
 # Strategies are built once per distinct (hashable) argument tuple and reused: Hypothesis
 # works out a new strategy object's properties (emptiness, labels, reusable values) on its
 # first draw, which cost about a tenth of the suite's time, and seconds of each kernel

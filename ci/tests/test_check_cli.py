@@ -170,6 +170,15 @@ class _Terminal:
         pass
 
 
+def test_the_header_names_the_subject_and_the_kernel_sizes():
+    from attnprops.ci.progress import Progress
+
+    terminal = _Terminal()
+    Progress(terminal)({"event": "collected", "tests": 2, "subject": "S", "kernel_sizes": "K"})
+    lines = terminal.text.replace("\r\x1b[K", "").splitlines()  # a terminal's line clears
+    assert lines == ["attnprops check: 2 property tests", "  subject: S", "  kernel sizes: K"]
+
+
 def test_the_status_line_fits_the_terminal_and_keeps_its_counts():
     from attnprops.ci.progress import Progress
 

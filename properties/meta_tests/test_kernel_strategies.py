@@ -27,6 +27,7 @@ from attnprops.properties.sizes import TILES
 from attnprops.properties.sizes import boundary_sizes
 from attnprops.properties.sizes import capacity
 from attnprops.properties.sizes import capacity_sizes
+from attnprops.properties.sizes import describe_limits
 from attnprops.properties.sizes import limits
 from attnprops.properties.sizes import past_powers
 from attnprops.properties.sizes import primes_up_to
@@ -153,6 +154,11 @@ def test_env_var_raises_the_limits(monkeypatch):
     monkeypatch.setenv(LEN_ENV_VAR, "4096")
     raised = limits("ci")
     assert raised.max_len == 4096 and raised.max_scores > 10 * LIMITS["ci"].max_scores
+    # what a run's header says: the raised length, so that one can see it applied
+    assert describe_limits(raised).startswith("prefill/cross Tq, Tk <= 4096, decode Tk <= 8200")
+    from attnprops.properties import plugin
+
+    assert plugin._collected(3)["kernel_sizes"] == describe_limits(limits())
     monkeypatch.setenv(LEN_ENV_VAR, "ten")
     with pytest.raises(ValueError, match=f"{LEN_ENV_VAR}='ten'"):
         limits("ci")

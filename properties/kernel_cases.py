@@ -17,7 +17,10 @@ Shape kinds drawn (shape legend as in :mod:`properties.strategies`):
              EAGLE's do: one 64-row query tile)
              against ``Tk`` up to the profile's decode length, mostly in its top three
              quarters (flash-decoding's split-KV regime; :func:`~properties.sizes.long_sizes`),
-             causal at ``Tk - Tq``: the drafts are causal among themselves.
+             causal at ``Tk - Tq`` (the drafts are causal among themselves), or, for the
+             properties about decodes (``noncausal_decodes``), one draw in two not causal
+             (one query's call is the same; a kernel may route it elsewhere: Hugging Face's
+             SDPA path passes ``is_causal=False`` for one query).
 ``chunk``    chunked prefill: ``Tq < Tk``, causal with the default ``Tk - Tq``, 0 or a drawn
              ``query_start`` (a boundary size: at, one past or one short of a tile multiple,
              or anywhere). ``Tq`` is a boundary size one draw in two, else one query (one
@@ -100,6 +103,7 @@ def kernel_specs(
     documents: bool = False,
     chunks: bool = False,
     grouped: bool = False,
+    noncausal_decodes: bool = False,
 ) -> KernelSpec:
     """A :class:`KernelSpec` within the profile's :func:`~properties.sizes.limits` (or the
     ``max_*`` given). ``dtypes`` shrinks towards its last entry; ``block_sizes`` also draws
@@ -133,6 +137,8 @@ def kernel_specs(
     ``grouped``: two K/V heads (as the budget allows) and a group of 2 to 8 query heads each
     (:data:`GROUPS` but 1, shrinking to 2), for a law about which K/V head a query head
     reads (with one K/V head, any mapping that stays in range reads it).
+    ``noncausal_decodes``: a decode is not causal one draw in two (the properties about
+    decodes; elsewhere decodes stay causal, and their draws as they were).
     Shrinks towards ``prefill``, ``B = Hkv = G = 1``, tiny or tile-boundary lengths, a tiny
     head dim or 64, no mask, float64, ``unit`` values, seed 0."""
     lim = limits()
@@ -242,6 +248,13 @@ def kernel_specs(
         more = draw(st.sampled_from((0, 1, 2, 2)), label="more packed batch elements")
         batch = min(batch + more, max(2, room // (num_kv_heads * group)))
         batch_documents = batch_documents or (starts if batch > 2 else ())
+    # A decode is not causal one draw in two (shrinks to causal): one query's call is the
+    # same either way (with query_start None), but kernels take other paths for it
+    # (Hugging Face's SDPA path passes is_causal=False for a single query, and a split-KV
+    # path may be chosen without causality); a few queries then see every key. Drawn last,
+    # so that the draws above keep their places.
+    if noncausal_decodes and shape == "decode" and windows != "sliding_window":
+        is_causal = draw(st.sampled_from((True, False)), label="decode causal")
     spec = KernelSpec(
         shape,
         batch,

@@ -145,15 +145,15 @@ def test_kernel_sized_chunks_match_reference(subject, spec):
 
 
 @pytest.mark.kernel_sized
-@given(spec=subject_kernel_specs(SUBJECT, shapes=("decode",)))
+@given(spec=subject_kernel_specs(SUBJECT, shapes=("decode",), noncausal_decodes=True))
 def test_kernel_sized_decode_matches_reference(subject, spec):
-    """Decode (1 to 64 queries) against up to the profile's decode length of keys (the split-KV
-    regime of flash-decoding): see matches_reference. Then the same kind of decode against
-    ``L < Tk`` keys for every ``L`` one short of, at and one past the largest multiple
-    ``m t`` below ``Tk`` of each tile ``t`` (every row against a float64 evaluation; key
-    padding dropped and "large" values made "unit", so that every key counts): each example
-    so meets the split remainders ``t - 1``, 0 and 1 of every tile, where a split-KV kernel
-    that drops a partial split, or the last key of one, goes wrong."""
+    """Decode (1 to 64 queries, causal or not) against up to the profile's decode length of keys
+    (the split-KV regime of flash-decoding): see matches_reference. Then the same kind of decode
+    against ``L < Tk`` keys for every ``L`` one short of, at and one past the largest multiple
+    ``m t`` below ``Tk`` of each tile ``t`` (every row against a float64 evaluation; key padding
+    dropped and "large" values made "unit", so that every key counts): each example so meets the
+    split remainders ``t - 1``, 0 and 1 of every tile, where a split-KV kernel that drops a
+    partial split, or the last key of one, goes wrong."""
     matches_reference(subject, spec)
     lengths = set()
     for t in TILES:
@@ -187,14 +187,15 @@ CAPACITY_DTYPES = ("float64",) if "float64" in CAPS.dtypes else None
         SUBJECT,
         shapes=("decode",),
         at_capacity=True,
+        noncausal_decodes=True,
         masks=False,
         magnitudes=("unit", "ties"),
         **({"dtypes": CAPACITY_DTYPES} if CAPACITY_DTYPES else {}),  # else the declared
     )
 )
 def test_kernel_sized_decode_past_capacity_reads_every_key(subject, spec):
-    """Decode (1 to 64 queries) against ``P`` and ``P + 1`` keys, ``P`` the largest power of two
-    within the profile's decode length (8192 in ci, 16384 in thorough:
+    """Decode (1 to 64 queries, causal or not) against ``P`` and ``P + 1`` keys, ``P`` the
+    largest power of two within the profile's decode length (8192 in ci, 16384 in thorough:
     :func:`~properties.sizes.capacity`), every row against a float64 evaluation (agreement
     bounds, as the decode property's probes): a kernel with a preallocated capacity (a
     workspace of ``P`` keys, a fixed number of splits of a fixed size) that never reads past
@@ -224,14 +225,15 @@ SAME_SIGN_DTYPES = tuple(sorted(SAME_SIGN_DTYPES, key=lambda d: -ml_dtypes.finfo
     spec=subject_kernel_specs(
         SUBJECT,
         shapes=("decode",),
+        noncausal_decodes=True,
         masks=False,
         magnitudes=("positive",),
         dtypes=SAME_SIGN_DTYPES[:1],  # the spec's; each example runs in every one
     )
 )
 def test_kernel_sized_long_same_sign_rows_match_reference(subject, spec):
-    """Decode (1 to 64 queries) against up to the profile's decode length of keys, every entry
-    of the query, key and value in [0.25, 1] (the ``positive`` regime of
+    """Decode (1 to 64 queries, causal or not) against up to the profile's decode length of
+    keys, every entry of the query, key and value in [0.25, 1] (the ``positive`` regime of
     :meth:`~properties.kernel_spec.KernelSpec.build`), in the subject's 16-bit dtypes (its
     narrowest when it has none), no mask: see matches_reference. The weights are then near
     uniform and the outputs of one sign, so a row's running denominator or output

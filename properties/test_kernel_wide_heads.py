@@ -31,11 +31,12 @@ WIDE_DIMS = (512, 576, 320)  # MLA's value and query-key dims, and one between (
 
 @st.composite
 def wide_head_specs(draw, subject, **kwargs):
-    """A decode, chunk or prefill whose value dim is past 256 and whose head dim is past 256
-    or a common one (64, 128), no mask; its lengths at most ``max_kv // (2 (D + Dv))`` (so
-    two (batch, K/V head) pairs fit) and the profile's lengths (``max_kv`` grows with a
-    raised decode length: prefill lengths went past ``ATTNPROPS_MAX_LEN``), and one batch element and K/V head when more would not
-    fit. ``kwargs``: more of :func:`~properties.kernel_cases.kernel_specs`'."""
+    """A decode, chunk or prefill whose value dim is past 256 and whose head dim is past 256 or a
+    common one (64, 128), no mask; its lengths at most ``max_kv // (2 (D + Dv))`` (so two
+    (batch, K/V head) pairs fit) and the profile's lengths (``max_kv`` grows with a raised
+    decode length: prefill lengths went past ``ATTNPROPS_MAX_LEN``), and one batch element and
+    K/V head when more would not fit. ``kwargs``: more of
+    :func:`~properties.kernel_cases.kernel_specs`'."""
     head_dim = draw(st.sampled_from((*WIDE_DIMS, 64, 128)), label="head_dim")
     value_dim = draw(st.sampled_from(WIDE_DIMS), label="value_dim")
     lim = limits()

@@ -383,14 +383,16 @@ def test_per_head_mask_specs_give_each_batch_element_and_head_its_own_mask():
 
 
 def test_documents_alibi_and_serving_calls_reach_their_rarer_combinations():
-    """Among 40 draws each: packed documents over three or four batch elements whose rows of
+    """Among 100 draws: packed documents over three or four batch elements whose rows of
     key ids differ from one another (a row index that wraps at 2 reads another packing);
-    ALiBi with a visible key after its query (a prefill or chunk not causal: a signed
-    distance goes wrong there); and among 20, ragged serving batches that are not causal (the
-    lengths alone then hide the storage past them)."""
+    among 40: ALiBi with a visible key after its query (a prefill or chunk not causal: a
+    signed distance goes wrong there); and among 20, ragged serving batches that are not
+    causal (the lengths alone then hide the storage past them). (The documents' count in
+    so few derandomized draws is chance: measured 14 in 40 draws and 1 in 50, and after one
+    more choice in a decode's draws, 2 in 40 and 16 in 50; 9 in 100.)"""
     counts = {"documents": 0, "alibi": 0, "serving": 0}
 
-    @settings(max_examples=40, derandomize=True, database=None)
+    @settings(max_examples=100, derandomize=True, database=None)
     @given(spec=kernel_specs(shapes=CAUSAL, documents=True))
     def documents(spec):
         ids = spec.segment_ids()

@@ -150,7 +150,7 @@ def within_float64_evaluation(subject, case, out, what: str, expected=None) -> N
 
 
 def exactly_in(case, dtype: str):
-    """``case`` with its query, key and value cast to ``dtype``, every entry unchanged (a
+    """``case`` with its query, key, value and sinks cast to ``dtype``, every entry unchanged (a
     value of a coarser grid, bfloat16's in float16's range and precision); its exact
     result is then the same, and the rulebook's rules read the same (the dtypes share their
     compute dtype, so one overflow threshold).
@@ -162,8 +162,10 @@ def exactly_in(case, dtype: str):
     if compute_dtype(dtype) != compute_dtype(case.dtype):
         raise ValueError(f"dtype: {dtype} computes in another dtype than {case.dtype}")
     arrays = {}
-    for name in ("query", "key", "value"):
+    for name in ("query", "key", "value", "sinks"):
         x = getattr(case, name)
+        if x is None:  # no sinks
+            continue
         cast = x.astype(dtype)
         if not np.array_equal(cast.astype(np.float64), x.astype(np.float64)):
             raise ValueError(f"dtype: {dtype} does not hold every {name} entry of {case.dtype}")

@@ -462,6 +462,8 @@ def test_matches_reference_also_in_holds_each_dtype_to_one_exact_result(monkeypa
     assert seen[1][1] == seen[2][1]  # the same keys, exactly
     case = spec.build()
     assert exactly_in(case, "float16").query.dtype == np.float16
+    sunk = spec._replace(sinks=True).build()  # the sinks go with the values
+    assert exactly_in(sunk, "float16").sinks.dtype == np.float16
     with pytest.raises(ValueError, match="does not hold every query entry"):
         exactly_in(spec._replace(dtype="float32").build(), "float16")
     with pytest.raises(ValueError, match="computes in another dtype"):

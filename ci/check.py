@@ -184,11 +184,7 @@ def run(args) -> int:
     print(
         f"{result.tests_run - failed} passed, {failed} failed"
         + (f", {robust} robustness-tier not met (reported)" if robust else "")
-        + (
-            f" (stopped after {args.maxfail} failing: -x/--maxfail)"
-            if args.maxfail and (stopped or failed >= args.maxfail)
-            else ""
-        )
+        + _stop_note(args.maxfail, stopped, failed)
     )
     return 0 if result.returncode == 0 else 1
 
@@ -225,6 +221,18 @@ def _check_report_paths(args) -> None:
             raise SystemExit(f"attnprops check: {flag} {path}: {exc.strerror}") from None
     if args.junitxml:
         Path(args.junitxml).unlink()
+
+
+def _stop_note(maxfail: int | None, stopped: bool, failed: int) -> str:
+    """The summary's note on ``-x``/``--maxfail``: empty unless the run stopped at
+    ``maxfail`` failing properties. Under pytest-xdist the other workers finish the properties
+    they had started, so more may have failed: the note says so (it read "1 passed, 2 failed
+    (stopped after 1 failing)")."""
+    if not maxfail or not (stopped or failed >= maxfail):
+        return ""
+    more = failed - maxfail
+    tail = f"; {more} more in properties other workers had started" if more > 0 else ""
+    return f" (stopped after {maxfail} failing: -x/--maxfail{tail})"
 
 
 def _stopped_early(args, result) -> bool:

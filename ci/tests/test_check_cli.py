@@ -323,3 +323,16 @@ def test_a_seed_draws_the_same_examples_again(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit) as stop:
         main(["check", "--profile", "dev", "--seed", "-1"])
     assert stop.value.code == 2 and "invalid seed" in capsys.readouterr().err
+
+
+def test_a_stopped_run_says_when_other_workers_failed_too():
+    """-x under xdist: the other workers finish the properties they had started, so a
+    summary can read 2 failed after stopping at 1; the note says where the second came from."""
+    from attnprops.ci.check import _stop_note
+
+    assert _stop_note(None, False, 3) == ""
+    assert _stop_note(1, False, 0) == ""
+    assert _stop_note(1, True, 1) == " (stopped after 1 failing: -x/--maxfail)"
+    assert _stop_note(1, True, 2) == (
+        " (stopped after 1 failing: -x/--maxfail; 1 more in properties other workers had started)"
+    )

@@ -118,13 +118,14 @@ def float64_evaluation(case) -> np.ndarray:
     return grouped_matmul(w, v)
 
 
-def matches_float64_evaluation(subject, case, what: str = "output") -> np.ndarray:
+def matches_float64_evaluation(subject, case, what: str = "output", expected=None) -> np.ndarray:
     """The subject's output, every row within the agreement bound of the subject's declared
     arithmetic plus that of float64 of a float64 evaluation (so within the sum of both of
-    the exact result's bounds); returns the output."""
+    the exact result's bounds); returns the output. ``expected``: the float64 evaluation of
+    ``case`` when the caller has it already."""
     __tracebackhide__ = True
     out = attend(subject, case)
-    within_float64_evaluation(subject, case, out, what)
+    within_float64_evaluation(subject, case, out, what, expected)
     return out
 
 
@@ -192,8 +193,7 @@ def matches_reference(subject, spec, *, heads: list[int] | None = None, also_in=
     parts = None
     for case in calls:
         note(f"case: {case.describe()}")
-        out = attend(subject, case)
-        within_float64_evaluation(subject, case, out, "output", expected=evaluated)
+        out = matches_float64_evaluation(subject, case, expected=evaluated)
         if case is first:
             whole = out
         if heads is not None:

@@ -6,6 +6,7 @@ that subcommand."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import signal
@@ -53,7 +54,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-class _interrupt_ends_the_imports:
+@contextlib.contextmanager
+def _interrupt_ends_the_imports(command: str | None):
     """While the subcommand's modules import (a second or two: NumPy, Hypothesis, pytest), a
     Ctrl-C ends the command at once, with the message and exit status of a later one
     (130), and no traceback: a ``KeyboardInterrupt`` raised inside an extension module's import
@@ -61,24 +63,19 @@ class _interrupt_ends_the_imports:
     so it cannot be caught as one. Nothing has started yet (no run, no file), so there is
     nothing to undo. Afterwards the caller's handler is back. Only in the main thread (the
     only one where Python lets a handler be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
 
-    def __init__(self, command: str | None):
-        self.command = command
-        self.previous = None
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(signal.SIGINT, self._end)
-        return self
-
-    def __exit__(self, *exc_info):
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
-        return False
-
-    def _end(self, signum, frame):
-        os.write(2, f"{_name(self.command)}: interrupted\n".encode())
+    def end(signum, frame):
+        os.write(2, f"{_name(command)}: interrupted\n".encode())
         os._exit(130)  # 128 + SIGINT
+
+    previous = signal.signal(signal.SIGINT, end)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _name(command: str | None) -> str:

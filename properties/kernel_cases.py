@@ -133,7 +133,7 @@ def kernel_specs(
     one draw in two (ALiBi's ``-slope |p - j|`` then reaches keys after the query, where a
     signed distance goes wrong). ``chunks``: a ``chunk_size`` (a
     boundary size up to ``Tk + 1``, or one draw in two one in ``[ceil(Tq / 2), Tq - 1]``:
-    :func:`_chunk_sizes`; no query before position 0, no padding or random masks).
+    :func:`chunk_sizes`; no query before position 0, no padding or random masks).
     ``grouped``: two K/V heads (as the budget allows) and a group of 2 to 8 query heads each
     (:data:`GROUPS` but 1, shrinking to 2), for a law about which K/V head a query head
     reads (with one K/V head, any mapping that stays in range reads it).
@@ -239,7 +239,7 @@ def kernel_specs(
         # draw is True in only about 3 draws in 10, too few for 8 examples
         batch_slopes = not draw(st.booleans(), label="slopes (Hq,) for the whole batch")
     if chunks and start >= 0:
-        chunk_size = draw(_chunk_sizes(Tq, Tk), label="chunk_size")
+        chunk_size = draw(chunk_sizes(Tq, Tk), label="chunk_size")
     # keys after a query too (not for Hugging Face's windows, causal by convention)
     if with_alibi and is_causal and shape in ("prefill", "chunk") and windows != "sliding_window":
         is_causal = draw(st.sampled_from((True, False)), label="ALiBi causal")
@@ -421,7 +421,7 @@ def fit_dim(dim: int, max_dim: int) -> int:
 
 
 @cached_strategy
-def _chunk_sizes(Tq: int, Tk: int) -> st.SearchStrategy[int]:
+def chunk_sizes(Tq: int, Tk: int) -> st.SearchStrategy[int]:
     """A ``chunk_size``: a boundary size up to ``Tk + 1``, or one draw in two (for ``Tq >=
     3``) one in ``[ceil(Tq / 2), Tq - 1]``, so that a chunk edge falls among the queries and
     the chunks on both sides of it are longer than half of them: a query tile straddles the

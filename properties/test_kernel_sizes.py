@@ -38,6 +38,7 @@ from attnprops.properties.checks import fail
 from attnprops.properties.kernel_cache_cases import cache_runs
 from attnprops.properties.kernel_cache_cases import chunks_of
 from attnprops.properties.kernel_cache_cases import paged_layouts
+from attnprops.properties.kernel_cases import chunk_sizes
 from attnprops.properties.kernel_cases import per_head_mask_specs
 from attnprops.properties.kernel_cases import subject_kernel_specs
 from attnprops.properties.kernel_checks import agree
@@ -282,6 +283,33 @@ def test_kernel_sized_chunk_equals_rows_of_full_causal(subject, spec, data):
     short of, at and one past a drawn tile size ``t`` (a chunk whose tiles start just off
     the grid is where a kernel's causal tile arithmetic slips), and ``s`` a boundary size;
     each ``n`` a boundary size."""
+    _chunks_equal_rows_of_full_causal(subject, spec, data)
+
+
+@pytest.mark.requires("chunk_size")
+@pytest.mark.kernel_sized
+@given(spec=subject_kernel_specs(SUBJECT, shapes=("prefill",), masks=False), data=st.data())
+def test_kernel_sized_chunked_attention_chunk_equals_rows_of_full(subject, spec, data):
+    """The law above for chunked attention (Llama 4's local layers, ``chunk_size = C``: a
+    query sees the keys of its own chunk of ``C`` positions, counted from key 0 whatever
+    ``query_start`` is): chunks at ``s = t - 1, t, t + 1`` and a boundary ``s`` equal the rows
+    of the full chunked causal prefill, every row compared. ``C`` is drawn by
+    :func:`~properties.kernel_cases.chunk_sizes`, one draw in two longer than half the
+    sequence, so a chunk edge falls among the rows of chunk calls whose query tiles start one
+    off the tile grid (a causal prefill's tiles start on it). There a block-sparse kernel that
+    takes a query tile's key range from one of its rows' chunks drops the other rows' keys.
+    Measured over 147 random examples, each kernel against impl: 64-row tiles whose keys end
+    at the first row's chunk end differed in 99 (in 28 of 200 random draws of
+    :func:`test_kernel_sized_chunks_match_reference`), 16-row tiles doing so from 300 queries
+    in 76 (10 of 200), and ``chunk_tile_starts_at_its_last_rows_chunk_past_200_queries`` in
+    105 (12 of 200)."""
+    T = spec.key_len
+    chunk_size = data.draw(chunk_sizes(T, T), label="chunk_size")
+    _chunks_equal_rows_of_full_causal(subject, spec._replace(chunk_size=chunk_size), data)
+
+
+def _chunks_equal_rows_of_full_causal(subject, spec, data):
+    """The chunk laws above for a causal prefill ``spec`` (its ``chunk_size`` kept)."""
     full = spec._replace(is_causal=True, query_start=None).build()
     T = full.key.shape[2]
     assume(T >= 2)

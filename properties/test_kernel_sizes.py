@@ -297,12 +297,14 @@ def test_kernel_sized_chunked_attention_chunk_equals_rows_of_full(subject, spec,
     :func:`~properties.kernel_cases.chunk_sizes`, one draw in two longer than half the
     sequence, so a chunk edge falls among the rows of chunk calls whose query tiles start one
     off the tile grid (a causal prefill's tiles start on it). There a block-sparse kernel that
-    takes a query tile's key range from one of its rows' chunks drops the other rows' keys.
-    Measured over 147 random examples, each kernel against impl: 64-row tiles whose keys end
-    at the first row's chunk end differed in 99 (in 28 of 200 random draws of
-    :func:`test_kernel_sized_chunks_match_reference`), 16-row tiles doing so from 300 queries
-    in 76 (10 of 200), and ``chunk_tile_starts_at_its_last_rows_chunk_past_200_queries`` in
-    105 (12 of 200)."""
+    takes a query tile's key range from one of its rows' chunks drops the other rows' keys
+    (``mutants/chunk_tile_keys_end_at_its_first_rows_chunk_end.py``; over 147 random
+    examples ``chunk_tile_starts_at_its_last_rows_chunk_past_200_queries`` differs from impl
+    in 105 here, in 12 of 200 draws of :func:`test_kernel_sized_chunks_match_reference`).
+    The law compares the subject with itself: a chunk rule wrong the same way in every call
+    (a chunk start one off) passes it and fails the reference property. The case shown is
+    the drawn prefill; the calls run are causal, with the drawn ``C`` (the message names
+    both)."""
     T = spec.key_len
     chunk_size = data.draw(chunk_sizes(T, T), label="chunk_size")
     _chunks_equal_rows_of_full_causal(subject, spec._replace(chunk_size=chunk_size), data)
@@ -313,7 +315,7 @@ def _chunks_equal_rows_of_full_causal(subject, spec, data):
     full = spec._replace(is_causal=True, query_start=None).build()
     T = full.key.shape[2]
     assume(T >= 2)
-    expected = attend(subject, full, "full causal attention")
+    expected = attend(subject, full, f"full causal attention ({full.describe()})")
     t = data.draw(st.sampled_from(TILES), label="tile")
     starts = {t - 1, t, t + 1, data.draw(boundary_sizes(T - 1), label="query_start")}
     for s in sorted(x for x in starts if 1 <= x <= T - 1):
@@ -333,9 +335,11 @@ def _chunks_equal_rows_of_full_causal(subject, spec, data):
             agree(
                 subject,
                 chunk,
-                attend(subject, chunk, f"chunk, {what}"),
+                attend(subject, chunk, f"chunk [{s}, {s + n}), {what} ({chunk.describe()})"),
                 expected[:, :, rows],
-                what=f"chunk [{s}, {s + n}) ({what}) vs rows of full causal (T={T})",
+                what=f"chunk [{s}, {s + n}) ({what}) vs rows [{s}, {s + n}) of the full causal "
+                f"call ({full.describe()}); either may be wrong, and row i of the chunk is "
+                f"position {s} + i",
             )
 
 

@@ -54,7 +54,9 @@ REFERENCE_PROPERTIES = (
 # What every mutant on this kernel declares (properties.subject): impl's dtypes, the 16-bit
 # ones computed in float32 as in impl, so the error bounds hold it to float32 arithmetic; it
 # takes sinks, local windows (impl's convention, offsets) and packed documents (both read
-# from the rulebook's visibility, tile by tile) and returns the log-sum-exp.
+# from the rulebook's visibility, tile by tile) and returns the log-sum-exp. It also takes
+# ``chunk_size`` (read the same way), which only the mutants of chunked attention declare, so
+# that the properties' draws for the others stay as they were.
 TILED_CAPABILITIES = {
     "dtypes": impl.ATTNPROPS_CAPABILITIES["dtypes"],
     "compute_dtypes": impl.ATTNPROPS_CAPABILITIES["compute_dtypes"],
@@ -253,11 +255,11 @@ class TiledKernel(impl.Attention):
         return out.reshape(B, Hq, Tq, Dv), lse.reshape(B, Hq, Tq)
 
     # -- the public API ---------------------------------------------------------------------
-    @takes_options(without=("chunk_size", "alibi_slopes", "softcap"))
+    @takes_options(without=("alibi_slopes", "softcap"))
     def attention(self, query, key, value, *, return_lse=False, **options):
-        """Like :func:`impl.attention` (same arguments, rules and errors; without chunks,
-        ALiBi or a cap); ``return_lse=True`` gives ``(output, lse)``, ``lse`` in the compute
-        dtype, as impl's."""
+        """Like :func:`impl.attention` (same arguments, rules and errors; without ALiBi or a
+        cap); ``return_lse=True`` gives ``(output, lse)``, ``lse`` in the compute dtype, as
+        impl's."""
         return_lse = check_flag(return_lse, "return_lse")
         problem = check_attention_inputs(query, key, value, **options)
         if not self.runs(problem):

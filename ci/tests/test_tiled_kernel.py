@@ -29,6 +29,7 @@ KERNEL_MUTANTS = (
     "decode_split_remainder_dropped",
     "gqa_large_group_head_interleaved",
     "split_kv_lse_without_the_rescale",
+    "chunk_tile_keys_end_at_its_first_rows_chunk_end",
 )
 
 
@@ -49,13 +50,14 @@ _SMALL_SIZES = dict(
         kernel_specs(**_SMALL_SIZES),
         kernel_specs(**_SMALL_SIZES, windows="offsets"),
         kernel_specs(**_SMALL_SIZES, documents=True),
+        kernel_specs(**_SMALL_SIZES, chunks=True),
     ),
     sinks=st.booleans(),
 )
 def test_unmutated_kernel_agrees_with_impl(spec, sinks):
     """Within twice the agreement bound (both are within their bound of the exact result),
-    with sinks or without, and with a local window or packed documents (what
-    TILED_CAPABILITIES declares beside them)."""
+    with sinks or without, and with a local window, packed documents (what
+    TILED_CAPABILITIES declares beside them) or chunks (what the chunk mutants add)."""
     spec = spec._replace(sinks=sinks)
     case = spec.build()
     got = _Small().attention(case.query, case.key, case.value, **case.kwargs())
@@ -74,12 +76,16 @@ def test_unmutated_kernel_agrees_with_impl(spec, sinks):
 @pytest.mark.parametrize("name", KERNEL_MUTANTS + ("cache_growth_drops_last_position",))
 @settings(max_examples=15, deadline=None, database=None)
 @given(
-    spec=kernel_specs(max_len=32, max_decode_len=32, max_scores=1 << 12),
+    spec=st.one_of(
+        kernel_specs(max_len=32, max_decode_len=32, max_scores=1 << 12),
+        kernel_specs(max_len=32, max_decode_len=32, max_scores=1 << 12, chunks=True),
+    ),
     chunks=st.lists(st.integers(1, 8), min_size=1, max_size=4),
 )
 def test_kernel_mutants_are_impl_below_their_thresholds(name, spec, chunks):
-    """Small calls (at most 32 queries and keys, head dims up to 64 or 3-fold GQA) give
-    impl's result bitwise, through attention and through a cache."""
+    """Small calls (at most 32 queries and keys, head dims up to 64 or 3-fold GQA, chunked
+    attention among them) give impl's result bitwise, through attention and through a
+    cache."""
     spec = spec._replace(num_heads=spec.num_kv_heads * min(3, spec.num_heads // spec.num_kv_heads))
     if spec.head_dim > 64 or spec.value_dim > 64:
         spec = spec._replace(head_dim=min(spec.head_dim, 64), value_dim=min(spec.value_dim, 64))

@@ -315,7 +315,8 @@ def _chunks_equal_rows_of_full_causal(subject, spec, data):
     full = spec._replace(is_causal=True, query_start=None).build()
     T = full.key.shape[2]
     assume(T >= 2)
-    expected = attend(subject, full, f"full causal attention ({full.describe()})")
+    full_call = full.describe()  # for the messages
+    expected = attend(subject, full, f"full causal attention ({full_call})")
     t = data.draw(st.sampled_from(TILES), label="tile")
     starts = {t - 1, t, t + 1, data.draw(boundary_sizes(T - 1), label="query_start")}
     for s in sorted(x for x in starts if 1 <= x <= T - 1):
@@ -338,7 +339,7 @@ def _chunks_equal_rows_of_full_causal(subject, spec, data):
                 attend(subject, chunk, f"chunk [{s}, {s + n}), {what} ({chunk.describe()})"),
                 expected[:, :, rows],
                 what=f"chunk [{s}, {s + n}) ({what}) vs rows [{s}, {s + n}) of the full causal "
-                f"call ({full.describe()}); either may be wrong, and row i of the chunk is "
+                f"call ({full_call}); either may be wrong, and row i of the chunk is "
                 f"position {s} + i",
             )
 

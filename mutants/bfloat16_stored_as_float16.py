@@ -44,7 +44,13 @@ MUTANT = Mutant(
     description="bfloat16 inputs converted to float16 before computing: entries above "
     "65504 become infinity",
     models="a 2-byte float dispatched as float16 (torch.half, np.float16, __half) for bfloat16",
-    killed_by=("test_output_matches_oracle", *REFERENCE_PROPERTIES),
+    # cross-attention first: it kills (bfloat16 past float16's range at kernel sizes); the
+    # runner stops at the first property that fails, so one listed before it runs in full
+    killed_by=(
+        "test_kernel_sized_cross_matches_reference",
+        "test_output_matches_oracle",
+        *(p for p in REFERENCE_PROPERTIES if p != "test_kernel_sized_cross_matches_reference"),
+    ),
     steps=_Steps,
 )
 __all__ = MUTANT.export(globals())  # attention, KVCache, ...: the API's names (mutants.API)

@@ -37,7 +37,7 @@ MUTANT = Mutant(
     "out[i] = sum_j w[j, i] v[j]",
     models="wrong multiplication direction of weights and V (003 fault table: 'output token "
     "count becomes Tk'); invisible in self-attention where Tq == Tk",
-    killed_by=("test_output_matches_oracle", "test_single_visible_key_returns_its_value"),
+    killed_by=("test_single_visible_key_returns_its_value", "test_output_matches_oracle"),
     steps=_WeightsTransposed,
 )
 __all__ = MUTANT.export(globals())  # attention, KVCache, ...: the API's names (mutants.API)

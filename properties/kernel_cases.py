@@ -15,8 +15,9 @@ Shape kinds drawn (shape legend as in :mod:`properties.strategies`):
 ``decode``   ``Tq`` in 1..4 (a token, a short speculative-decoding draft) or, one draw in
              two, 1..64 (a longer draft or draft tree verified in one call, as vLLM's and
              EAGLE's do: one 64-row query tile)
-             against ``Tk`` up to the profile's decode length, mostly in its top three
-             quarters (flash-decoding's split-KV regime; :func:`~properties.sizes.long_sizes`),
+             against ``Tk`` up to the profile's decode length, mostly long (the larger of
+             two boundary sizes: flash-decoding's split-KV regime;
+             :func:`~properties.sizes.long_sizes`),
              causal at ``Tk - Tq`` (the drafts are causal among themselves), or, for the
              properties about decodes (``noncausal_decodes``), one draw in two not causal
              (one query's call is the same; a kernel may route it elsewhere: Hugging Face's
@@ -108,8 +109,8 @@ def kernel_specs(
     """A :class:`KernelSpec` within the profile's :func:`~properties.sizes.limits` (or the
     ``max_*`` given). ``dtypes`` shrinks towards its last entry; ``block_sizes`` also draws
     a ``block_size`` (a boundary size up to ``Tk + 1``) for subjects with a blocked path;
-    ``long`` draws prefill lengths mostly from the top three quarters of ``max_len``
-    (:func:`~properties.sizes.long_sizes`: cache runs, whose point is their length);
+    ``long`` draws prefill lengths mostly long, the larger of two boundary sizes up to
+    ``max_len`` (:func:`~properties.sizes.long_sizes`: cache runs, whose point is their length);
     ``masks``: the mask kinds drawn (True: :data:`~properties.kernel_spec.MASK_KINDS`; False:
     none; or a tuple of kinds). ``at_capacity`` draws decode lengths at the largest capacity
     within the decode length (:func:`~properties.sizes.capacity_sizes`: 8192 or 8193 in ci).

@@ -8,8 +8,8 @@ serving kernel is built around stays hidden there. A kernel launches sequences i
 (4, 8) and indexes the block table from the tile; compiles for a ``max_seqlen_k`` (2048, 4096)
 and clamps to it; narrows page ids to a byte or a short; sizes a workspace by the longest
 sequence. :func:`serving_batches` draws 1-8 sequences (up to 17 one draw in two), each of its
-own length (a boundary size, from the long regime of :func:`~properties.sizes.long_sizes` one
-draw in two), pages of 1-64 positions or of a real cache's 16-512, so that pools of hundreds
+own length (a boundary size, or one draw in two the larger of two:
+:func:`~properties.sizes.long_sizes`), pages of 1-64 positions or of a real cache's 16-512, so that pools of hundreds
 or thousands of pages are common, and a page order that is the pool's, its reverse or a
 shuffle; :func:`paged_cache_runs` appends up to 8 sequences to a ``PagedKVCache`` in rounds.
 The head dims and head counts are cut to the profile's budgets

@@ -234,9 +234,9 @@ def past_powers(
     smaller power of two from 256 (``257, 513, ...``), for ``cap`` a power of two >= 256
     (:func:`capacity`): the first size past a capacity a kernel may have preallocated (a
     ring of ``p`` slots, a workspace of ``p`` keys, a buffer doubled up to ``p``).
-    ``beyond`` (larger than ``cap + 1``): also that size, as often as ``cap + 1`` (then
-    two draws in five each), past every capacity below it that is not a power of two (a
-    ring of 2500 slots).
+    ``beyond`` (larger than ``cap + 1``): also that size, half the draws (``cap + 1`` a
+    third), past every capacity below it that is not a power of two (a ring of 2500 slots):
+    the one size that exposes every such fault up to it, so the most drawn.
 
     One sampled index, the sizes in increasing order (``cap`` before ``cap + 1``), so it
     shrinks step by step towards 257: a fault from a capacity of 1024 on shrinks to 1025,
@@ -255,7 +255,7 @@ def past_powers(
     below = [(1 << e) + 1 for e in range(8, cap.bit_length() - 1)]
     n = max(1, len(below))
     if beyond is not None:
-        return st.sampled_from(below + [cap + 1] * (2 * n) + [beyond] * (2 * n))
+        return st.sampled_from(below + [cap + 1] * (2 * n) + [beyond] * (3 * n))
     top = [cap] * n + [cap + 1] * (2 * n) if within else [cap + 1] * (3 * n)
     return st.sampled_from(below + top)
 
